@@ -1,0 +1,117 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// One set of settings for every target, as Hummingbird does.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .treatAllWarnings(as: .error),
+]
+
+let package = Package(
+    name: "ProfileEscrow",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ProfileEscrow", targets: ["ProfileEscrow"]),
+        .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
+        .library(name: "EscrowCore", targets: ["EscrowCore"]),
+        .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
+        .executable(name: "profile-escrow", targets: ["profile-escrow"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(
+            name: "EscrowCrypto",
+            dependencies: ["CSodium"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "EscrowCore",
+            dependencies: ["EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "EscrowSQLite",
+            dependencies: [
+                "EscrowCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ProfileEscrow",
+            dependencies: [
+                "EscrowCrypto",
+                "EscrowCore",
+                "EscrowSQLite",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "EscrowStoreConformance",
+            dependencies: ["EscrowCore", "EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "profile-escrow",
+            dependencies: [
+                "ProfileEscrow",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowCryptoTests",
+            dependencies: ["EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowCoreTests",
+            dependencies: ["EscrowCore", "EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowSQLiteTests",
+            dependencies: [
+                "EscrowSQLite",
+                "EscrowStoreConformance",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileEscrowTests",
+            dependencies: [
+                "ProfileEscrow",
+                "EscrowSQLite",
+                "EscrowCore",
+                "EscrowCrypto",
+                "profile-escrow",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,12 @@
+/// Who caused an audit event (SPEC §6): `library`, `cli`, `apple`, `http:<token name>`, `worker:<id>`.
+public struct AuditActor: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    public static let library = AuditActor(rawValue: "library")
+    public static let cli = AuditActor(rawValue: "cli")
+    public static let apple = AuditActor(rawValue: "apple")
+    public static func http(token name: String) -> AuditActor { AuditActor(rawValue: "http:\(name)") }
+    public static func worker(_ id: String) -> AuditActor { AuditActor(rawValue: "worker:\(id)") }
+}

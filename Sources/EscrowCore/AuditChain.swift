@@ -1,0 +1,105 @@
+internal import EscrowCrypto
+public import Foundation
+
+/// The hash chain over audit events (SPEC §6).
+///
+/// `hash(n) = BLAKE2b-256(hash(n-1) || canonical(n))`, with 32 zero bytes before the first event.
+/// The canonical encoding is documented in `docs/FORMAT.md`: a magic, then every field as a
+/// big-endian `u32` length and its UTF-8 bytes, so no value can be confused with a separator.
+public enum AuditChain {
+    /// The hash "before" the first event.
+    public static let genesis = [UInt8](repeating: 0, count: 32)
+
+    /// The chain hash of `draft` stored at `sequence` after an event whose hash is `previous`.
+    public static func hash(previous: [UInt8], sequence: Int64, draft: AuditDraft) -> [UInt8] {
+        Hashing.blake2b256(previous + canonical(sequence: sequence, draft: draft))
+    }
+
+    /// Milliseconds since 1970, the precision at which event times are stored and hashed.
+    public static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    /// The canonical bytes of one event.
+    public static func canonical(sequence: Int64, draft: AuditDraft) -> [UInt8] {
+        var out = Array("pe-audit-1".utf8)
+        func field(_ value: String?) {
+            let bytes = Array((value ?? "").utf8)
+            let count = UInt32(bytes.count)
+            out += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
+            out += bytes
+        }
+        field(String(sequence))
+        field(String(milliseconds(draft.at)))
+        field(draft.type.rawValue)
+        field(draft.escrowID)
+        field(draft.indexPrefix)
+        field(draft.detail)
+        field(draft.httpStatus.map { String($0) })
+        field(draft.actor.rawValue)
+        field(draft.ageMilliseconds.map { String($0) })
+        return out
+    }
+
+    /// Recomputes a chain as its events stream past, and remembers the first broken link.
+    public struct Verifier: Sendable {
+        public private(set) var previous: [UInt8] = AuditChain.genesis
+        public private(set) var expectedSequence: Int64
+        public private(set) var eventCount = 0
+        /// The first sequence number at which the chain is broken: an edited event, or the
+        /// position of a deleted one.
+        public private(set) var firstBrokenSequence: Int64?
+
+        /// - Parameter firstSequence: the sequence the chain starts at (1 for a full chain).
+        public init(firstSequence: Int64 = 1) {
+            self.expectedSequence = firstSequence
+        }
+
+        public var isIntact: Bool { firstBrokenSequence == nil }
+
+        public mutating func consume(_ event: AuditEvent) {
+            eventCount += 1
+            defer {
+                previous = event.hash
+                expectedSequence = event.sequence + 1
+            }
+            guard firstBrokenSequence == nil else { return }
+            if event.sequence != expectedSequence {
+                firstBrokenSequence = expectedSequence
+                return
+            }
+            let recomputed = AuditChain.hash(previous: previous, sequence: event.sequence, draft: event.draft)
+            if !Hashing.constantTimeEqual(recomputed, event.hash) {
+                firstBrokenSequence = event.sequence
+            }
+        }
+
+        /// Checks the end of the chain against the recorded head (catches deleted trailing events).
+        public mutating func finish(head: AuditHead?) {
+            guard firstBrokenSequence == nil else { return }
+            let last = expectedSequence - 1
+            switch head {
+            case nil:
+                if eventCount > 0 { firstBrokenSequence = 1 }
+            case let head?:
+                if head.sequence != last {
+                    firstBrokenSequence = min(head.sequence, last) + 1
+                } else if !Hashing.constantTimeEqual(head.hash, previous) {
+                    firstBrokenSequence = last
+                }
+            }
+        }
+    }
+}
+
+/// The last sequence number and hash of the chain, kept beside the events so that deleting the
+/// newest events is detected too. Auditors can also record it outside the store.
+public struct AuditHead: Sendable, Equatable {
+    public var sequence: Int64
+    public var hash: [UInt8]
+
+    public init(sequence: Int64, hash: [UInt8]) {
+        self.sequence = sequence
+        self.hash = hash
+    }
+}

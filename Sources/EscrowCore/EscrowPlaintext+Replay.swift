@@ -1,0 +1,63 @@
+extension EscrowPlaintext {
+    /// The body POSTed to the registration backend (SPEC §7):
+    ///
+    /// `{"escrowId":…,"userIdentifier":…,"fullName":{…}|null,"email":…|null,"isPrivateEmail":…,`
+    /// `"realUserStatus":…|null,"capturedAt":"2026-11-21T10:00:00Z","verified":…,"attempt":3}`
+    ///
+    /// in that order, without whitespace; `fullName`, when present, has all six members (`null` for an
+    /// absent component); `capturedAt` is ISO 8601 in UTC with seconds precision. The bytes are signed
+    /// (Standard Webhooks) exactly as returned.
+    public func backendJSON(escrowId: String, attempt: Int) -> [UInt8] {
+        CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: escrowId, attempt: attempt))
+    }
+
+    /// The decrypted profile answered by `POST /v1/escrows/{userIdentifier}/replay` (SPEC §9): the members
+    /// of ``backendJSON(escrowId:attempt:)`` without `escrowId` and `attempt`, in the same style.
+    public func profileJSON() -> [UInt8] {
+        CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: nil, attempt: nil))
+    }
+}
+
+/// The replay bodies: the backend body with `escrowId` and `attempt`, the HTTP profile body without.
+private struct ReplayBody: CanonicalJSONDocument {
+    let plaintext: EscrowPlaintext
+    let escrowId: String?
+    let attempt: Int?
+
+    func write<Sink: CanonicalJSONSink>(to writer: inout CanonicalJSONWriter<Sink>) {
+        let profile = plaintext.profile
+        writer.beginObject()
+        if let escrowId {
+            writer.key("escrowId")
+            writer.string(escrowId)
+        }
+        writer.key("userIdentifier")
+        writer.string(profile.userIdentifier)
+        writer.key("fullName")
+        if let fullName = profile.fullName {
+            writer.beginObject()
+            for (key, component) in zip(PersonName.keys, fullName.components) {
+                writer.key(key)
+                writer.stringOrNull(component)
+            }
+            writer.endObject()
+        } else {
+            writer.null()
+        }
+        writer.key("email")
+        writer.stringOrNull(profile.email)
+        writer.key("isPrivateEmail")
+        writer.bool(profile.isPrivateEmail)
+        writer.key("realUserStatus")
+        writer.stringOrNull(profile.realUserStatus?.rawValue)
+        writer.key("capturedAt")
+        writer.string(CanonicalJSON.iso8601(unixSeconds: plaintext.capturedAtUnixSeconds))
+        writer.key("verified")
+        writer.bool(plaintext.verified)
+        if let attempt {
+            writer.key("attempt")
+            writer.integer(Int64(attempt))
+        }
+        writer.endObject()
+    }
+}

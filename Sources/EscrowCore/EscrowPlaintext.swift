@@ -1,0 +1,128 @@
+public import EscrowCrypto
+public import Foundation
+
+/// What is sealed for an escrow: the profile and the facts of its capture.
+///
+/// ## Profile plaintext encoding (version 1)
+///
+/// The profile plaintext (the bytes that are padded with `sodium_pad` and sealed with `crypto_box_seal`) is
+/// one JSON object (RFC 8259), UTF-8 without a byte order mark, with no whitespace outside strings, whose
+/// members appear in exactly this order. A member whose value is absent is omitted (never `null`):
+///
+/// | # | member           | JSON value                                           | present           |
+/// |---|------------------|------------------------------------------------------|-------------------|
+/// | 1 | `v`              | the number `1` (the format version)                  | always            |
+/// | 2 | `userIdentifier` | string                                               | always            |
+/// | 3 | `fullName`       | object, see below                                    | when it has a component |
+/// | 4 | `email`          | string                                               | when present      |
+/// | 5 | `isPrivateEmail` | `true` or `false`                                    | always            |
+/// | 6 | `realUserStatus` | `"unsupported"`, `"unknown"` or `"likelyReal"`       | when present      |
+/// | 7 | `verified`       | `true` or `false` (captured with a verified Apple identity token) | always |
+/// | 8 | `capturedAt`     | integer: Unix time in seconds (UTC), rounded down    | always            |
+///
+/// `fullName` is an object whose members appear in the order `givenName`, `familyName`, `middleName`,
+/// `namePrefix`, `nameSuffix`, `nickname`, each a string, each omitted when absent; it is never empty (a name
+/// without components is omitted as a whole).
+///
+/// Strings: `"` is written `\"`, `\` is written `\\`, and every code point below U+0020 is written `\u00XX`
+/// with two lowercase hexadecimal digits; every other code point (including `/`, U+007F and all non-ASCII)
+/// is written as its raw UTF-8 bytes. No other escape is produced. Integers are decimal ASCII with a leading
+/// `-` when negative, without leading zeros, fraction or exponent. Values are the validated profile of
+/// SPEC §3: name components NFC-normalized and trimmed, the email as given.
+///
+/// Example (one line, 262 bytes):
+///
+/// ```
+/// {"v":1,"userIdentifier":"000000.test0000000000000000000000000000.0001","fullName":{"givenName":"Testy",
+/// "familyName":"McTestface"},"email":"canary-0001@example.invalid","isPrivateEmail":false,
+/// "realUserStatus":"likelyReal","verified":false,"capturedAt":1763719200}
+/// ```
+///
+/// The encoding is deterministic: the same content always gives the same bytes, so the content tag computed
+/// over them identifies a repeated capture. A decoder accepts only `"v":1`, refuses duplicate keys, unknown
+/// members and wrong types, accepts members in any order, and validates the profile again (SPEC §3).
+public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
+    /// The validated profile.
+    public let profile: Profile
+    /// Whether the capture was proven by an Apple identity token (verified capture, SPEC §9).
+    public let verified: Bool
+    /// When the profile was captured, in whole seconds (the initializer rounds down, as the encoding does).
+    public let capturedAt: Date
+
+    /// - Parameter capturedAt: rounded down to a whole second, so that ``encoded()`` and
+    ///   ``decode(_:)`` give back an equal value.
+    public init(profile: Profile, verified: Bool, capturedAt: Date) {
+        self.profile = profile
+        self.verified = verified
+        self.capturedAt = Date(timeIntervalSince1970: TimeInterval(Self.unixSeconds(capturedAt)))
+    }
+
+    /// The canonical encoding (see above), written straight into a `sodium_malloc`'ed buffer: the length
+    /// is measured first, so no intermediate copy of the profile is left behind in ordinary memory.
+    public func encoded() -> SecretBytes {
+        let document = CanonicalPlaintext(plaintext: self)
+        let secret = SecretBytes(count: CanonicalJSON.count(of: document))
+        secret.withUnsafeMutableBytes { buffer in
+            CanonicalJSON.write(document, into: buffer)
+        }
+        return secret
+    }
+
+    public var description: String { "EscrowPlaintext(redacted)" }
+    public var debugDescription: String { "EscrowPlaintext(redacted)" }
+    public var customMirror: Mirror { Mirror(self, children: EmptyCollection<Mirror.Child>()) }
+
+    /// `capturedAt` as Unix seconds.
+    var capturedAtUnixSeconds: Int64 {
+        Self.unixSeconds(capturedAt)
+    }
+
+    /// Rounds down to whole seconds, clamped to the range of `Int64`.
+    private static func unixSeconds(_ date: Date) -> Int64 {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        guard seconds.isFinite else { return seconds < 0 ? .min : .max }
+        return Int64(exactly: seconds) ?? (seconds < 0 ? .min : .max)
+    }
+}
+
+/// The canonical plaintext document, written the same way for measuring and for writing.
+private struct CanonicalPlaintext: CanonicalJSONDocument {
+    let plaintext: EscrowPlaintext
+
+    func write<Sink: CanonicalJSONSink>(to writer: inout CanonicalJSONWriter<Sink>) {
+        let profile = plaintext.profile
+        writer.beginObject()
+        writer.key("v")
+        writer.integer(EscrowPlaintext.formatVersion)
+        writer.key("userIdentifier")
+        writer.string(profile.userIdentifier)
+        if let fullName = profile.fullName {
+            writer.key("fullName")
+            writer.beginObject()
+            for (key, component) in zip(PersonName.keys, fullName.components) {
+                if let component {
+                    writer.key(key)
+                    writer.string(component)
+                }
+            }
+            writer.endObject()
+        }
+        if let email = profile.email {
+            writer.key("email")
+            writer.string(email)
+        }
+        writer.key("isPrivateEmail")
+        writer.bool(profile.isPrivateEmail)
+        if let realUserStatus = profile.realUserStatus {
+            writer.key("realUserStatus")
+            writer.string(realUserStatus.rawValue)
+        }
+        writer.key("verified")
+        writer.bool(plaintext.verified)
+        writer.key("capturedAt")
+        writer.integer(plaintext.capturedAtUnixSeconds)
+        writer.endObject()
+    }
+}

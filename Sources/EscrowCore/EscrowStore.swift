@@ -1,0 +1,107 @@
+public import EscrowCrypto
+public import Foundation
+
+/// What a capture did.
+public enum CaptureOutcome: Sendable, Equatable {
+    /// A new escrow; nothing was held for this user.
+    case created(EscrowRecord)
+    /// The same content was already held: nothing changed, the existing escrow is returned.
+    case unchanged(EscrowRecord)
+    /// A new escrow; the previous one for this user was purged as `replaced`.
+    case replaced(EscrowRecord, previous: EscrowID)
+
+    public var record: EscrowRecord {
+        switch self {
+        case .created(let record), .unchanged(let record), .replaced(let record, _): record
+        }
+    }
+}
+
+/// Which records to list.
+public enum RecordQuery: Sendable, Equatable {
+    /// Every live record.
+    case all
+    /// Records whose retention ran out at `now` (any live state).
+    case expired(at: Date)
+    /// Records in one state.
+    case state(EscrowState)
+    /// Records whose escrow key is sealed to another master key version than this one.
+    case keyVersionOtherThan(UInt32)
+}
+
+/// Counts for the purge report and metrics.
+public struct StoreSummary: Sendable, Equatable {
+    public var live: [EscrowState: Int]
+    public var oldestLiveCreatedAt: Date?
+    public var oldestPendingCreatedAt: Date?
+    /// Live escrows past their retention.
+    public var overdue: Int
+    public var dead: [DeadEscrow]
+
+    public init(
+        live: [EscrowState: Int], oldestLiveCreatedAt: Date?, oldestPendingCreatedAt: Date?, overdue: Int,
+        dead: [DeadEscrow]
+    ) {
+        self.live = live
+        self.oldestLiveCreatedAt = oldestLiveCreatedAt
+        self.oldestPendingCreatedAt = oldestPendingCreatedAt
+        self.overdue = overdue
+        self.dead = dead
+    }
+}
+
+/// A dead escrow in a summary: its id and why it died.
+public struct DeadEscrow: Sendable, Equatable {
+    public var id: EscrowID
+    public var code: DeadCode?
+
+    public init(id: EscrowID, code: DeadCode?) {
+        self.id = id
+        self.code = code
+    }
+}
+
+/// Where escrows live. Sees only sealed bytes; every change and its audit events are one
+/// transaction, and a failed audit write fails the change (fail closed).
+///
+/// `Tests/EscrowStoreConformance` holds the suite every implementation must pass.
+public protocol EscrowStore: Sendable {
+    /// Stores a new escrow for its blind index. In the same transaction: when a live escrow with
+    /// the same content tag exists, nothing changes (`unchanged`); when one with other content
+    /// exists, it is purged as `replaced` (`replaced`). Returns only once the row is durable.
+    func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome
+
+    func record(id: EscrowID) async throws -> EscrowRecord?
+
+    /// The live escrow of a user, if any.
+    func record(blindIndex: BlindIndex) async throws -> EscrowRecord?
+
+    /// Applies a lifecycle action to the record, if it is still at `expectedRevision`
+    /// (compare-and-set: the fencing rule). Returns `false` when the record changed or is gone.
+    func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool
+
+    /// Leases up to `limit` due escrows to `owner` (see `EscrowRecord.isDue(at:)`), oldest due
+    /// first, each at most once across all workers. The returned revisions are the fencing tokens.
+    func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws -> [EscrowRecord]
+
+    /// Records matching `query`, ordered by id, after `cursor`, at most `limit`.
+    func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord]
+
+    /// How many live escrows have their key sealed to each master key version.
+    func keyVersionsInUse() async throws -> [UInt32: Int]
+
+    /// Appends events that belong to no row change (key management).
+    func appendAudit(_ drafts: [AuditDraft]) async throws
+
+    /// Audit events with a sequence number above `sequence`, in order, at most `limit`.
+    func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent]
+
+    /// The newest event's sequence and hash, as recorded beside the chain.
+    func auditHead() async throws -> AuditHead?
+
+    func summary(at now: Date) async throws -> StoreSummary
+
+    /// Makes purged bytes unrecoverable from the store's files (SQLite: a WAL checkpoint
+    /// that truncates the log). A no-op where the backend has no such copies to clear.
+    func flushPurged() async throws
+}

@@ -1,0 +1,17 @@
+/// A parsed profile input (SPEC §3): the validated profile and, when given, the Apple identity token that
+/// verified capture checks. Redacted in `description`, `debugDescription` and `dump`.
+public struct ProfileInput: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The validated, normalized profile.
+    public let profile: Profile
+    /// The Apple identity token (a JWT) as given, not yet verified.
+    public let identityToken: String?
+
+    public init(profile: Profile, identityToken: String?) {
+        self.profile = profile
+        self.identityToken = identityToken
+    }
+
+    public var description: String { "ProfileInput(redacted)" }
+    public var debugDescription: String { "ProfileInput(redacted)" }
+    public var customMirror: Mirror { Mirror(self, children: EmptyCollection<Mirror.Child>()) }
+}

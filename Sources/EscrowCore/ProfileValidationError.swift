@@ -1,0 +1,72 @@
+/// Why a profile was refused (SPEC §3).
+///
+/// The error names the rule that was broken and the JSON path of the field (`field`, e.g.
+/// `"fullName.givenName"`), and never the value: a name, email or user identifier must not reach logs,
+/// problem+json responses or metrics through an error. Like postgres-nio's `PSQLError`, the set of codes
+/// is extensible without breaking callers that switch over it.
+public struct ProfileValidationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stable, machine-readable reason (snake_case), suitable for a problem+json `code`.
+    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+        public let rawValue: String
+
+        public init(rawValue: String) {
+            self.rawValue = rawValue
+        }
+
+        /// The body is not valid RFC 8259 JSON (including duplicate keys and nesting deeper than 32).
+        public static let malformedJSON = Code(rawValue: "malformed_json")
+        /// The body is larger than ``ProfileParser/maximumBodySize``.
+        public static let bodyTooLarge = Code(rawValue: "body_too_large")
+        /// A member that the profile input does not define.
+        public static let unknownField = Code(rawValue: "unknown_field")
+        /// A member of the wrong JSON type (for example a number where a string is expected).
+        public static let invalidType = Code(rawValue: "invalid_type")
+        /// A member of the right type whose value breaks a rule.
+        public static let invalidValue = Code(rawValue: "invalid_value")
+        /// A required member is absent (or `null`).
+        public static let missingField = Code(rawValue: "missing_field")
+        /// Neither a name component nor an email is present: there is nothing to escrow.
+        public static let nothingToEscrow = Code(rawValue: "nothing_to_escrow")
+
+        public var description: String { rawValue }
+    }
+
+    /// The reason.
+    public let code: Code
+    /// The JSON path of the offending member (`"fullName.givenName"`), or `nil` when the error concerns
+    /// the whole body.
+    public let field: String?
+    /// A human-readable explanation naming the rule. Never contains the offending value.
+    public let message: String
+
+    public init(code: Code, field: String?, message: String) {
+        self.code = code
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String {
+        if let field {
+            return "ProfileValidationError(\(code.rawValue), field: \(field)): \(message)"
+        }
+        return "ProfileValidationError(\(code.rawValue)): \(message)"
+    }
+}
+
+extension ProfileValidationError {
+    static func invalidValue(_ field: String, _ message: String) -> Self {
+        Self(code: .invalidValue, field: field, message: message)
+    }
+
+    static func invalidType(_ field: String?, expected: String) -> Self {
+        Self(code: .invalidType, field: field, message: "\(field ?? "the body") must be \(expected)")
+    }
+
+    static func missingField(_ field: String) -> Self {
+        Self(code: .missingField, field: field, message: "\(field) is required")
+    }
+
+    static func unknownField(_ field: String) -> Self {
+        Self(code: .unknownField, field: field, message: "\(field) is not a known field")
+    }
+}

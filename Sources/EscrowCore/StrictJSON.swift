@@ -1,0 +1,80 @@
+/// A strict RFC 8259 JSON parser for untrusted input.
+///
+/// Foundation's decoders silently accept duplicate keys (the last one wins), so a body could carry two
+/// different `userIdentifier`s and different layers would disagree about which one counts. `StrictJSON`
+/// refuses duplicate keys (compared after unescaping), invalid UTF-8, lone surrogates in `\u` escapes,
+/// numbers with leading zeros or otherwise not valid JSON, raw control characters in strings, nesting
+/// deeper than ``maximumDepth`` and anything after the value. Objects keep their members in order.
+///
+/// Errors carry a byte offset and, for duplicate keys, the path; never a string's value.
+enum StrictJSON {
+    /// The deepest nesting of objects and arrays accepted; the top-level container is depth 1.
+    static let maximumDepth = 32
+
+    /// A parsed JSON value.
+    enum Value: Sendable, Equatable {
+        case null
+        case bool(Bool)
+        /// A number, kept as its (validated) literal text so that nothing is lost to rounding.
+        case number(String)
+        case string(String)
+        case array([Value])
+        /// An object's members in document order; keys are unique.
+        case object([Member])
+
+        /// The JSON type's name, for error messages.
+        var typeName: String {
+            switch self {
+            case .null: "null"
+            case .bool: "a boolean"
+            case .number: "a number"
+            case .string: "a string"
+            case .array: "an array"
+            case .object: "an object"
+            }
+        }
+    }
+
+    /// One member of an object.
+    struct Member: Sendable, Equatable {
+        let key: String
+        let value: Value
+    }
+
+    /// Parses one JSON text.
+    static func parse(_ bytes: some Collection<UInt8>) throws(StrictJSONError) -> Value {
+        let parseBuffer = { (buffer: UnsafeRawBufferPointer) -> Result<Value, StrictJSONError> in
+            Result { () throws(StrictJSONError) in try parse(buffer) }
+        }
+        if let result = bytes.withContiguousStorageIfAvailable({ parseBuffer(UnsafeRawBufferPointer($0)) }) {
+            return try result.get()
+        }
+        var copy = Array(bytes)
+        defer { copy.withUnsafeMutableBytes { StrictJSONParser.zero($0) } }
+        return try copy.withUnsafeBytes(parseBuffer).get()
+    }
+
+    /// Parses one JSON text from raw memory (for example a `SecretBytes` buffer, without copying it).
+    static func parse(_ buffer: UnsafeRawBufferPointer) throws(StrictJSONError) -> Value {
+        var parser = StrictJSONParser(bytes: buffer)
+        return try parser.parseDocument()
+    }
+
+    /// How a key appears in an error path: as itself when it is a plain identifier
+    /// (`[A-Za-z_][A-Za-z0-9_-]{0,63}`), otherwise as `<key>`. A key is text chosen by the sender and
+    /// could itself be a name or an email; a plain identifier is far less likely to be one.
+    static func displayName(forKey key: String) -> String {
+        let bytes = key.utf8
+        guard let first = bytes.first, bytes.count <= 64, isIdentifierStart(first) else { return "<key>" }
+        let isPlain = bytes.allSatisfy { byte in
+            isIdentifierStart(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "-")
+        }
+        return isPlain ? key : "<key>"
+    }
+
+    private static func isIdentifierStart(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || byte == UInt8(ascii: "_")
+    }
+}

@@ -1,0 +1,38 @@
+/// Lowercase hexadecimal encoding and strict decoding of non-secret bytes.
+enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var utf8: [UInt8] = []
+        utf8.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            utf8.append(digits[Int(byte >> 4)])
+            utf8.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: utf8, as: UTF8.self)
+    }
+
+    /// Decodes upper- or lowercase hex; `nil` for an odd length or any other character.
+    static func decode(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    private static func nibble(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,279 @@
+internal import CSodium
+
+extension Keyring {
+    /// Bytes before the payload in both sealed plaintexts: magic (4), id (16), blind index (32), version (4).
+    static let bindingBytes = 4 + EscrowID.byteCount + BlindIndex.byteCount + 4
+    /// `sodium_pad` block size of the profile plaintext.
+    static let paddingBlock = 64
+
+    /// Seals `plaintext` (opaque profile bytes) as a new escrow to the active master key version.
+    ///
+    /// A fresh X25519 key pair is made for the escrow; the profile plaintext is bound to `id` and `blindIndex`,
+    /// padded to a multiple of 64 bytes and sealed to the escrow's public key; the escrow's secret key is sealed to
+    /// the active master public key; the row MAC covers everything. Works on a public-only keyring.
+    public func seal(plaintext: SecretBytes, id: EscrowID, blindIndex: BlindIndex) throws(CryptoError) -> SealedEscrow {
+        Sodium.ensureInitialized()
+        guard let master = masterKey(version: activeVersion) else {
+            throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
+        }
+        var publicKey = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
+        let secretKey = SecretBytes(count: Sodium.boxSecretKeyBytes)
+        secretKey.withUnsafeMutableBytes { secret in
+            _ = crypto_box_keypair(&publicKey, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+
+        let unpaddedCount = Self.bindingBytes + plaintext.count
+        let paddedCount = (unpaddedCount / Self.paddingBlock + 1) * Self.paddingBlock
+        let profileBox = SecretBytes(count: paddedCount)
+        let padded = profileBox.withUnsafeMutableBytes { buffer -> Bool in
+            var writer = ByteWriter(buffer)
+            writer.append(Magic.profile)
+            Self.appendBinding(to: &writer, id: id, blindIndex: blindIndex, version: activeVersion)
+            plaintext.withUnsafeBytes { writer.append($0) }
+            var resultCount = 0
+            let status = sodium_pad(
+                &resultCount,
+                buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                unpaddedCount,
+                Self.paddingBlock,
+                paddedCount
+            )
+            return status == 0 && resultCount == paddedCount
+        }
+        precondition(padded, "sodium_pad failed for a correctly sized buffer")
+        let sealedProfile = try Self.sealBox(profileBox, to: publicKey)
+
+        let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
+        keyBox.withUnsafeMutableBytes { buffer in
+            var writer = ByteWriter(buffer)
+            writer.append(Magic.key)
+            Self.appendBinding(to: &writer, id: id, blindIndex: blindIndex, version: activeVersion)
+            secretKey.withUnsafeBytes { writer.append($0) }
+        }
+        let sealedKey = try Self.sealBox(keyBox, to: master.publicKey)
+
+        var sealed = SealedEscrow(
+            id: id,
+            blindIndex: blindIndex,
+            keyVersion: activeVersion,
+            publicKey: publicKey,
+            sealedProfile: sealedProfile,
+            sealedKey: sealedKey,
+            mac: []
+        )
+        sealed.mac = rowMAC(sealed)
+        return sealed
+    }
+
+    /// Checks the row MAC in constant time (`crypto_auth_verify`). Needs no secret key.
+    public func verify(_ sealed: SealedEscrow) -> Bool {
+        Sodium.ensureInitialized()
+        guard sealed.mac.count == Sodium.authBytes else { return false }
+        let input = Self.macInput(sealed)
+        return rowKey.withUnsafeBytes { key in
+            crypto_auth_verify(
+                sealed.mac,
+                input,
+                UInt64(input.count),
+                key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            ) == 0
+        }
+    }
+
+    /// Opens an escrow and returns the profile bytes that were sealed.
+    ///
+    /// Checks, in order: the row MAC; that the key version is known (``CryptoError/Code/unknownKeyVersion``) and
+    /// its secret key present (``CryptoError/Code/secretKeyUnavailable``); the key box and its bindings; the
+    /// profile box, its bindings and its padding. Any MAC, decryption, binding or padding failure is
+    /// ``CryptoError/Code/ciphertextInvalid`` with one generic message.
+    public func open(_ sealed: SealedEscrow) throws(CryptoError) -> SecretBytes {
+        let escrowSecretKey = try openKeyBox(sealed)
+        let boxCount = sealed.sealedProfile.count
+        guard sealed.publicKey.count == Sodium.boxPublicKeyBytes,
+            boxCount >= Sodium.sealBytes + Self.paddingBlock,
+            (boxCount - Sodium.sealBytes) % Self.paddingBlock == 0
+        else { throw CryptoError.ciphertextInvalid }
+
+        let profileBox = SecretBytes(count: boxCount - Sodium.sealBytes)
+        let opened = profileBox.withUnsafeMutableBytes { buffer in
+            escrowSecretKey.withUnsafeBytes { secret in
+                crypto_box_seal_open(
+                    buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    sealed.sealedProfile,
+                    UInt64(boxCount),
+                    sealed.publicKey,
+                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                ) == 0
+            }
+        }
+        // The profile box keeps the version it was sealed under: rewrap re-seals only the key box, and versions only
+        // grow, so the profile's version is at most the row's.
+        guard opened, Self.bindingMatches(profileBox, magic: Magic.profile, sealed, exactVersion: false) else {
+            throw CryptoError.ciphertextInvalid
+        }
+        let unpaddedCount = profileBox.withUnsafeMutableBytes { buffer -> Int? in
+            var count = 0
+            let status = sodium_unpad(
+                &count,
+                buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                buffer.count,
+                Self.paddingBlock
+            )
+            return status == 0 ? count : nil
+        }
+        guard let unpaddedCount, unpaddedCount >= Self.bindingBytes else { throw CryptoError.ciphertextInvalid }
+        return profileBox.withUnsafeBytes { buffer in
+            SecretBytes(copying: UnsafeRawBufferPointer(rebasing: buffer[Self.bindingBytes..<unpaddedCount]))
+        }
+    }
+
+    /// Re-seals the escrow's secret key to the active master key version and recomputes the MAC; the profile box
+    /// is untouched. A row already at the active version is returned as is (after its MAC is checked).
+    public func rewrap(_ sealed: SealedEscrow) throws(CryptoError) -> SealedEscrow {
+        guard verify(sealed) else { throw CryptoError.ciphertextInvalid }
+        guard sealed.keyVersion != activeVersion else { return sealed }
+        guard let master = masterKey(version: activeVersion) else {
+            throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
+        }
+        let escrowSecretKey = try openKeyBox(sealed)
+        let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
+        keyBox.withUnsafeMutableBytes { buffer in
+            var writer = ByteWriter(buffer)
+            writer.append(Magic.key)
+            Self.appendBinding(to: &writer, id: sealed.id, blindIndex: sealed.blindIndex, version: activeVersion)
+            escrowSecretKey.withUnsafeBytes { writer.append($0) }
+        }
+        var rewrapped = sealed
+        rewrapped.keyVersion = activeVersion
+        rewrapped.sealedKey = try Self.sealBox(keyBox, to: master.publicKey)
+        rewrapped.mac = rowMAC(rewrapped)
+        return rewrapped
+    }
+
+    /// The row MAC of `sealed` (its `mac` field is ignored). Internal: tests use it to play an attacker who holds
+    /// the row key.
+    func rowMAC(_ sealed: SealedEscrow) -> [UInt8] {
+        let input = Self.macInput(sealed)
+        var mac = [UInt8](repeating: 0, count: Sodium.authBytes)
+        rowKey.withUnsafeBytes { key in
+            _ = crypto_auth(&mac, input, UInt64(input.count), key.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        return mac
+    }
+
+    /// Verifies the MAC, then opens the key box with the master key of the row's version and checks its bindings.
+    /// Returns the escrow's secret key.
+    private func openKeyBox(_ sealed: SealedEscrow) throws(CryptoError) -> SecretBytes {
+        Sodium.ensureInitialized()
+        guard verify(sealed) else { throw CryptoError.ciphertextInvalid }
+        guard let master = masterKey(version: sealed.keyVersion) else {
+            throw CryptoError(.unknownKeyVersion, "master key version \(sealed.keyVersion) is not in this keyring")
+        }
+        guard let masterSecretKey = master.secretKey else {
+            throw CryptoError(
+                .secretKeyUnavailable,
+                "this keyring has no secret key for master key version \(sealed.keyVersion) "
+                    + "(public-only keyring or retired version)"
+            )
+        }
+        let keyBoxCount = Self.bindingBytes + Sodium.boxSecretKeyBytes
+        guard sealed.sealedKey.count == keyBoxCount + Sodium.sealBytes else { throw CryptoError.ciphertextInvalid }
+        let keyBox = SecretBytes(count: keyBoxCount)
+        let opened = keyBox.withUnsafeMutableBytes { buffer in
+            masterSecretKey.withUnsafeBytes { secret in
+                crypto_box_seal_open(
+                    buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    sealed.sealedKey,
+                    UInt64(sealed.sealedKey.count),
+                    master.publicKey,
+                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                ) == 0
+            }
+        }
+        guard opened, Self.bindingMatches(keyBox, magic: Magic.key, sealed, exactVersion: true) else {
+            throw CryptoError.ciphertextInvalid
+        }
+        return keyBox.withUnsafeBytes { buffer in
+            SecretBytes(copying: UnsafeRawBufferPointer(rebasing: buffer[Self.bindingBytes...]))
+        }
+    }
+
+    private static func appendBinding(
+        to writer: inout ByteWriter,
+        id: EscrowID,
+        blindIndex: BlindIndex,
+        version: UInt32
+    ) {
+        writer.append(id.bytes)
+        writer.append(blindIndex.bytes)
+        writer.appendBigEndian(version)
+    }
+
+    /// Whether an opened plaintext starts with `magic`, the row's id and blind index, and a key version that is the
+    /// row's (`exactVersion`) or, for the profile box, between 1 and the row's (rewrap leaves the profile untouched).
+    private static func bindingMatches(
+        _ plaintext: SecretBytes,
+        magic: [UInt8],
+        _ sealed: SealedEscrow,
+        exactVersion: Bool
+    ) -> Bool {
+        var expected: [UInt8] = []
+        expected.reserveCapacity(bindingBytes - 4)
+        expected += magic
+        expected += sealed.id.bytes
+        expected += sealed.blindIndex.bytes
+        return plaintext.withUnsafeBytes { buffer in
+            guard buffer.count >= bindingBytes, sodium_memcmp(buffer.baseAddress!, expected, expected.count) == 0 else {
+                return false
+            }
+            let version = buffer[expected.count..<bindingBytes].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            return exactVersion ? version == sealed.keyVersion : version >= 1 && version <= sealed.keyVersion
+        }
+    }
+
+    /// `"PEM1" || id || blindIndex || u32be(keyVersion) || publicKey || u32be(len) || sealedProfile
+    /// || u32be(len) || sealedKey`.
+    static func macInput(_ sealed: SealedEscrow) -> [UInt8] {
+        var input: [UInt8] = []
+        input.reserveCapacity(
+            bindingBytes + sealed.publicKey.count + 8 + sealed.sealedProfile.count + sealed.sealedKey.count
+        )
+        input += Magic.mac
+        input += sealed.id.bytes
+        input += sealed.blindIndex.bytes
+        input += bigEndian(sealed.keyVersion)
+        input += sealed.publicKey
+        input += bigEndian(UInt32(clamping: sealed.sealedProfile.count))
+        input += sealed.sealedProfile
+        input += bigEndian(UInt32(clamping: sealed.sealedKey.count))
+        input += sealed.sealedKey
+        return input
+    }
+
+    private static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [
+            UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+            UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value),
+        ]
+    }
+
+    /// `crypto_box_seal` of a secret plaintext to `publicKey`.
+    private static func sealBox(_ plaintext: SecretBytes, to publicKey: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard publicKey.count == Sodium.boxPublicKeyBytes else {
+            throw CryptoError(.keyringMalformed, "a public key has the wrong length")
+        }
+        var sealed = [UInt8](repeating: 0, count: plaintext.count + Sodium.sealBytes)
+        let status = plaintext.withUnsafeBytes { message in
+            crypto_box_seal(
+                &sealed,
+                message.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                UInt64(message.count),
+                publicKey
+            )
+        }
+        guard status == 0 else {
+            throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (crypto_box_seal failed)")
+        }
+        return sealed
+    }
+}

@@ -1,0 +1,19 @@
+internal import CSodium
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Process-level protections for a process that holds secrets in memory (SPEC §10).
+public enum ProcessHardening {
+    /// Disables core dumps (`RLIMIT_CORE` 0) and marks the process non-dumpable, so neither a crash
+    /// nor a same-user `ptrace` reads keys or profiles out of memory. (`sodium_malloc`'ed buffers are
+    /// also excluded from dumps by libsodium itself.) Call once at start.
+    public static func disableCoreDumps() {
+        #if os(Linux)
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+        _ = profile_escrow_set_not_dumpable()
+        #endif
+    }
+}

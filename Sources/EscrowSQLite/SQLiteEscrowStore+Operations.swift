@@ -1,0 +1,216 @@
+public import EscrowCore
+public import EscrowCrypto
+public import Foundation
+import GRDB
+
+extension SQLiteEscrowStore {
+    public func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
+        let outcome = try await write { db -> CaptureOutcome in
+            let existing = try Row.fetchOne(
+                db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(record.blindIndex.bytes)]
+            ).map(Self.record(from:))
+            if let existing, Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+                return .unchanged(existing)
+            }
+            var drafts: [AuditDraft] = []
+            if let existing {
+                let replacement = AuditDraft(
+                    type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
+                    indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
+                )
+                guard
+                    case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
+                        .purge(.replaced), on: existing, at: record.createdAt, actor: actor
+                    )
+                else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
+                try db.execute(sql: "DELETE FROM escrow WHERE id = ?", arguments: [Data(existing.id.bytes)])
+                drafts += [replacement] + purgeDrafts
+            }
+            try Self.insert(record, db)
+            drafts.append(
+                AuditDraft(
+                    type: .captured, at: record.createdAt, escrowID: record.id.hex,
+                    indexPrefix: record.blindIndex.prefixHex, actor: actor
+                )
+            )
+            try Self.append(drafts, db)
+            return existing.map { .replaced(record, previous: $0.id) } ?? .created(record)
+        }
+        if case .replaced = outcome { try await purgedOne() }
+        return outcome
+    }
+
+    public func record(id: EscrowID) async throws -> EscrowRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM escrow WHERE id = ?", arguments: [Data(id.bytes)])
+                .map(Self.record(from:))
+        }
+    }
+
+    public func record(blindIndex: BlindIndex) async throws -> EscrowRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(blindIndex.bytes)])
+                .map(Self.record(from:))
+        }
+    }
+
+    public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
+        let (applied, purged) = try await write { db -> (Bool, Bool) in
+            switch action {
+            case .ignore:
+                return (false, false)
+            case .update(let record, let drafts):
+                guard try Self.update(record, expectedRevision: expectedRevision, db) else { return (false, false) }
+                try Self.append(drafts, db)
+                return (true, false)
+            case .purge(_, let drafts):
+                try db.execute(
+                    sql: "DELETE FROM escrow WHERE id = ? AND revision = ?",
+                    arguments: [Data(id.bytes), expectedRevision]
+                )
+                guard db.changesCount == 1 else { return (false, false) }
+                try Self.append(drafts, db)
+                return (true, true)
+            }
+        }
+        if purged { try await purgedOne() }
+        return applied
+    }
+
+    public func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws
+        -> [EscrowRecord]
+    {
+        try await write { db in
+            let due = try Row.fetchAll(
+                db, sql: "SELECT * FROM escrow WHERE due_at <= ? ORDER BY due_at LIMIT ?",
+                arguments: [Self.ms(now), limit]
+            ).map(Self.record(from:))
+            var leased: [EscrowRecord] = []
+            for record in due {
+                let action = EscrowLifecycle().handle(
+                    .lease(owner: owner, duration: leaseDuration), on: record, at: now, actor: .worker(owner)
+                )
+                guard case .update(let next, let drafts) = action else { continue }
+                guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
+                try Self.append(drafts, db)
+                leased.append(next)
+            }
+            return leased
+        }
+    }
+
+    public func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
+        let (condition, arguments): (String, StatementArguments) =
+            switch query {
+            case .all: ("1", [])
+            case .expired(let now): ("expires_at <= ?", [AuditChain.milliseconds(now)])
+            case .state(let state): ("state = ?", [state.rawValue])
+            case .keyVersionOtherThan(let version): ("key_version <> ?", [Int64(version)])
+            }
+        let after = Data(cursor?.bytes ?? [])
+        return try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM escrow WHERE \(condition) AND id > ? ORDER BY id LIMIT ?",
+                arguments: arguments + [after, limit]
+            ).map(Self.record(from:))
+        }
+    }
+
+    public func keyVersionsInUse() async throws -> [UInt32: Int] {
+        try await read { db in
+            var result: [UInt32: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version") {
+                result[UInt32(row["key_version"] as Int64)] = row["n"]
+            }
+            return result
+        }
+    }
+
+    public func appendAudit(_ drafts: [AuditDraft]) async throws {
+        try await write { db in try Self.append(drafts, db) }
+    }
+
+    public func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM audit_event WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [sequence, limit]
+            ).map(Self.event(from:))
+        }
+    }
+
+    public func auditHead() async throws -> AuditHead? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1")
+                .map { AuditHead(sequence: $0["seq"], hash: [UInt8]($0["hash"] as Data)) }
+        }
+    }
+
+    public func summary(at now: Date) async throws -> StoreSummary {
+        try await read { db in
+            var live: [EscrowState: Int] = [:]
+            for state in EscrowState.live { live[state] = 0 }
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM escrow GROUP BY state") {
+                if let state = EscrowState(rawValue: row["state"]) { live[state] = row["n"] }
+            }
+            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(created_at) FROM escrow")
+            let oldestPending = try Int64.fetchOne(
+                db, sql: "SELECT MIN(created_at) FROM escrow WHERE state = ?", arguments: [EscrowState.pending.rawValue]
+            )
+            let overdue =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM escrow WHERE expires_at <= ?", arguments: [Self.ms(now)]
+                ) ?? 0
+            let dead = try Row.fetchAll(
+                db, sql: "SELECT id, dead_code FROM escrow WHERE state = ? ORDER BY created_at",
+                arguments: [EscrowState.dead.rawValue]
+            ).compactMap { row -> DeadEscrow? in
+                guard let id = EscrowID(bytes: [UInt8](row["id"] as Data)) else { return nil }
+                return DeadEscrow(id: id, code: (row["dead_code"] as String?).map(DeadCode.init(rawValue:)))
+            }
+            return StoreSummary(
+                live: live, oldestLiveCreatedAt: Self.date(oldest), oldestPendingCreatedAt: Self.date(oldestPending),
+                overdue: overdue, dead: dead
+            )
+        }
+    }
+
+    public func flushPurged() async throws {
+        guard !configuration.readOnly else { return }
+        do {
+            _ = try await pool.barrierWriteWithoutTransaction { db in
+                try db.checkpoint(.truncate)
+            }
+        } catch {
+            throw EscrowStoreError(.failed, "WAL checkpoint failed (\(Self.describe(error)))")
+        }
+    }
+
+    // MARK: - Plumbing
+
+    private func purgedOne() async throws {
+        if configuration.checkpointAfterPurge { try await flushPurged() }
+    }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        guard !configuration.readOnly else {
+            throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
+        }
+        do {
+            return try await pool.write(body)
+        } catch let error as EscrowStoreError {
+            throw error
+        } catch {
+            throw EscrowStoreError(.failed, "write transaction failed (\(Self.describe(error)))")
+        }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.read(body)
+        } catch let error as EscrowStoreError {
+            throw error
+        } catch {
+            throw EscrowStoreError(.failed, "read failed (\(Self.describe(error)))")
+        }
+    }
+}

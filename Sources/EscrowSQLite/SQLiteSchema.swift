@@ -1,0 +1,61 @@
+import GRDB
+
+/// The schema, as ordered migrations. Only sealed bytes, a blind index and metadata are stored.
+enum SQLiteSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE escrow (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        blind_index BLOB NOT NULL UNIQUE,
+                        key_version INTEGER NOT NULL,
+                        public_key BLOB NOT NULL,
+                        sealed_profile BLOB NOT NULL,
+                        sealed_key BLOB NOT NULL,
+                        mac BLOB NOT NULL,
+                        content_tag BLOB NOT NULL,
+                        state TEXT NOT NULL,
+                        revision INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        lease_owner TEXT,
+                        lease_expires_at INTEGER,
+                        confirm_deadline INTEGER,
+                        due_at INTEGER,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL,
+                        dead_code TEXT,
+                        last_status INTEGER
+                    ) STRICT;
+                    CREATE INDEX escrow_due ON escrow(due_at) WHERE due_at IS NOT NULL;
+                    CREATE INDEX escrow_expiry ON escrow(expires_at);
+                    CREATE INDEX escrow_key_version ON escrow(key_version);
+
+                    CREATE TABLE audit_event (
+                        seq INTEGER PRIMARY KEY NOT NULL,
+                        at INTEGER NOT NULL,
+                        type TEXT NOT NULL,
+                        escrow_id TEXT,
+                        index_prefix TEXT,
+                        detail TEXT,
+                        http_status INTEGER,
+                        actor TEXT NOT NULL,
+                        age_ms INTEGER,
+                        hash BLOB NOT NULL
+                    ) STRICT;
+                    CREATE INDEX audit_event_at ON audit_event(at);
+
+                    CREATE TABLE audit_head (
+                        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                        seq INTEGER NOT NULL,
+                        hash BLOB NOT NULL
+                    ) STRICT;
+                    """
+            )
+        }
+        return migrator
+    }
+}

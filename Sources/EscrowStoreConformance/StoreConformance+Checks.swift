@@ -1,0 +1,251 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+
+extension StoreConformance {
+    static func captureReadsBack(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let record = try fixture.record(user: 1)
+        let outcome = try await store.capture(record, actor: .library)
+        try expect(outcome == .created(record), "a first capture is .created with the record")
+        try expect(try await store.record(id: record.id) == record, "record(id:) returns the stored record unchanged")
+        try expect(
+            try await store.record(blindIndex: record.blindIndex) == record, "record(blindIndex:) finds the live record"
+        )
+        try expect(try await store.record(id: .random()) == nil, "an unknown id is nil")
+        let events = try await fixture.allEvents(store)
+        try expect(events.map(\.draft.type) == [.captured], "one captured event, got \(events.map(\.draft.type))")
+        try expect(events[0].draft.escrowID == record.id.hex, "the event names the escrow id")
+        try expect(events[0].draft.indexPrefix == record.blindIndex.prefixHex, "the event has the index prefix")
+    }
+
+    static func sameContentUnchanged(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let first = try fixture.record(user: 1, content: "a")
+        _ = try await store.capture(first, actor: .library)
+        var again = try fixture.record(user: 1, content: "a")
+        again.contentTag = first.contentTag
+        let outcome = try await store.capture(again, actor: .library)
+        try expect(outcome == .unchanged(first), "same content tag → .unchanged with the first record")
+        try expect(try await store.record(id: again.id) == nil, "the duplicate was not stored")
+        try expect(try await fixture.allEvents(store).count == 1, "no audit event for an unchanged capture")
+    }
+
+    static func newContentReplaces(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let first = try fixture.record(user: 1, content: "a")
+        let second = try fixture.record(user: 1, content: "b", at: fixture.start.addingTimeInterval(5))
+        _ = try await store.capture(first, actor: .library)
+        let outcome = try await store.capture(second, actor: .cli)
+        try expect(outcome == .replaced(second, previous: first.id), "new content → .replaced")
+        try expect(try await store.record(id: first.id) == nil, "the replaced escrow is gone")
+        try expect(try await store.record(blindIndex: second.blindIndex) == second, "the new escrow is live")
+        let types = try await fixture.allEvents(store).map(\.draft.type)
+        try expect(types == [.captured, .replaced, .purged, .captured], "events: \(types)")
+        let purged = try await fixture.allEvents(store)[2].draft
+        try expect(purged.detail == PurgeReason.replaced.rawValue, "purged as replaced")
+        try expect(purged.ageMilliseconds == 5000, "age from capture to purge is recorded")
+    }
+
+    static func commitIsCompareAndSet(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let record = try fixture.record(user: 1)
+        _ = try await store.capture(record, actor: .library)
+        var next = record
+        next.revision += 1
+        next.attempts = 7
+        try expect(
+            !(try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision + 5)),
+            "a stale revision does not apply"
+        )
+        try expect(try await store.record(id: record.id) == record, "a refused commit changes nothing")
+        try expect(
+            try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision),
+            "the current revision applies"
+        )
+        try expect(try await store.record(id: record.id) == next, "the update is stored")
+        try expect(
+            !(try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision)),
+            "the old revision no longer applies (fencing)"
+        )
+        try expect(
+            !(try await store.commit(.ignore(.notDue), id: record.id, expectedRevision: next.revision)),
+            ".ignore changes nothing"
+        )
+    }
+
+    static func purgeDeletesAndAudits(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let record = try fixture.record(user: 1)
+        _ = try await store.capture(record, actor: .library)
+        let action = EscrowLifecycle().handle(.confirm, on: record, at: fixture.start.addingTimeInterval(2), actor: .cli)
+        try expect(try await store.commit(action, id: record.id, expectedRevision: 99) == false, "stale purge refused")
+        try expect(try await store.record(id: record.id) != nil, "still there after a refused purge")
+        try expect(try await store.commit(action, id: record.id, expectedRevision: 1), "purge applies")
+        try expect(try await store.record(id: record.id) == nil, "purged row is gone")
+        try expect(try await store.record(blindIndex: record.blindIndex) == nil, "no live escrow for the user")
+        let types = try await fixture.allEvents(store).map(\.draft.type)
+        try expect(types == [.captured, .confirmed, .purged], "events: \(types)")
+        try await store.flushPurged()
+        try expect(try await store.commit(action, id: record.id, expectedRevision: 1) == false, "a second purge is a no-op")
+    }
+
+    static func claimLeasesDueOnce(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let now = fixture.start
+        let due = try fixture.record(user: 1, at: now)
+        var later = try fixture.record(user: 2, at: now)
+        later.nextAttemptAt = now.addingTimeInterval(60)
+        _ = try await store.capture(due, actor: .library)
+        _ = try await store.capture(later, actor: .library)
+        let claimed = try await store.claimDue(at: now, limit: 10, owner: "w1", leaseDuration: 300)
+        try expect(claimed.map(\.id) == [due.id], "only the due escrow is leased")
+        try expect(claimed[0].state == .leased && claimed[0].leaseOwner == "w1", "leased to w1")
+        try expect(claimed[0].leaseExpiresAt == now.addingTimeInterval(300), "the lease ends after its duration")
+        try expect(claimed[0].revision == due.revision + 1, "the lease bumps the revision (fencing token)")
+        try expect(claimed[0].attempts == 1, "a lease counts an attempt")
+        try expect(try await store.record(id: due.id) == claimed[0], "the lease is stored")
+        let again = try await store.claimDue(at: now.addingTimeInterval(1), limit: 10, owner: "w2", leaseDuration: 30)
+        try expect(again.isEmpty, "a leased escrow is not leased again before its lease ends")
+        let afterLater = try await store.claimDue(at: now.addingTimeInterval(61), limit: 10, owner: "w2", leaseDuration: 30)
+        try expect(afterLater.map(\.id) == [later.id], "the later escrow becomes due")
+    }
+
+    static func expiredLeasesComeBack(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let now = fixture.start
+        let record = try fixture.record(user: 1, at: now)
+        _ = try await store.capture(record, actor: .library)
+        let first = try await store.claimDue(at: now, limit: 1, owner: "w1", leaseDuration: 10)
+        try expect(first.count == 1, "claimed")
+        let second = try await store.claimDue(at: now.addingTimeInterval(11), limit: 1, owner: "w2", leaseDuration: 10)
+        try expect(second.count == 1 && second[0].leaseOwner == "w2", "an expired lease is taken over")
+        try expect(second[0].revision > first[0].revision, "the takeover has a newer fencing token")
+        let stale = EscrowLifecycle().handle(
+            .delivered(.confirmed(status: 200), fencingToken: first[0].revision, unitRandom: 0.5), on: second[0],
+            at: now.addingTimeInterval(12), actor: .worker("w1")
+        )
+        try expect(stale == .ignore(.staleLease), "the lifecycle refuses a stale token")
+        let forced = EscrowLifecycle().handle(
+            .delivered(.confirmed(status: 200), fencingToken: second[0].revision, unitRandom: 0.5), on: second[0],
+            at: now.addingTimeInterval(12), actor: .worker("w2")
+        )
+        try expect(
+            !(try await store.commit(forced, id: record.id, expectedRevision: first[0].revision)),
+            "the store refuses a commit at the stale worker's revision"
+        )
+        let accepted = EscrowLifecycle(confirmTimeout: 100).handle(
+            .delivered(.accepted(status: 202), fencingToken: second[0].revision, unitRandom: 0.5), on: second[0],
+            at: now.addingTimeInterval(12), actor: .worker("w2")
+        )
+        try expect(try await store.commit(accepted, id: record.id, expectedRevision: second[0].revision), "202 stored")
+        let early = try await store.claimDue(at: now.addingTimeInterval(50), limit: 1, owner: "w3", leaseDuration: 10)
+        try expect(early.isEmpty, "awaiting confirmation is not due before its deadline")
+        let late = try await store.claimDue(at: now.addingTimeInterval(113), limit: 1, owner: "w3", leaseDuration: 10)
+        try expect(late.count == 1, "a missed confirmation deadline makes it due again")
+    }
+
+    static func concurrentClaimsAreExclusive(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let count = 60
+        for number in 0..<count {
+            _ = try await store.capture(try fixture.record(user: number), actor: .library)
+        }
+        let now = fixture.start
+        let claims = try await withThrowingTaskGroup(of: [EscrowID].self) { group in
+            for worker in 0..<6 {
+                group.addTask {
+                    var mine: [EscrowID] = []
+                    while true {
+                        let batch = try await store.claimDue(at: now, limit: 3, owner: "w\(worker)", leaseDuration: 60)
+                        if batch.isEmpty { return mine }
+                        mine += batch.map(\.id)
+                    }
+                }
+            }
+            return try await group.reduce(into: [EscrowID]()) { $0 += $1 }
+        }
+        try expect(claims.count == count, "every escrow leased exactly once: \(claims.count) leases for \(count)")
+        try expect(Set(claims).count == count, "no escrow leased twice")
+    }
+
+    static func queriesAndPagination(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        var records: [EscrowRecord] = []
+        for number in 0..<9 {
+            let record = try fixture.record(user: number, retention: number < 4 ? 10 : 1000)
+            records.append(record)
+            _ = try await store.capture(record, actor: .library)
+        }
+        var seen: [EscrowID] = []
+        while true {
+            let page = try await store.records(.all, after: seen.last, limit: 2)
+            if page.isEmpty { break }
+            seen += page.map(\.id)
+        }
+        try expect(Set(seen) == Set(records.map(\.id)) && seen.count == 9, "pagination visits each record once")
+        let expired = try await store.records(.expired(at: fixture.start.addingTimeInterval(10)), after: nil, limit: 100)
+        try expect(Set(expired.map(\.id)) == Set(records.prefix(4).map(\.id)), "expired = retention passed")
+        var dead = records[5]
+        dead.state = .dead
+        dead.deadCode = .rejected
+        dead.revision += 1
+        _ = try await store.commit(.update(dead, []), id: dead.id, expectedRevision: records[5].revision)
+        let deadOnes = try await store.records(.state(.dead), after: nil, limit: 100)
+        try expect(deadOnes == [dead], "state query finds the dead one")
+        let versions = try await store.keyVersionsInUse()
+        try expect(versions == [1: 9], "all nine on key version 1: \(versions)")
+        let other = try await store.records(.keyVersionOtherThan(1), after: nil, limit: 100)
+        try expect(other.isEmpty, "none on another version")
+    }
+
+    static func auditChainVerifies(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        for number in 0..<5 {
+            let record = try fixture.record(user: number)
+            _ = try await store.capture(record, actor: .library)
+            if number % 2 == 0 {
+                let action = EscrowLifecycle().handle(.purge(.erased), on: record, at: fixture.start, actor: .cli)
+                _ = try await store.commit(action, id: record.id, expectedRevision: record.revision)
+            }
+        }
+        try await store.appendAudit([AuditDraft(type: .keysRotated, at: fixture.start, detail: "v2", actor: .cli)])
+        let events = try await fixture.allEvents(store)
+        try expect(events.map(\.sequence) == Array(1...Int64(events.count)), "sequences are 1...n without gaps")
+        var verifier = AuditChain.Verifier()
+        for event in events { verifier.consume(event) }
+        verifier.finish(head: try await store.auditHead())
+        try expect(verifier.isIntact, "the stored chain verifies; broken at \(String(describing: verifier.firstBrokenSequence))")
+        try expect(try await store.auditHead()?.sequence == Int64(events.count), "the head names the last event")
+    }
+
+    static func summaryCounts(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let old = try fixture.record(user: 1, at: fixture.start, retention: 10)
+        let young = try fixture.record(user: 2, at: fixture.start.addingTimeInterval(5), retention: 1000)
+        _ = try await store.capture(old, actor: .library)
+        _ = try await store.capture(young, actor: .library)
+        var dead = young
+        dead.state = .dead
+        dead.deadCode = .ciphertextInvalid
+        dead.revision += 1
+        _ = try await store.commit(.update(dead, []), id: young.id, expectedRevision: young.revision)
+        let summary = try await store.summary(at: fixture.start.addingTimeInterval(20))
+        try expect(summary.live[.pending] == 1 && summary.live[.dead] == 1, "by state: \(summary.live)")
+        try expect(summary.live[.leased] == 0 && summary.live[.awaitingConfirmation] == 0, "zeros are present")
+        try expect(summary.overdue == 1, "one past retention")
+        try expect(summary.oldestLiveCreatedAt == fixture.start, "oldest live")
+        try expect(summary.dead == [DeadEscrow(id: young.id, code: .ciphertextInvalid)], "dead list with code")
+    }
+}

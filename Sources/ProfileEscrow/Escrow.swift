@@ -1,0 +1,239 @@
+public import EscrowCore
+public import EscrowCrypto
+public import Foundation
+public import Logging
+
+/// The keychain pattern, on the server: capture the one-time profile before registering, replay it
+/// until the backend confirms, then purge it. What registration services link.
+///
+/// ```swift
+/// let escrow = Escrow(store: store, keyring: keyring, logger: logger)
+/// let receipt = try await escrow.capture(profile)          // before calling the backend
+/// // ... registration succeeded:
+/// try await escrow.confirm(userIdentifier: profile.userIdentifier)
+/// ```
+public final class Escrow: Sendable {
+    public let store: any EscrowStore
+    public let keyring: Keyring
+    public let configuration: EscrowConfiguration
+    let logger: Logger
+    let lifecycle: EscrowLifecycle
+
+    public init(
+        store: any EscrowStore, keyring: Keyring, configuration: EscrowConfiguration = EscrowConfiguration(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.keyring = keyring
+        self.configuration = configuration
+        self.logger = logger
+        self.lifecycle = configuration.lifecycle
+    }
+
+    /// Whether this node can only capture (public-only keyring): it never opens an escrow.
+    public var isCaptureOnly: Bool { keyring.isPublicOnly }
+
+    // MARK: Capture
+
+    /// Parses and validates a SPEC §3 JSON body, then captures it. The identity token, if any, is not
+    /// checked here (see verified capture in the HTTP service); the escrow is recorded as unverified.
+    public func capture(json body: some Collection<UInt8>, actor: AuditActor = .library) async throws -> CaptureReceipt {
+        let input = try ProfileParser.parse(body)
+        return try await capture(input.profile, verified: false, actor: actor)
+    }
+
+    /// Seals `profile` and stores it durably; returns once the row is on disk.
+    ///
+    /// At most one live escrow per user: the same content again changes nothing; new content
+    /// replaces the previous escrow (purged as `replaced`).
+    public func capture(
+        _ profile: Profile, verified: Bool = false, actor: AuditActor = .library, now: Date = Date()
+    ) async throws -> CaptureReceipt {
+        let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
+        let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
+        let id = EscrowID.random()
+        let sealed = try keyring.seal(plaintext: plaintext, id: id, blindIndex: blindIndex)
+        let record = EscrowRecord(
+            sealed: sealed,
+            contentTag: keyring.contentTag(blindIndex: blindIndex, plaintext: contentPlaintext(profile, verified)),
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(configuration.retention)
+        )
+        let outcome = try await store.capture(record, actor: actor)
+        let stored = outcome.record
+        let receiptOutcome: CaptureReceipt.Outcome
+        switch outcome {
+        case .created: receiptOutcome = .created
+        case .unchanged: receiptOutcome = .unchanged
+        case .replaced(_, let previous):
+            receiptOutcome = .replaced
+            EscrowMetrics.purged(.replaced)
+            logger.info("escrow replaced", metadata: ["escrow.id": "\(previous)", "escrow.replacement": "\(stored.id)"])
+        }
+        if receiptOutcome != .unchanged { EscrowMetrics.captured() }
+        logger.info(
+            "escrow captured",
+            metadata: [
+                "escrow.id": "\(stored.id)", "escrow.index": "\(stored.blindIndex.prefixHex)",
+                "outcome": "\(receiptOutcome.rawValue)",
+            ]
+        )
+        return CaptureReceipt(
+            escrowID: stored.id, state: stored.state, expiresAt: stored.expiresAt, outcome: receiptOutcome
+        )
+    }
+
+    /// The content fingerprint ignores the capture time, so that the same profile captured twice
+    /// is recognised as the same content.
+    private func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
+        EscrowPlaintext(profile: profile, verified: verified, capturedAt: Date(timeIntervalSince1970: 0)).encoded()
+    }
+
+    // MARK: Read back
+
+    /// Opens the user's escrow: the keychain pattern's read-back, for a registration service that
+    /// retries by itself. A row that fails to open is moved to `dead` (`ciphertext_invalid`).
+    public func replay(userIdentifier: String, actor: AuditActor = .library) async throws -> EscrowPlaintext {
+        guard let record = try await store.record(blindIndex: blindIndex(userIdentifier)) else {
+            throw EscrowError(.notFound, "no escrow is held for this user")
+        }
+        return try await open(record, actor: actor)
+    }
+
+    /// Opens a stored record. A failed MAC, open or binding check moves the escrow to `dead`.
+    public func open(_ record: EscrowRecord, actor: AuditActor) async throws -> EscrowPlaintext {
+        guard !keyring.isPublicOnly else {
+            throw EscrowError(.captureOnly, "this node holds a public-only keyring and cannot open escrows")
+        }
+        do {
+            let plaintext = try keyring.open(record.sealed)
+            return try EscrowPlaintext.decode(plaintext)
+        } catch let error as CryptoError where error.code == .secretKeyUnavailable {
+            throw EscrowError(
+                .captureOnly, "the secret key of master key version \(record.sealed.keyVersion) is not in this keyring"
+            )
+        } catch {
+            logger.error(
+                "escrow failed to open; moved to dead",
+                metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+            )
+            let action = lifecycle.handle(.tampered, on: record, at: Date(), actor: actor)
+            _ = try await store.commit(action, id: record.id, expectedRevision: record.revision)
+            EscrowMetrics.dead(.ciphertextInvalid)
+            throw EscrowError(.ciphertextInvalid, "the stored escrow failed its integrity check and was moved to dead")
+        }
+    }
+
+    /// Metadata of the user's live escrow, or nil.
+    public func status(userIdentifier: String) async throws -> EscrowStatus? {
+        try await store.record(blindIndex: blindIndex(userIdentifier)).map(EscrowStatus.init)
+    }
+
+    // MARK: Purge
+
+    /// Success, then purge: the backend registered the user. Returns whether an escrow was held.
+    @discardableResult
+    public func confirm(userIdentifier: String, actor: AuditActor = .library) async throws -> Bool {
+        try await apply(.confirm, toUser: userIdentifier, actor: actor)
+    }
+
+    /// Purges the user's escrow for `reason` (`erased` by default). Returns whether one was held.
+    @discardableResult
+    public func erase(
+        userIdentifier: String, reason: PurgeReason = .erased, actor: AuditActor = .library
+    ) async throws -> Bool {
+        try await apply(.purge(reason), toUser: userIdentifier, actor: actor)
+    }
+
+    /// Purges every escrow past its retention as `expired`; returns how many.
+    @discardableResult
+    public func sweep(
+        actor: AuditActor = .library, now: Date = Date(), progress: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> Int {
+        var purged = 0
+        while true {
+            let batch = try await store.records(.expired(at: now), after: nil, limit: 500)
+            if batch.isEmpty { break }
+            var progressed = false
+            for record in batch where try await apply(.purge(.expired), to: record, actor: actor, now: now) == .applied {
+                purged += 1
+                progressed = true
+            }
+            progress?(purged)
+            if !progressed { break }
+        }
+        if purged > 0 { logger.info("swept expired escrows", metadata: ["count": "\(purged)"]) }
+        return purged
+    }
+
+    /// Brings a dead escrow back to `pending`. Returns false when it is not dead.
+    @discardableResult
+    public func requeue(id: EscrowID, actor: AuditActor = .library) async throws -> Bool {
+        guard let record = try await store.record(id: id) else {
+            throw EscrowError(.notFound, "no escrow with this id")
+        }
+        return try await apply(.requeue, to: record, actor: actor, now: Date()) == .applied
+    }
+
+    /// Requeues every dead escrow; returns how many.
+    @discardableResult
+    public func requeueAllDead(actor: AuditActor = .library) async throws -> Int {
+        var count = 0
+        var cursor: EscrowID?
+        while true {
+            let batch = try await store.records(.state(.dead), after: cursor, limit: 500)
+            guard let last = batch.last else { break }
+            for record in batch where try await apply(.requeue, to: record, actor: actor, now: Date()) == .applied {
+                count += 1
+            }
+            cursor = last.id
+        }
+        return count
+    }
+
+    // MARK: Plumbing
+
+    func blindIndex(_ userIdentifier: String) -> BlindIndex {
+        keyring.blindIndex(userIdentifier: userIdentifier)
+    }
+
+    private func apply(_ event: LifecycleEvent, toUser userIdentifier: String, actor: AuditActor) async throws -> Bool {
+        let index = blindIndex(userIdentifier)
+        for _ in 0..<8 {
+            guard let record = try await store.record(blindIndex: index) else { return false }
+            switch try await apply(event, to: record, actor: actor, now: Date()) {
+            case .applied: return true
+            case .ignored: return false
+            case .stale: continue  // it changed under us (a worker leased it, say): read it again
+            }
+        }
+        throw EscrowError(.conflict, "the escrow kept changing; try again")
+    }
+
+    enum ApplyResult { case applied, ignored, stale }
+
+    /// Applies one lifecycle event with compare-and-set.
+    func apply(_ event: LifecycleEvent, to record: EscrowRecord, actor: AuditActor, now: Date) async throws
+        -> ApplyResult
+    {
+        let action = lifecycle.handle(event, on: record, at: now, actor: actor)
+        if case .ignore = action { return .ignored }
+        guard try await store.commit(action, id: record.id, expectedRevision: record.revision) else { return .stale }
+        switch action {
+        case .purge(let reason, _):
+            EscrowMetrics.purged(reason)
+            logger.info(
+                "escrow purged",
+                metadata: [
+                    "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
+                    "reason": "\(reason.rawValue)",
+                ]
+            )
+        case .update(let next, _):
+            if next.state == .dead, let code = next.deadCode { EscrowMetrics.dead(code) }
+        case .ignore:
+            break
+        }
+        return .applied
+    }
+}

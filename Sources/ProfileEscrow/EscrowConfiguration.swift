@@ -1,0 +1,17 @@
+public import EscrowCore
+
+/// How an ``Escrow`` behaves; every property has a sensible default.
+public struct EscrowConfiguration: Sendable {
+    /// How long an escrow may be kept, from capture, before it is purged as `expired` (default 30 days).
+    public var retention: Double = 30 * 24 * 3600
+    /// Retry schedule and attempt limit of deliveries.
+    public var retryPolicy = RetryPolicy()
+    /// How long to wait for a confirm call after a `202` before delivering again (default 1 hour).
+    public var confirmTimeout: Double = 3600
+
+    public init() {}
+
+    var lifecycle: EscrowLifecycle {
+        EscrowLifecycle(policy: retryPolicy, confirmTimeout: confirmTimeout)
+    }
+}

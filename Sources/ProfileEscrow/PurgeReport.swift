@@ -1,0 +1,115 @@
+public import EscrowCore
+public import Foundation
+
+/// What an auditor reads: what was kept, for how long, and why it was purged (SPEC §8). Holds no
+/// name, email or user identifier: only counts, durations, random escrow ids and codes.
+public struct PurgeReport: Sendable, Equatable {
+    public struct Durations: Sendable, Equatable {
+        public var median: Double
+        public var p95: Double
+        public var max: Double
+    }
+
+    public struct Chain: Sendable, Equatable {
+        public var verified: Bool
+        public var events: Int
+        public var firstBrokenSequence: Int64?
+        public var headHash: String?
+    }
+
+    /// One purge, for the CSV form.
+    public struct Purge: Sendable, Equatable {
+        public var sequence: Int64
+        public var at: Date
+        public var escrowID: String
+        public var indexPrefix: String
+        public var reason: String
+        public var ageSeconds: Double
+        public var actor: String
+    }
+
+    public var since: Date?
+    public var until: Date?
+    public var generatedAt: Date
+    public var captured = 0
+    public var purged: [PurgeReason: Int] = Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0, 0) })
+    public var timeToPurgeSeconds: Durations?
+    public var live: [EscrowState: Int] = [:]
+    public var oldestLiveAgeSeconds: Double?
+    public var overdue = 0
+    public var dead: [DeadEscrow] = []
+    public var chain: Chain?
+
+    /// Whether an auditor should be worried: a broken chain or an overdue escrow (exit code 1).
+    public var hasProblem: Bool {
+        overdue > 0 || chain.map { !$0.verified } ?? false
+    }
+
+    /// Builds the report by streaming the audit trail in pages: memory does not depend on the
+    /// number of events, except for one 8-byte duration per purge in the period.
+    /// - Parameter onPurge: called for each purge in the period, in order (the CSV rows).
+    public static func build(
+        store: any EscrowStore, since: Date? = nil, until: Date? = nil, verify: Bool, now: Date = Date(),
+        pageSize: Int = 5_000, onPurge: ((Purge) -> Void)? = nil
+    ) async throws -> PurgeReport {
+        var report = PurgeReport(since: since, until: until, generatedAt: now)
+        var verifier = AuditChain.Verifier()
+        var ages: [Int64] = []
+        var cursor: Int64 = 0
+        while true {
+            let page = try await store.auditEvents(after: cursor, limit: pageSize)
+            guard let last = page.last else { break }
+            cursor = last.sequence
+            for event in page {
+                if verify { verifier.consume(event) }
+                let draft = event.draft
+                if let since, draft.at < since { continue }
+                if let until, draft.at > until { continue }
+                switch draft.type {
+                case .captured:
+                    report.captured += 1
+                case .purged:
+                    if let reason = draft.detail.flatMap(PurgeReason.init(rawValue:)) {
+                        report.purged[reason, default: 0] += 1
+                    }
+                    let age = draft.ageMilliseconds ?? 0
+                    ages.append(age)
+                    onPurge?(
+                        Purge(
+                            sequence: event.sequence, at: draft.at, escrowID: draft.escrowID ?? "",
+                            indexPrefix: draft.indexPrefix ?? "", reason: draft.detail ?? "",
+                            ageSeconds: Double(age) / 1000, actor: draft.actor.rawValue
+                        )
+                    )
+                default:
+                    break
+                }
+            }
+        }
+        report.timeToPurgeSeconds = Self.durations(&ages)
+        if verify {
+            verifier.finish(head: try await store.auditHead())
+            report.chain = Chain(
+                verified: verifier.isIntact, events: verifier.eventCount,
+                firstBrokenSequence: verifier.firstBrokenSequence,
+                headHash: verifier.eventCount > 0 ? verifier.previous.map { String(format: "%02x", $0) }.joined() : nil
+            )
+        }
+        let summary = try await store.summary(at: now)
+        report.live = summary.live.filter { $0.key != .purged }
+        report.oldestLiveAgeSeconds = summary.oldestLiveCreatedAt.map { max(0, now.timeIntervalSince($0)) }
+        report.overdue = summary.overdue
+        report.dead = summary.dead
+        return report
+    }
+
+    static func durations(_ ages: inout [Int64]) -> Durations? {
+        guard !ages.isEmpty else { return nil }
+        ages.sort()
+        func rank(_ q: Double) -> Double {
+            let index = Int((q * Double(ages.count - 1)).rounded(.up))
+            return Double(ages[min(ages.count - 1, index)]) / 1000
+        }
+        return Durations(median: rank(0.5), p95: rank(0.95), max: Double(ages[ages.count - 1]) / 1000)
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import ProfileEscrow
+
+/// Exit codes (SPEC §8) and PII-free messages for every error the CLI can meet.
+enum CLIFailure {
+    static let problem: Int32 = 1
+    static let badInput: Int32 = 2
+    static let notFound: Int32 = 3
+    static let unavailable: Int32 = 4
+
+    static func exitCode(for error: any Error) -> Int32 {
+        switch error {
+        case is ProfileValidationError: return badInput
+        case let error as CryptoError:
+            switch error.code {
+            case .keyringNotFound, .keyringPermissions, .keyringMalformed, .keyringIO, .secretKeyUnavailable, .unknownKeyVersion:
+                return unavailable
+            case .ciphertextInvalid: return problem
+            default: return badInput
+            }
+        case is EscrowStoreError: return unavailable
+        case let error as EscrowError:
+            switch error.code {
+            case .notFound: return notFound
+            case .captureOnly: return unavailable
+            case .ciphertextInvalid: return problem
+            default: return badInput
+            }
+        case let error as Found: return error.found ? 0 : notFound
+        default:
+            // argument-parser's usage and validation errors.
+            let code = ProfileEscrowCommand.exitCode(for: error)
+            return code == .success ? 0 : badInput
+        }
+    }
+
+    static func message(for error: any Error) -> String {
+        switch error {
+        case let error as ProfileValidationError: "error: invalid input: \(error)"
+        case let error as CryptoError: "error: \(error.message)"
+        case let error as EscrowStoreError: "error: \(error.message)"
+        case let error as EscrowError: "error: \(error.message)"
+        case let error as Found: error.message
+        default: ProfileEscrowCommand.fullMessage(for: error)
+        }
+    }
+}
+
+/// "Nothing is held for this user": exit 3 with a message, no stack, no identifier.
+struct Found: Error {
+    var found: Bool
+    var message: String
+}

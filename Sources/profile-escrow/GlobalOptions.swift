@@ -1,0 +1,112 @@
+import ArgumentParser
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import Logging
+import ProfileEscrow
+
+/// `--database`, `--keyring`, `--retention`, each also from its environment variable.
+struct GlobalOptions: ParsableArguments {
+    static let defaultDirectory = "escrow-data"
+    static let defaultDatabase = "\(defaultDirectory)/escrow.sqlite"
+    static let defaultKeyring = "\(defaultDirectory)/keyring"
+
+    @Option(help: "SQLite file path (env PROFILE_ESCROW_DATABASE; default ./escrow-data/escrow.sqlite).")
+    var database: String?
+
+    @Option(help: "Keyring file (env PROFILE_ESCROW_KEYRING; default ./escrow-data/keyring).")
+    var keyring: String?
+
+    @Option(help: "Retention from capture, e.g. 30d (env PROFILE_ESCROW_RETENTION; default 30d).")
+    var retention: String?
+
+    @Flag(name: .shortAndLong, help: "Log what happens (to standard error; never personal data).")
+    var verbose = false
+
+    var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    var databasePath: String { database ?? environment["PROFILE_ESCROW_DATABASE"] ?? Self.defaultDatabase }
+
+    var keyringPath: String { keyring ?? environment["PROFILE_ESCROW_KEYRING"] ?? Self.defaultKeyring }
+
+    /// Whether the keyring is the development default (created on first use when missing).
+    var keyringIsDefault: Bool { keyring == nil && environment["PROFILE_ESCROW_KEYRING"] == nil }
+
+    func validate() throws {
+        if let text = retention ?? environment["PROFILE_ESCROW_RETENTION"] {
+            guard let seconds = DurationParser.seconds(text), seconds > 0 else {
+                throw ValidationError("--retention: '\(text)' is not a duration such as 12h, 30d")
+            }
+        }
+        if databasePath.hasPrefix("postgres://") || databasePath.hasPrefix("postgresql://") {
+            throw ValidationError("--database: PostgreSQL is not available in this build yet; use a SQLite path")
+        }
+    }
+
+    var logger: Logger {
+        var logger = Logger(label: "profile-escrow")
+        logger.logLevel = verbose ? .info : .warning
+        return logger
+    }
+
+    var escrowConfiguration: EscrowConfiguration {
+        var configuration = EscrowConfiguration()
+        if let text = retention ?? environment["PROFILE_ESCROW_RETENTION"], let seconds = DurationParser.seconds(text) {
+            configuration.retention = seconds
+        }
+        return configuration
+    }
+
+    /// Loads the keyring. The development default is created on first use, with a warning.
+    func loadKeyring(createIfDefault: Bool = true) throws -> Keyring {
+        if createIfDefault, keyringIsDefault, !FileManager.default.fileExists(atPath: keyringPath) {
+            let keyring = Keyring.generate()
+            try keyring.write(path: keyringPath, overwrite: false)
+            FileHandle.standardError.write(
+                Data(
+                    ("note: created a development keyring at \(keyringPath) (mode 0600). For production, create one "
+                        + "with `profile-escrow keys init --keyring <path>` and keep a backup of it offline.\n").utf8
+                )
+            )
+            return keyring
+        }
+        return try Keyring.load(path: keyringPath)
+    }
+
+    func openStore(readOnly: Bool = false, owner: String) throws -> SQLiteEscrowStore {
+        var configuration = SQLiteEscrowStore.Configuration()
+        configuration.readOnly = readOnly
+        configuration.ownerDescription = owner
+        return try SQLiteEscrowStore(path: databasePath, configuration: configuration, logger: logger)
+    }
+
+    func openEscrow(readOnly: Bool = false, owner: String) throws -> Escrow {
+        let keyring = try loadKeyring()
+        let store = try openStore(readOnly: readOnly, owner: owner)
+        return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
+    }
+}
+
+/// Where progress goes: a line rewritten in place on a terminal, nothing otherwise.
+struct Progress: Sendable {
+    let label: String
+    let isTerminal = isatty(STDERR_FILENO) == 1
+
+    func update(_ count: Int) {
+        guard isTerminal else { return }
+        FileHandle.standardError.write(Data("\r\(label): \(count)".utf8))
+    }
+
+    func finish() {
+        if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+}
+
+/// Checks a user identifier's syntax before it goes anywhere (SPEC §3): exit 2, value not echoed.
+func validateUserIdentifier(_ value: String) throws {
+    let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._-".utf8)
+    guard (1...255).contains(value.utf8.count), value.utf8.allSatisfy(allowed.contains) else {
+        throw ValidationError("userIdentifier: must be 1-255 bytes of [0-9A-Za-z._-]")
+    }
+}

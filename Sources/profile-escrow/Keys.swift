@@ -1,0 +1,107 @@
+import ArgumentParser
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import ProfileEscrow
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the master keyring: init, show, export-public, rotate, rewrap, retire.",
+        subcommands: [Init.self, Show.self, ExportPublic.self, Rotate.self, Rewrap.self, Retire.self]
+    )
+
+    struct Init: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a new keyring (mode 0600).")
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let keyring = Keyring.generate()
+            try keyring.write(path: options.keyringPath, overwrite: false)
+            print("created keyring \(options.keyringPath), active version \(keyring.activeVersion)")
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List key versions (no secrets).")
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let keyring = try options.loadKeyring(createIfDefault: false)
+            let inUse = try? await options.openStore(readOnly: true, owner: "keys show").keyVersionsInUse()
+            print("keyring \(options.keyringPath): \(keyring.isPublicOnly ? "public-only (capture only)" : "full")")
+            for key in keyring.keys {
+                let publicKey = key.publicKey.map { String(format: "%02x", $0) }.joined()
+                let flags = [
+                    key.version == keyring.activeVersion ? "active" : nil,
+                    key.hasSecretKey ? "secret" : (keyring.isPublicOnly ? "public" : "retired"),
+                    inUse.map { "\($0[key.version] ?? 0) escrows" },
+                ].compactMap { $0 }.joined(separator: ", ")
+                print("  v\(key.version)  public \(publicKey.prefix(16))…  created \(key.createdAt)  (\(flags))")
+            }
+        }
+    }
+
+    struct ExportPublic: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export-public", abstract: "Write a public-only keyring for capture-only nodes."
+        )
+        @OptionGroup var options: GlobalOptions
+        @Option(help: "Where to write the public-only keyring.") var out: String
+
+        func run() async throws {
+            let keyring = try options.loadKeyring(createIfDefault: false)
+            try keyring.publicOnly().write(path: out, overwrite: false)
+            print("wrote public-only keyring \(out): it can capture, and can never open an escrow")
+        }
+    }
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a new active master key version.")
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let keyring = try options.loadKeyring(createIfDefault: false)
+            guard !keyring.isPublicOnly else { throw ValidationError("a public-only keyring cannot be rotated") }
+            let rotated = keyring.rotated(now: Date())
+            let store = try options.openStore(owner: "profile-escrow keys rotate")
+            try rotated.write(path: options.keyringPath, overwrite: true)
+            let escrow = Escrow(store: store, keyring: rotated, logger: options.logger)
+            try await escrow.recordRotation(to: rotated.activeVersion)
+            print("rotated: active version \(rotated.activeVersion); run `keys rewrap` to move existing escrows")
+        }
+    }
+
+    struct Rewrap: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-seal every escrow key to the active version (payloads untouched)."
+        )
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let escrow = try options.openEscrow(owner: "profile-escrow keys rewrap")
+            let progress = Progress(label: "rewrapped")
+            let result = try await escrow.rewrap(progress: { progress.update($0) })
+            progress.finish()
+            print("rewrapped \(result.rewrapped) escrows to version \(escrow.keyring.activeVersion), \(result.failed) failed")
+            if result.failed > 0 { throw ExitCode(CLIFailure.problem) }
+        }
+    }
+
+    struct Retire: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Destroy a version's secret key once no escrow uses it."
+        )
+        @OptionGroup var options: GlobalOptions
+        @Argument(help: "The master key version to retire.") var version: UInt32
+
+        func run() async throws {
+            let escrow = try options.openEscrow(owner: "profile-escrow keys retire")
+            try await escrow.checkRetirable(version: version)
+            let retired = try escrow.keyring.retiring(version: version)
+            try retired.write(path: options.keyringPath, overwrite: true)
+            try await escrow.recordRetirement(of: version)
+            print("retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened")
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+import EscrowCrypto
+import ProfileEscrow
+
+/// `profile-escrow`: thin over the library. Parse, call, print; exit codes of SPEC §8.
+@main
+struct ProfileEscrowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profile-escrow",
+        abstract: "Keep a Sign in with Apple profile until the backend confirms the registration, then purge it.",
+        subcommands: [
+            Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Sweep.self, Requeue.self,
+            PurgeReportCommand.self,
+        ]
+    )
+
+    /// Runs the command and maps every failure to an exit code of SPEC §8: `2` for bad usage
+    /// (argument-parser's own errors included, instead of its default 64).
+    static func main() async {
+        ProcessHardening.disableCoreDumps()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let exit as ExitCode {
+            Foundation.exit(exit.rawValue)
+        } catch {
+            let code = CLIFailure.exitCode(for: error)
+            if code == ExitCode.success.rawValue || error is CleanExit {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            FileHandle.standardError.write(Data((CLIFailure.message(for: error) + "\n").utf8))
+            Foundation.exit(code)
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import EscrowCrypto
+import Foundation
+import Testing
+
+/// The `profile-escrow` binary, run as an operator would: real files, real exit codes.
+@Suite("CLI")
+struct CLITests {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static var binary: URL {
+        // Tests run from .build/<configuration>/; the CLI is built beside them.
+        let bundle = Bundle.main.bundleURL
+        let candidates = [
+            bundle.appendingPathComponent("profile-escrow"),
+            bundle.deletingLastPathComponent().appendingPathComponent("profile-escrow"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("profile-escrow"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
+    }
+
+    let directory = TemporaryDirectory()
+    var database: String { directory.path + "/escrow.sqlite" }
+    var keyring: String { directory.path + "/keyring" }
+
+    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
+        var env = ProcessInfo.processInfo.environment
+        env["PROFILE_ESCROW_DATABASE"] = database
+        env["PROFILE_ESCROW_KEYRING"] = keyring
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let input = Pipe()
+        let output = Pipe()
+        let error = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        input.fileHandleForWriting.write(Data(stdin.utf8))
+        try input.fileHandleForWriting.close()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: err, as: UTF8.self)
+        )
+    }
+
+    static func body(_ number: Int, email: String? = nil) -> String {
+        """
+        {"userIdentifier":"000000.canaryuid\(String(format: "%023d", number)).0001",
+         "fullName":{"givenName":"CANARYGIVEN\(number)","familyName":"CANARYFAMILY\(number)"},
+         "email":"\(email ?? "canarymail\(number)@example.invalid")","realUserStatus":"likelyReal"}
+        """
+    }
+
+    static func user(_ number: Int) -> String { "000000.canaryuid\(String(format: "%023d", number)).0001" }
+
+    @Test func captureConfirmReportEndToEnd() throws {
+        #expect(try run(["keys", "init"]).status == 0)
+        let capture = try run(["capture"], stdin: Self.body(1))
+        #expect(capture.status == 0, "\(capture.stderr)")
+        #expect(EscrowID(hex: capture.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
+        let status = try run(["status", Self.user(1), "--format", "json"])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("\"state\" : \"pending\""))
+        #expect(try run(["confirm", Self.user(1)]).status == 0)
+        #expect(try run(["confirm", Self.user(1)]).status == 3, "nothing held any more")
+        #expect(try run(["status", Self.user(1)]).status == 3)
+        let report = try run(["purge-report", "--verify", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
+        #expect((json["purged"] as? [String: Int])?["confirmed"] == 1)
+        #expect((json["chain"] as? [String: Any])?["verified"] as? Bool == true)
+        let csv = try run(["purge-report", "--format", "csv"])
+        #expect(csv.stdout.split(separator: "\n").count == 2)
+        for result in [capture, status, report, csv] {
+            for token in ["CANARYGIVEN", "CANARYFAMILY", "canarymail", "canaryuid"] {
+                #expect(!result.stdout.contains(token) && !result.stderr.contains(token))
+            }
+        }
+    }
+
+    @Test func exitCodes() throws {
+        // No keyring at an explicit path: store or keyring unavailable.
+        let missing = try run(["capture"], stdin: Self.body(1))
+        #expect(missing.status == 4)
+        #expect(missing.stderr.contains("keyring"))
+        #expect(try run(["keys", "init"]).status == 0)
+        #expect(try run(["keys", "init"]).status != 0, "init refuses to overwrite")
+        // Bad input: exit 2, the offending value never echoed, nothing stored.
+        for body in [
+            "{", #"{"userIdentifier":"x"}"#, Self.body(2, email: "canarymail@@example.invalid"),
+            #"{"userIdentifier":"000000.a.1","email":"a@example.invalid","canaryField":1}"#,
+            String(repeating: "x", count: 20_000),
+        ] {
+            let result = try run(["capture"], stdin: body)
+            #expect(result.status == 2, "\(result.stderr)")
+            #expect(!result.stderr.contains("canarymail"))
+        }
+        #expect(try run(["confirm", "not a valid id"]).status == 2)
+        #expect(try run(["requeue"]).status == 2)
+        #expect(try run(["purge-report", "--since", "yesterday-ish"]).status == 2)
+        #expect(try run(["no-such-command"]).status == 2)
+        #expect(try run(["erase", Self.user(5)]).status == 3)
+        let report = try run(["purge-report", "--format", "json"])
+        #expect(report.stdout.contains("\"captured\" : 0"))
+        // A world-readable keyring is refused.
+        chmod(keyring, 0o644)
+        let loose = try run(["capture"], stdin: Self.body(1))
+        #expect(loose.status == 4)
+        #expect(loose.stderr.contains("chmod"))
+    }
+
+    @Test func purgeReportVerifyExitsOneOnABrokenChain() throws {
+        #expect(try run(["keys", "init"]).status == 0)
+        for number in 0..<3 { #expect(try run(["capture"], stdin: Self.body(number)).status == 0) }
+        #expect(try run(["purge-report", "--verify"]).status == 0)
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        sqlite.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+            + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        #expect(sqlite.terminationStatus == 0)
+        let broken = try run(["purge-report", "--verify"])
+        #expect(broken.status == 1)
+        #expect(broken.stdout.contains("BROKEN at sequence 2"))
+    }
+
+    @Test func aSecondWriterProcessIsRefusedWhileReadersWork() throws {
+        #expect(try run(["keys", "init"]).status == 0)
+        #expect(try run(["capture"], stdin: Self.body(1)).status == 0)
+        // Hold the writer slot from another process, exactly as a running writer does.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import fcntl,sys,time; f=open(sys.argv[1],'a+'); "
+            + "fcntl.flock(f, fcntl.LOCK_EX); f.write('pid 4242, test holder'); f.flush(); "
+            + "print('locked', flush=True); time.sleep(30)", database + ".writer-lock"]
+        let ready = Pipe()
+        process.standardOutput = ready
+        try process.run()
+        defer { process.terminate() }
+        _ = ready.fileHandleForReading.availableData
+        let second = try run(["capture"], stdin: Self.body(2))
+        #expect(second.status == 4)
+        #expect(second.stderr.contains("open for writing by another process"))
+        #expect(try run(["status", Self.user(1)]).status == 0, "read-only commands keep working")
+        #expect(try run(["purge-report", "--verify"]).status == 0)
+        #expect(try run(["status", Self.user(2)]).status == 3, "the refused capture stored nothing")
+    }
+}

@@ -1,0 +1,57 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import Logging
+import ProfileEscrow
+import Testing
+
+@Suite("Key rotation")
+struct KeyRotationTests {
+    @Test func rotateRewrapRetireKeepsEveryEscrowOpenable() async throws {
+        let directory = TemporaryDirectory()
+        let keyringPath = directory.path + "/keyring"
+        try Keyring.generate().write(path: keyringPath, overwrite: false)
+        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        for number in 0..<10 { _ = try await harness.escrow.capture(try Fake.profile(number)) }
+
+        let rotated = harness.keyring.rotated(now: Date())
+        try rotated.write(path: keyringPath, overwrite: true)
+        let escrow2 = Escrow(store: harness.store, keyring: try Keyring.load(path: keyringPath), logger: .init(label: "t"))
+        try await escrow2.recordRotation(to: 2)
+        for number in 10..<13 { _ = try await escrow2.capture(try Fake.profile(number)) }
+        #expect(try await harness.store.keyVersionsInUse() == [1: 10, 2: 3])
+
+        await #expect(throws: EscrowError.self) { try await escrow2.checkRetirable(version: 1) }
+        await #expect(throws: EscrowError.self) { try await escrow2.checkRetirable(version: 2) }
+
+        let result = try await escrow2.rewrap()
+        #expect(result.rewrapped == 10 && result.failed == 0)
+        #expect(try await harness.store.keyVersionsInUse() == [2: 13])
+
+        try await escrow2.checkRetirable(version: 1)
+        let retired = try escrow2.keyring.retiring(version: 1)
+        try retired.write(path: keyringPath, overwrite: true)
+        try await escrow2.recordRetirement(of: 1)
+
+        let reloaded = try Keyring.load(path: keyringPath)
+        #expect(reloaded.keys.first { $0.version == 1 }?.hasSecretKey == false)
+        let escrow3 = Escrow(store: harness.store, keyring: reloaded, logger: .init(label: "t"))
+        for number in 0..<13 {
+            #expect(try await escrow3.replay(userIdentifier: Fake.userIdentifier(number)).profile == Fake.profile(number))
+        }
+        let report = try await PurgeReport.build(store: harness.store, verify: true)
+        #expect(report.chain?.verified == true)
+        let types = try await harness.store.auditEvents(after: 0, limit: 1000).map(\.draft.type)
+        #expect(types.contains(.keysRotated) && types.contains(.keysRewrapped) && types.contains(.keysRetired))
+    }
+
+    @Test func anOldBackupSealedOnlyToARetiredKeyCannotBeOpened() async throws {
+        let original = Keyring.generate()
+        let harness = try Harness(keyring: original)
+        let receipt = try await harness.escrow.capture(try Fake.profile(1))
+        let backupRow = try #require(try await harness.store.record(id: receipt.escrowID))
+        let retired = try original.rotated(now: Date()).retiring(version: 1)
+        #expect(throws: CryptoError.self) { _ = try retired.open(backupRow.sealed) }
+    }
+}

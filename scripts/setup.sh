@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system libraries ProfileEscrow links (libsodium, SQLite) when they are missing.
+set -euo pipefail
+missing=()
+for pkg in libsodium-dev libsqlite3-dev pkg-config; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "installing ${missing[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
