@@ -108,9 +108,12 @@ public final class Escrow: Sendable {
         do {
             let plaintext = try keyring.open(record.sealed)
             return try EscrowPlaintext.decode(plaintext)
-        } catch let error as CryptoError where error.code == .secretKeyUnavailable {
+        } catch let error as CryptoError where error.code == .secretKeyUnavailable || error.code == .unknownKeyVersion {
+            // The row is intact (its MAC passed); this keyring cannot open it. Never mark it dead for that.
             throw EscrowError(
-                .captureOnly, "the secret key of master key version \(record.sealed.keyVersion) is not in this keyring"
+                .keyUnavailable,
+                "master key version \(record.sealed.keyVersion) is not available in this keyring (retired, "
+                    + "public-only, or an out-of-date keyring file)"
             )
         } catch {
             logger.error(

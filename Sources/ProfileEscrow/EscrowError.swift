@@ -10,6 +10,8 @@ public struct EscrowError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(rawValue: "not_found")
         /// This node holds a public-only keyring: it can capture but never open.
         public static let captureOnly = Code(rawValue: "capture_only")
+        /// The row is intact but this keyring lacks the secret key it is sealed to (retired, or an old keyring).
+        public static let keyUnavailable = Code(rawValue: "key_unavailable")
         /// The stored row failed its MAC or did not open; it was moved to `dead`.
         public static let ciphertextInvalid = Code(rawValue: "ciphertext_invalid")
         /// A key version is still used by escrows, or is the active one.

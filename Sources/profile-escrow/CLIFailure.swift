@@ -25,7 +25,7 @@ enum CLIFailure {
         case let error as EscrowError:
             switch error.code {
             case .notFound: return notFound
-            case .captureOnly: return unavailable
+            case .captureOnly, .keyUnavailable: return unavailable
             case .ciphertextInvalid: return problem
             default: return badInput
             }

@@ -46,6 +46,24 @@ struct KeyRotationTests {
         #expect(types.contains(.keysRotated) && types.contains(.keysRewrapped) && types.contains(.keysRetired))
     }
 
+    @Test func aKeyringWithoutTheRowsVersionNeverMarksTheRowDead() async throws {
+        let original = Keyring.generate()
+        let rotated = original.rotated(now: Date())
+        let harness = try Harness(keyring: rotated)
+        let receipt = try await harness.escrow.capture(try Fake.profile(1))  // sealed to version 2
+        // An out-of-date keyring file (version 1 only) and a retired one: intact row, no key.
+        for keyring in [original, try rotated.rotated(now: Date()).retiring(version: 2)] {
+            let stale = Escrow(store: harness.store, keyring: keyring, logger: .init(label: "t"))
+            do {
+                _ = try await stale.replay(userIdentifier: Fake.userIdentifier(1))
+                Issue.record("opened without the key")
+            } catch let error as EscrowError {
+                #expect(error.code == .keyUnavailable)
+            }
+            #expect(try await harness.store.record(id: receipt.escrowID)?.state == .pending)
+        }
+    }
+
     @Test func anOldBackupSealedOnlyToARetiredKeyCannotBeOpened() async throws {
         let original = Keyring.generate()
         let harness = try Harness(keyring: original)
