@@ -39,7 +39,8 @@ enum CLIFailure {
 
     static func message(for error: any Error) -> String {
         switch error {
-        case let error as ProfileValidationError: "error: invalid input: \(error)"
+        case let error as ProfileValidationError:
+            "error: invalid input [\(error.code)]\(error.field.map { " at \($0)" } ?? ""): \(error.message)"
         case let error as CryptoError: "error: \(error.message)"
         case let error as EscrowStoreError: "error: \(error.message)"
         case let error as EscrowError: "error: \(error.message)"

@@ -6,7 +6,7 @@ import ProfileEscrow
 
 struct Capture: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Capture a profile (SPEC §3 JSON on standard input); prints the escrow id."
+        abstract: "Capture a profile (its JSON on standard input); prints the escrow id."
     )
     @OptionGroup var options: GlobalOptions
 

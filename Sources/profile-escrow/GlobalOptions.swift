@@ -82,7 +82,7 @@ struct GlobalOptions: ParsableArguments {
     }
 
     func openEscrow(readOnly: Bool = false, owner: String) throws -> Escrow {
-        let keyring = try loadKeyring()
+        let keyring = try loadKeyring(createIfDefault: !readOnly)
         let store = try openStore(readOnly: readOnly, owner: owner)
         return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
     }
