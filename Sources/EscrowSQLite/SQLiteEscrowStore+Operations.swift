@@ -4,40 +4,58 @@ public import Foundation
 import GRDB
 
 extension SQLiteEscrowStore {
+    /// Captures go through the group commit (``CaptureBatcher``): concurrent captures share one
+    /// transaction; each returns only once that transaction is committed (`synchronous=FULL`).
     public func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
-        let outcome = try await write { db -> CaptureOutcome in
-            let existing = try Row.fetchOne(
-                db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(record.blindIndex.bytes)]
-            ).map(Self.record(from:))
-            if let existing, Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
-                return .unchanged(existing)
+        let outcome = try await batcher.submit(record, actor: actor) { batch in
+            try await self.write { db in
+                batch.map { item in
+                    Result {
+                        var outcome: CaptureOutcome?
+                        try db.inSavepoint {
+                            outcome = try Self.capture(item.record, actor: item.actor, db)
+                            return .commit
+                        }
+                        return outcome!
+                    }
+                }
             }
-            var drafts: [AuditDraft] = []
-            if let existing {
-                let replacement = AuditDraft(
-                    type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
-                    indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
-                )
-                guard
-                    case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
-                        .purge(.replaced), on: existing, at: record.createdAt, actor: actor
-                    )
-                else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
-                try db.execute(sql: "DELETE FROM escrow WHERE id = ?", arguments: [Data(existing.id.bytes)])
-                drafts += [replacement] + purgeDrafts
-            }
-            try Self.insert(record, db)
-            drafts.append(
-                AuditDraft(
-                    type: .captured, at: record.createdAt, escrowID: record.id.hex,
-                    indexPrefix: record.blindIndex.prefixHex, actor: actor
-                )
-            )
-            try Self.append(drafts, db)
-            return existing.map { .replaced(record, previous: $0.id) } ?? .created(record)
         }
         if case .replaced = outcome { try await purgedOne() }
         return outcome
+    }
+
+    /// One capture inside the caller's transaction.
+    static func capture(_ record: EscrowRecord, actor: AuditActor, _ db: Database) throws -> CaptureOutcome {
+        let existing = try Row.fetchOne(
+            db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(record.blindIndex.bytes)]
+        ).map(Self.record(from:))
+        if let existing, Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+            return .unchanged(existing)
+        }
+        var drafts: [AuditDraft] = []
+        if let existing {
+            let replacement = AuditDraft(
+                type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
+                indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
+            )
+            guard
+                case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
+                    .purge(.replaced), on: existing, at: record.createdAt, actor: actor
+                )
+            else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
+            try db.execute(sql: "DELETE FROM escrow WHERE id = ?", arguments: [Data(existing.id.bytes)])
+            drafts += [replacement] + purgeDrafts
+        }
+        try Self.insert(record, db)
+        drafts.append(
+            AuditDraft(
+                type: .captured, at: record.createdAt, escrowID: record.id.hex,
+                indexPrefix: record.blindIndex.prefixHex, actor: actor
+            )
+        )
+        try Self.append(drafts, db)
+        return existing.map { .replaced(record, previous: $0.id) } ?? .created(record)
     }
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {

@@ -39,6 +39,7 @@ public final class SQLiteEscrowStore: EscrowStore {
     public let holdsWriterSlot: Bool
 
     let pool: DatabasePool
+    let batcher = CaptureBatcher()
     private let writerLock: WriterLock?
 
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {

@@ -248,4 +248,32 @@ extension StoreConformance {
         try expect(summary.oldestLiveCreatedAt == fixture.start, "oldest live")
         try expect(summary.dead == [DeadEscrow(id: young.id, code: .ciphertextInvalid)], "dead list with code")
     }
+
+    static func concurrentCaptures(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        // 300 users captured concurrently, plus 20 rival captures of user 0 with different content.
+        let records = try (0..<300).map { try fixture.record(user: $0) }
+        let rivals = try (0..<20).map { try fixture.record(user: 0, content: "rival \($0)") }
+        let outcomes = try await withThrowingTaskGroup(of: CaptureOutcome.self) { group in
+            for record in records + rivals {
+                group.addTask { try await store.capture(record, actor: .library) }
+            }
+            return try await group.reduce(into: [CaptureOutcome]()) { $0.append($1) }
+        }
+        try expect(outcomes.count == 320, "every capture answered")
+        for record in records.dropFirst() {
+            try expect(try await store.record(id: record.id) == record, "a concurrent capture is stored exactly")
+        }
+        let replaced = outcomes.filter { if case .replaced = $0 { true } else { false } }.count
+        try expect(replaced == 20, "20 of the 21 captures of user 0 replaced another: \(replaced)")
+        let live = try await store.summary(at: fixture.start).live[.pending]
+        try expect(live == 300, "one live escrow per user: \(String(describing: live))")
+        let events = try await fixture.allEvents(store)
+        try expect(events.count == 320 + 20 * 2, "captured ×320, replaced+purged ×20: \(events.count)")
+        var verifier = AuditChain.Verifier()
+        for event in events { verifier.consume(event) }
+        verifier.finish(head: try await store.auditHead())
+        try expect(verifier.isIntact, "the chain written by batched captures verifies")
+    }
 }

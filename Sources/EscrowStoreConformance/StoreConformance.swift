@@ -27,6 +27,7 @@ public enum StoreConformance {
         Check(name: "queries and pagination", run: queriesAndPagination),
         Check(name: "audit chain is contiguous and verifies", run: auditChainVerifies),
         Check(name: "summary counts", run: summaryCounts),
+        Check(name: "concurrent captures are all durable and chained", run: concurrentCaptures),
     ]
 }
 

@@ -1,5 +1,6 @@
 public import EscrowCore
 public import Foundation
+import Histogram
 
 /// What an auditor reads: what was kept, for how long, and why it was purged (SPEC §8). Holds no
 /// name, email or user identifier: only counts, durations, random escrow ids and codes.
@@ -45,8 +46,9 @@ public struct PurgeReport: Sendable, Equatable {
         overdue > 0 || chain.map { !$0.verified } ?? false
     }
 
-    /// Builds the report by streaming the audit trail in pages: memory does not depend on the
-    /// number of events, except for one 8-byte duration per purge in the period.
+    /// Builds the report by streaming the audit trail in pages: memory does not depend on the number
+    /// of events (time-to-purge percentiles come from an HDR histogram, 3 significant digits; the
+    /// maximum is exact).
     /// - Parameter onPurge: called for each purge in the period, in order (the CSV rows).
     public static func build(
         store: any EscrowStore, since: Date? = nil, until: Date? = nil, verify: Bool, now: Date = Date(),
@@ -54,7 +56,8 @@ public struct PurgeReport: Sendable, Equatable {
     ) async throws -> PurgeReport {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
         var verifier = AuditChain.Verifier()
-        var ages: [Int64] = []
+        var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        var maximumAge: Int64 = 0
         var cursor: Int64 = 0
         while true {
             let page = try await store.auditEvents(after: cursor, limit: pageSize)
@@ -72,8 +75,9 @@ public struct PurgeReport: Sendable, Equatable {
                     if let reason = draft.detail.flatMap(PurgeReason.init(rawValue:)) {
                         report.purged[reason, default: 0] += 1
                     }
-                    let age = draft.ageMilliseconds ?? 0
-                    ages.append(age)
+                    let age = max(0, draft.ageMilliseconds ?? 0)
+                    _ = ages.record(UInt64(age))
+                    maximumAge = max(maximumAge, age)
                     onPurge?(
                         Purge(
                             sequence: event.sequence, at: draft.at, escrowID: draft.escrowID ?? "",
@@ -86,7 +90,12 @@ public struct PurgeReport: Sendable, Equatable {
                 }
             }
         }
-        report.timeToPurgeSeconds = Self.durations(&ages)
+        if ages.totalCount > 0 {
+            report.timeToPurgeSeconds = Durations(
+                median: Double(ages.valueAtPercentile(50)) / 1000, p95: Double(ages.valueAtPercentile(95)) / 1000,
+                max: Double(maximumAge) / 1000
+            )
+        }
         if verify {
             verifier.finish(head: try await store.auditHead())
             report.chain = Chain(
@@ -101,15 +110,5 @@ public struct PurgeReport: Sendable, Equatable {
         report.overdue = summary.overdue
         report.dead = summary.dead
         return report
-    }
-
-    static func durations(_ ages: inout [Int64]) -> Durations? {
-        guard !ages.isEmpty else { return nil }
-        ages.sort()
-        func rank(_ q: Double) -> Double {
-            let index = Int((q * Double(ages.count - 1)).rounded(.up))
-            return Double(ages[min(ages.count - 1, index)]) / 1000
-        }
-        return Durations(median: rank(0.5), p95: rank(0.95), max: Double(ages[ages.count - 1]) / 1000)
     }
 }

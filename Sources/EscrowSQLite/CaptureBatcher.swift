@@ -1,0 +1,67 @@
+import EscrowCore
+import Synchronization
+
+/// Group commit for captures: concurrent captures share one write transaction (and so one fsync),
+/// while every caller still gets its answer only after that transaction is durable.
+///
+/// The first caller to find no batch in progress starts a drain; the drain takes everything queued,
+/// writes it in one transaction (each capture in its own savepoint, so one failing capture does not
+/// fail the others), resumes every caller, and repeats until the queue is empty. Callers seal their
+/// profiles before they queue, so sealing runs in parallel with the writer.
+final class CaptureBatcher: Sendable {
+    struct Item: Sendable {
+        let record: EscrowRecord
+        let actor: AuditActor
+        let continuation: CheckedContinuation<CaptureOutcome, any Error>
+    }
+
+    private struct State {
+        var pending: [Item] = []
+        var draining = false
+    }
+
+    /// The most captures written in one transaction.
+    let maximumBatch: Int
+    private let state = Mutex(State())
+
+    init(maximumBatch: Int = 256) {
+        self.maximumBatch = maximumBatch
+    }
+
+    /// Queues one capture and waits until the batch that holds it is committed.
+    /// - Parameter write: writes one batch in one transaction; returns one result per item, in order.
+    func submit(
+        _ record: EscrowRecord, actor: AuditActor,
+        write: @escaping @Sendable ([Item]) async throws -> [Result<CaptureOutcome, any Error>]
+    ) async throws -> CaptureOutcome {
+        try await withCheckedThrowingContinuation { continuation in
+            let startDrain = state.withLock { state -> Bool in
+                state.pending.append(Item(record: record, actor: actor, continuation: continuation))
+                guard !state.draining else { return false }
+                state.draining = true
+                return true
+            }
+            if startDrain {
+                Task { await self.drain(write) }
+            }
+        }
+    }
+
+    private func drain(_ write: @Sendable ([Item]) async throws -> [Result<CaptureOutcome, any Error>]) async {
+        while true {
+            let batch = state.withLock { state -> [Item] in
+                let batch = Array(state.pending.prefix(maximumBatch))
+                state.pending.removeFirst(batch.count)
+                if batch.isEmpty { state.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            do {
+                let results = try await write(batch)
+                for (item, result) in zip(batch, results) { item.continuation.resume(with: result) }
+            } catch {
+                for item in batch { item.continuation.resume(throwing: error) }
+            }
+        }
+    }
+}
