@@ -117,3 +117,26 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Benchmarks (ordo-one/benchmark), only when asked for, so library users never build them:
+//   ENABLE_ESCROW_BENCHMARKS=1 swift package benchmark      (see docs/performance.md)
+if Context.environment["ENABLE_ESCROW_BENCHMARKS"] != nil {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"])
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "EscrowBenchmarks",
+            dependencies: [
+                "ProfileEscrow", "EscrowSQLite", "EscrowCore", "EscrowCrypto", "CSodium",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/EscrowBenchmarks",
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        )
+    )
+}

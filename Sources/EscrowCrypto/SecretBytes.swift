@@ -1,6 +1,7 @@
 internal import CSodium
 
-/// A buffer of secret bytes in `sodium_malloc`'ed memory (guard pages, locked when the system allows it).
+/// A buffer of secret bytes in `sodium_malloc`'ed memory (guard pages, locked when the system allows it),
+/// recycled through ``SecretBufferPool`` (zeroed before it is reused).
 ///
 /// The buffer has exactly one owner; it is zeroed and freed in `deinit`, and nowhere else. Its bytes are reachable
 /// only through ``withUnsafeBytes(_:)`` and ``withUnsafeMutableBytes(_:)``: they never appear in a `description`,
@@ -10,6 +11,8 @@ internal import CSodium
 /// ``withUnsafeMutableBytes(_:)`` while another thread reads it is a data race: mutate only while you own it alone.
 public final class SecretBytes: @unchecked Sendable {
     private let pointer: UnsafeMutableRawPointer
+    /// The size of the `sodium_malloc`'ed buffer behind `pointer` (at least `count`; see ``SecretBufferPool``).
+    private let capacity: Int
     /// The number of secret bytes.
     public let count: Int
 
@@ -17,13 +20,9 @@ public final class SecretBytes: @unchecked Sendable {
     public init(count: Int) {
         precondition(count >= 0, "SecretBytes count must not be negative")
         Sodium.ensureInitialized()
-        // sodium_malloc(0) is allowed but not portable in meaning; always keep at least one byte.
-        let allocationSize = Swift.max(count, 1)
-        guard let allocated = sodium_malloc(allocationSize) else {
-            fatalError("sodium_malloc failed: out of memory")
-        }
-        sodium_memzero(allocated, allocationSize)
-        self.pointer = allocated
+        let buffer = SecretBufferPool.take(count: count)
+        self.pointer = buffer.pointer
+        self.capacity = buffer.capacity
         self.count = count
     }
 
@@ -54,8 +53,10 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     deinit {
-        sodium_memzero(pointer, Swift.max(count, 1))
-        sodium_free(pointer)
+        // Only the first `count` bytes were ever reachable, so they are the only ones to zero; the buffer
+        // goes back to the pool all zeroes (or is freed).
+        sodium_memzero(pointer, count)
+        SecretBufferPool.give(pointer, capacity: capacity)
     }
 
     /// Calls `body` with read-only access to the secret bytes. Do not let the pointer escape.

@@ -27,8 +27,7 @@ extension SQLiteEscrowStore {
 
     /// One capture inside the caller's transaction.
     static func capture(_ record: EscrowRecord, actor: AuditActor, _ db: Database) throws -> CaptureOutcome {
-        let existing = try Row.fetchOne(
-            db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(record.blindIndex.bytes)]
+        let existing = try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"), arguments: [Data(record.blindIndex.bytes)]
         ).map(Self.record(from:))
         if let existing, Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
             return .unchanged(existing)
@@ -44,7 +43,7 @@ extension SQLiteEscrowStore {
                     .purge(.replaced), on: existing, at: record.createdAt, actor: actor
                 )
             else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
-            try db.execute(sql: "DELETE FROM escrow WHERE id = ?", arguments: [Data(existing.id.bytes)])
+            try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute( arguments: [Data(existing.id.bytes)])
             drafts += [replacement] + purgeDrafts
         }
         try Self.insert(record, db)
@@ -60,14 +59,14 @@ extension SQLiteEscrowStore {
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM escrow WHERE id = ?", arguments: [Data(id.bytes)])
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE id = ?"), arguments: [Data(id.bytes)])
                 .map(Self.record(from:))
         }
     }
 
     public func record(blindIndex: BlindIndex) async throws -> EscrowRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM escrow WHERE blind_index = ?", arguments: [Data(blindIndex.bytes)])
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"), arguments: [Data(blindIndex.bytes)])
                 .map(Self.record(from:))
         }
     }
@@ -82,8 +81,7 @@ extension SQLiteEscrowStore {
                 try Self.append(drafts, db)
                 return (true, false)
             case .purge(_, let drafts):
-                try db.execute(
-                    sql: "DELETE FROM escrow WHERE id = ? AND revision = ?",
+                try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?").execute(
                     arguments: [Data(id.bytes), expectedRevision]
                 )
                 guard db.changesCount == 1 else { return (false, false) }
@@ -137,7 +135,7 @@ extension SQLiteEscrowStore {
     public func keyVersionsInUse() async throws -> [UInt32: Int] {
         try await read { db in
             var result: [UInt32: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version") {
+            for row in try Row.fetchAll(try db.cachedStatement(sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version")) {
                 result[UInt32(row["key_version"] as Int64)] = row["n"]
             }
             return result
@@ -150,15 +148,14 @@ extension SQLiteEscrowStore {
 
     public func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
         try await read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT * FROM audit_event WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [sequence, limit]
+            try Row.fetchAll(try db.cachedStatement(sql: "SELECT * FROM audit_event WHERE seq > ? ORDER BY seq LIMIT ?"), arguments: [sequence, limit]
             ).map(Self.event(from:))
         }
     }
 
     public func auditHead() async throws -> AuditHead? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1")
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1"))
                 .map { AuditHead(sequence: $0["seq"], hash: [UInt8]($0["hash"] as Data)) }
         }
     }
@@ -167,7 +164,7 @@ extension SQLiteEscrowStore {
         try await read { db in
             var live: [EscrowState: Int] = [:]
             for state in EscrowState.live { live[state] = 0 }
-            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM escrow GROUP BY state") {
+            for row in try Row.fetchAll(try db.cachedStatement(sql: "SELECT state, COUNT(*) AS n FROM escrow GROUP BY state")) {
                 if let state = EscrowState(rawValue: row["state"]) { live[state] = row["n"] }
             }
             let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(created_at) FROM escrow")
@@ -222,9 +219,17 @@ extension SQLiteEscrowStore {
         }
     }
 
+    /// Reads run synchronously on the calling thread: a read is a few indexed lookups (microseconds),
+    /// and GRDB's async read costs a queue hop and a continuation that weigh more than the read itself
+    /// (measured: `Component: store.record(blindIndex:)` in Benchmarks). Writes stay async: a write may
+    /// wait for a group commit's fsync.
+    private func readSynchronously<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.read(body)
+    }
+
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
-            return try await pool.read(body)
+            return try readSynchronously(body)
         } catch let error as EscrowStoreError {
             throw error
         } catch {

@@ -45,13 +45,12 @@ extension SQLiteEscrowStore {
     }
 
     static func insert(_ record: EscrowRecord, _ db: Database) throws {
-        try db.execute(
-            sql: """
+        try db.cachedStatement(sql: """
                 INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
                     content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
                     confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """).execute(
             arguments: [
                 Data(record.sealed.id.bytes), Data(record.sealed.blindIndex.bytes), Int64(record.sealed.keyVersion),
                 Data(record.sealed.publicKey), Data(record.sealed.sealedProfile), Data(record.sealed.sealedKey),
@@ -65,14 +64,13 @@ extension SQLiteEscrowStore {
 
     /// Rewrites a record in place if it is still at `expectedRevision`; returns whether it was.
     static func update(_ record: EscrowRecord, expectedRevision: Int64, _ db: Database) throws -> Bool {
-        try db.execute(
-            sql: """
+        try db.cachedStatement(sql: """
                 UPDATE escrow SET key_version = ?, public_key = ?, sealed_profile = ?, sealed_key = ?, mac = ?,
                     content_tag = ?, state = ?, revision = ?, attempts = ?, next_attempt_at = ?, lease_owner = ?,
                     lease_expires_at = ?, confirm_deadline = ?, due_at = ?, expires_at = ?, updated_at = ?,
                     dead_code = ?, last_status = ?
                 WHERE id = ? AND revision = ?
-                """,
+                """).execute(
             arguments: [
                 Int64(record.sealed.keyVersion), Data(record.sealed.publicKey), Data(record.sealed.sealedProfile),
                 Data(record.sealed.sealedKey), Data(record.sealed.mac), Data(record.contentTag),
@@ -88,17 +86,16 @@ extension SQLiteEscrowStore {
     /// Appends events to the chain inside the caller's transaction: a failure rolls the change back.
     static func append(_ drafts: [AuditDraft], _ db: Database) throws {
         guard !drafts.isEmpty else { return }
-        var head = try Row.fetchOne(db, sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1")
+        var head = try Row.fetchOne(try db.cachedStatement(sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1"))
             .map { AuditHead(sequence: $0["seq"], hash: [UInt8]($0["hash"] as Data)) }
             ?? AuditHead(sequence: 0, hash: AuditChain.genesis)
         for draft in drafts {
             let sequence = head.sequence + 1
             let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft)
-            try db.execute(
-                sql: """
+            try db.cachedStatement(sql: """
                     INSERT INTO audit_event (seq, at, type, escrow_id, index_prefix, detail, http_status, actor,
                         age_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
+                    """).execute(
                 arguments: [
                     sequence, ms(draft.at), draft.type.rawValue, draft.escrowID, draft.indexPrefix, draft.detail,
                     draft.httpStatus, draft.actor.rawValue, draft.ageMilliseconds, Data(hash),
@@ -106,8 +103,7 @@ extension SQLiteEscrowStore {
             )
             head = AuditHead(sequence: sequence, hash: hash)
         }
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO audit_head (singleton, seq, hash) VALUES (1, ?, ?)",
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (singleton, seq, hash) VALUES (1, ?, ?)").execute(
             arguments: [head.sequence, Data(head.hash)]
         )
     }

@@ -32,7 +32,6 @@ enum SQLiteSchema {
                     ) STRICT;
                     CREATE INDEX escrow_due ON escrow(due_at) WHERE due_at IS NOT NULL;
                     CREATE INDEX escrow_expiry ON escrow(expires_at);
-                    CREATE INDEX escrow_key_version ON escrow(key_version);
 
                     CREATE TABLE audit_event (
                         seq INTEGER PRIMARY KEY NOT NULL,

@@ -1,0 +1,33 @@
+-- wrk script: POST /v1/escrows with a unique, obviously fake profile per request.
+--   TOKEN=<capture token> wrk -t2 -c64 -d30s --latency -s Benchmarks/http/capture.lua http://127.0.0.1:8080
+-- Each wrk thread numbers its own users; the run id keeps repeated runs from colliding.
+local counter = 0
+local thread_id = 0
+local run_id = tostring(os.time())
+local threads = {}
+
+function setup(thread)
+  thread:set("thread_id", #threads + 1)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TOKEN") or "")
+end
+
+function request()
+  counter = counter + 1
+  local user = string.format("000000.load%s%02d%012d.0001", run_id, thread_id, counter)
+  local body = string.format(
+    '{"userIdentifier":"%s","fullName":{"givenName":"Testy","familyName":"Load%d"},"email":"load%d.%d@example.invalid"}',
+    user, counter, thread_id, counter)
+  return wrk.format(nil, "/v1/escrows", nil, body)
+end
+
+function response(status, headers, body)
+  if status ~= 201 and status ~= 200 then
+    io.stderr:write("unexpected status " .. status .. "\n")
+  end
+end
