@@ -135,11 +135,12 @@ final class BackendStub: Sendable {
         }
     }
 
-    fileprivate func done(_ request: Request, status: Int?) {
+    /// The answer went out (`heard`: on a connection still open) or the client hung up first.
+    fileprivate func done(_ request: Request, status: Int?, heard: Bool) {
         state.withLock { state in
             let key = request.idempotencyKey ?? "-"
             state.inFlight.remove(key)
-            state.answered.append(Answered(key: key, status: status))
+            if heard { state.answered.append(Answered(key: key, status: status)) }
         }
     }
 
@@ -150,6 +151,8 @@ final class BackendStub: Sendable {
         let stub: BackendStub
         var head: HTTPRequestHead?
         var body: [UInt8] = []
+        /// The request waiting for a delayed answer, if any.
+        var pending: Request?
 
         init(stub: BackendStub) { self.stub = stub }
 
@@ -167,6 +170,15 @@ final class BackendStub: Sendable {
             }
         }
 
+        func channelInactive(context: ChannelHandlerContext) {
+            // The client gave up (its delivery timeout) before a delayed answer: no longer in flight.
+            if let pending {
+                stub.done(pending, status: nil, heard: false)
+                self.pending = nil
+            }
+            context.fireChannelInactive()
+        }
+
         private func answer(_ reply: Reply, request: Request, keepAlive: Bool, context: ChannelHandlerContext) {
             switch reply {
             case .status(let status, let extra):
@@ -174,18 +186,23 @@ final class BackendStub: Sendable {
                 for (name, value) in extra { headers.add(name: name, value: value) }
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
                 let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
-                stub.done(request, status: status)
+                pending = nil
+                stub.done(request, status: status, heard: context.channel.isActive)
+                guard context.channel.isActive else { return }
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 if !keepAlive { context.close(promise: nil) }
             case .delayed(let seconds, let then):
+                pending = request
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
                     let (handler, context) = loopBound.value
+                    guard handler.pending != nil else { return }  // the client hung up meanwhile
                     handler.answer(then, request: request, keepAlive: keepAlive, context: context)
                 }
             case .close:
-                stub.done(request, status: nil)
+                pending = nil
+                stub.done(request, status: nil, heard: false)
                 context.close(promise: nil)
             }
         }
