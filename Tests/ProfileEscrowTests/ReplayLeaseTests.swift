@@ -96,8 +96,8 @@ struct ReplayLeaseTests {
     @Test func gracefulShutdownFinishesDeliveriesInFlightAndLeavesNoLease() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
-        fixture.stub.respond { _, _ in .delayed(0.3, .status(200)) }
-        let ids = try await fixture.capture(0..<20)
+        fixture.stub.respond { _, _ in .delayed(0.5, .status(200)) }
+        let ids = try await fixture.capture(0..<40)
         let worker = try fixture.worker(concurrency: 4)
         let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
         let running = Task { try await group.run() }
@@ -116,7 +116,7 @@ struct ReplayLeaseTests {
                 purged += 1
             }
         }
-        #expect(purged == answered && purged >= 4 && purged < 20)
+        #expect(purged == answered && purged >= 4 && purged < 40)
         fixture.expectClean()
     }
 
