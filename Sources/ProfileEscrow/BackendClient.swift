@@ -20,7 +20,9 @@ struct BackendClient: Sendable {
 
     /// A client for `configuration`, shut down when `body` returns.
     static func with<T>(
-        _ configuration: ReplayWorker.Configuration, logger: Logger, _ body: (BackendClient) async throws -> T
+        _ configuration: ReplayWorker.Configuration,
+        logger: Logger,
+        _ body: (BackendClient) async throws -> T
     ) async throws -> T {
         let timeout = TimeAmount.milliseconds(Int64(configuration.deliveryTimeout * 1000))
         var httpConfiguration = HTTPClient.Configuration(
@@ -30,11 +32,14 @@ struct BackendClient: Sendable {
         )
         httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.concurrency
         let http = HTTPClient(
-            eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: httpConfiguration,
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            configuration: httpConfiguration,
             backgroundActivityLogger: logger
         )
         let client = BackendClient(
-            http: http, url: configuration.backendURL.absoluteString, secret: configuration.webhookSecret,
+            http: http,
+            url: configuration.backendURL.absoluteString,
+            secret: configuration.webhookSecret,
             timeout: configuration.deliveryTimeout
         )
         let result: T
@@ -81,7 +86,10 @@ struct BackendClient: Sendable {
         } catch {
             // async-http-client's errors name the failure (deadlineExceeded, connectTimeout,
             // remoteConnectionClosed, connection refused…), never the request body.
-            return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: String(describing: error).prefix(200).description)
+            return Answer(
+                outcome: .retry(status: nil, retryAfter: nil),
+                failure: String(describing: error).prefix(200).description
+            )
         }
     }
 }

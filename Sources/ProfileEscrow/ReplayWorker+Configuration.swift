@@ -77,7 +77,10 @@ extension ReplayWorker {
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
                 let host = url.host, !host.isEmpty
             else {
-                throw EscrowError(.invalidConfiguration, "the backend URL must be an http:// or https:// URL with a host")
+                throw EscrowError(
+                    .invalidConfiguration,
+                    "the backend URL must be an http:// or https:// URL with a host"
+                )
             }
             guard url.user == nil, url.password == nil else {
                 throw EscrowError(.invalidConfiguration, "the backend URL must not carry credentials")
@@ -88,7 +91,10 @@ extension ReplayWorker {
     /// `<host>-<pid>-<4 random hex>`: unique per process, readable in the audit trail.
     public static func defaultWorkerID() -> String {
         let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.-".utf8)
-        let host = String(decoding: ProcessInfo.processInfo.hostName.utf8.filter(allowed.contains).prefix(40), as: UTF8.self)
+        let host = String(
+            decoding: ProcessInfo.processInfo.hostName.utf8.filter(allowed.contains).prefix(40),
+            as: UTF8.self
+        )
         let suffix = String(UInt16.random(in: 0...UInt16.max), radix: 16)
         return "\(host.isEmpty ? "worker" : host)-\(ProcessInfo.processInfo.processIdentifier)-\(suffix)"
     }

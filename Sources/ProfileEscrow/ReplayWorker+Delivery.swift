@@ -44,7 +44,10 @@ extension ReplayWorker {
         } catch {
             // A key version this keyring cannot open, or a store failure: the lease runs out and the
             // escrow is tried again later (not at once: that would spin).
-            logger.error("cannot open the escrow; its lease will run out", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+            logger.error(
+                "cannot open the escrow; its lease will run out",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
             run?.update { $0.failed += 1 }
             return
         }
@@ -90,7 +93,9 @@ extension ReplayWorker {
     func commit(_ outcome: DeliveryOutcome, for record: EscrowRecord, metadata: Logger.Metadata) async -> CommitResult {
         let action = escrow.lifecycle.handle(
             .delivered(outcome, fencingToken: record.revision, unitRandom: Double.random(in: 0...1)),
-            on: record, at: Date(), actor: actor
+            on: record,
+            at: Date(),
+            actor: actor
         )
         let applied: Bool
         do {
@@ -121,7 +126,8 @@ extension ReplayWorker {
             case .dead:
                 if let code = next.deadCode { EscrowMetrics.dead(code) }
                 logger.warning(
-                    "escrow is dead", metadata: metadata.merging(["code": "\(next.deadCode?.rawValue ?? "-")"]) { $1 }
+                    "escrow is dead",
+                    metadata: metadata.merging(["code": "\(next.deadCode?.rawValue ?? "-")"]) { $1 }
                 )
                 return .dead
             default:
@@ -134,14 +140,22 @@ extension ReplayWorker {
 
     /// Gives an unattempted lease back (compare-and-set; a lost lease is left alone).
     func release(_ record: EscrowRecord, run: ReplayRun?, because reason: String, metadata: Logger.Metadata) async {
-        let action = escrow.lifecycle.handle(.release(fencingToken: record.revision), on: record, at: Date(), actor: actor)
+        let action = escrow.lifecycle.handle(
+            .release(fencingToken: record.revision),
+            on: record,
+            at: Date(),
+            actor: actor
+        )
         do {
             if try await escrow.store.commit(action, id: record.id, expectedRevision: record.revision) {
                 run?.update { $0.released += 1 }
                 logger.info("lease released", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
             }
         } catch {
-            logger.error("releasing a lease failed; it will run out", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+            logger.error(
+                "releasing a lease failed; it will run out",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
         }
     }
 }

@@ -56,7 +56,9 @@ public final class ReplayWorker: Service {
         let run = ReplayRun()
         logger.info(
             "replay worker started",
-            metadata: ["concurrency": "\(configuration.concurrency)", "lease.seconds": "\(configuration.leaseDuration)"]
+            metadata: [
+                "concurrency": "\(configuration.concurrency)", "lease.seconds": "\(configuration.leaseDuration)",
+            ]
         )
         try await BackendClient.with(configuration, logger: logger) { backend in
             await withGracefulShutdownHandler {
@@ -78,7 +80,9 @@ public final class ReplayWorker: Service {
                         if free > 0 {
                             do {
                                 let claimed = try await escrow.store.claimDue(
-                                    at: Date(), limit: free, owner: configuration.workerID,
+                                    at: Date(),
+                                    limit: free,
+                                    owner: configuration.workerID,
                                     leaseDuration: configuration.leaseDuration
                                 )
                                 for record in claimed {
@@ -94,11 +98,16 @@ public final class ReplayWorker: Service {
                         // again; otherwise sleep until a delivery ends, shutdown, or the next poll.
                         if !claimedAll || run.inFlight >= configuration.concurrency {
                             let nextHousekeeping = min(nextSweep, nextFlush).timeIntervalSinceNow
-                            await run.wakeup.wait(seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping)))
+                            await run.wakeup.wait(
+                                seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping))
+                            )
                         }
                     }
                     if run.inFlight > 0 {
-                        logger.info("replay worker stopping: waiting for deliveries in flight", metadata: ["count": "\(run.inFlight)"])
+                        logger.info(
+                            "replay worker stopping: waiting for deliveries in flight",
+                            metadata: ["count": "\(run.inFlight)"]
+                        )
                     }
                 }
             } onGracefulShutdown: {
@@ -133,7 +142,9 @@ public final class ReplayWorker: Service {
                             // still gives late claims their full lease.
                             let elapsed = Date().timeIntervalSince(cutoff)
                             let claimed = try await escrow.store.claimDue(
-                                at: cutoff, limit: free, owner: configuration.workerID,
+                                at: cutoff,
+                                limit: free,
+                                owner: configuration.workerID,
                                 leaseDuration: configuration.leaseDuration + max(0, elapsed)
                             )
                             for record in claimed {

@@ -12,7 +12,11 @@ public enum WebhookSignature {
     /// Whether `header` (possibly several space-separated `v1,<sig>` entries) holds a valid
     /// signature of this delivery. Compares in constant time. Does not check the timestamp's age.
     public static func verify(
-        header: String, secret: WebhookSecret, id: String, timestamp: Int64, body: [UInt8]
+        header: String,
+        secret: WebhookSecret,
+        id: String,
+        timestamp: Int64,
+        body: [UInt8]
     ) -> Bool {
         let expected = mac(secret: secret, id: id, timestamp: timestamp, body: body)
         for entry in header.split(separator: " ") where entry.hasPrefix("v1,") {

@@ -58,7 +58,9 @@ struct Replay: AsyncParsableCommand {
         } else {
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
-                    services: [.init(service: worker)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+                    services: [.init(service: worker)],
+                    gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger
                 )
             )
             try await group.run()

@@ -115,10 +115,18 @@ final class BackendStub: Sendable {
         }
         let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         let request = Request(
-            at: Date(), method: "\(head.method)", path: head.uri, contentType: headers.first(name: "content-type"),
-            idempotencyKey: headers.first(name: "idempotency-key"), webhookID: id, webhookTimestamp: timestamp,
-            signatureValid: valid, escrowID: json?["escrowId"] as? String, attempt: json?["attempt"] as? Int,
-            body: body, webhookSignature: signature
+            at: Date(),
+            method: "\(head.method)",
+            path: head.uri,
+            contentType: headers.first(name: "content-type"),
+            idempotencyKey: headers.first(name: "idempotency-key"),
+            webhookID: id,
+            webhookTimestamp: timestamp,
+            signatureValid: valid,
+            escrowID: json?["escrowId"] as? String,
+            attempt: json?["attempt"] as? Int,
+            body: body,
+            webhookSignature: signature
         )
         return state.withLock { state in
             let key = request.idempotencyKey ?? "-"
@@ -126,7 +134,9 @@ final class BackendStub: Sendable {
             if request.idempotencyKey != request.escrowID || request.webhookID != request.escrowID {
                 state.violations.append("headers and body disagree for \(key)")
             }
-            if request.contentType != "application/json" { state.violations.append("content type \(request.contentType ?? "-")") }
+            if request.contentType != "application/json" {
+                state.violations.append("content type \(request.contentType ?? "-")")
+            }
             if !state.inFlight.insert(key).inserted { state.violations.append("\(key) in flight twice at once") }
             state.requests.append(request)
             let count = state.perKey[key, default: 0]
@@ -185,7 +195,11 @@ final class BackendStub: Sendable {
                 var headers = HTTPHeaders([("Content-Length", "0")])
                 for (name, value) in extra { headers.add(name: name, value: value) }
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
-                let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
+                let head = HTTPResponseHead(
+                    version: .http1_1,
+                    status: HTTPResponseStatus(statusCode: status),
+                    headers: headers
+                )
                 pending = nil
                 stub.done(request, status: status, heard: context.channel.isActive)
                 guard context.channel.isActive else { return }

@@ -7,7 +7,7 @@ import ProfileEscrow
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `profile-escrow replay`, run as an operator would, against the loopback backend stub.
@@ -23,7 +23,10 @@ struct ReplayCLITests {
         for number in 0..<3 { #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
 
         let result = try cli.run(
-            ["replay", "--once", "--backend", stub.url, "--concurrency", "2", "--lease", "1m", "--delivery-timeout", "5s"],
+            [
+                "replay", "--once", "--backend", stub.url, "--concurrency", "2", "--lease", "1m", "--delivery-timeout",
+                "5s",
+            ],
             environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret]
         )
         #expect(result.status == 0, "\(result.stderr)")
@@ -55,18 +58,25 @@ struct ReplayCLITests {
         #expect(unsigned.status == 2)
         #expect(unsigned.stderr.contains("PROFILE_ESCROW_WEBHOOK_SECRET"), "\(unsigned.stderr)")
         let badSecret = try cli.run(
-            ["replay", "--once"] + backend, environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": "hunter2hunter2"]
+            ["replay", "--once"] + backend,
+            environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": "hunter2hunter2"]
         )
         #expect(badSecret.status == 2 && badSecret.stderr.contains("whsec_") && !badSecret.stderr.contains("hunter2"))
         #expect(try cli.run(["replay", "--once"], environment: secret).status == 2, "no backend")
-        #expect(try cli.run(["replay", "--once", "--backend", "ftp://example.invalid/"], environment: secret).status == 2)
-        let lease = try cli.run(["replay", "--once", "--lease", "10s", "--delivery-timeout", "30s"] + backend, environment: secret)
+        #expect(
+            try cli.run(["replay", "--once", "--backend", "ftp://example.invalid/"], environment: secret).status == 2
+        )
+        let lease = try cli.run(
+            ["replay", "--once", "--lease", "10s", "--delivery-timeout", "30s"] + backend,
+            environment: secret
+        )
         #expect(lease.status == 2 && lease.stderr.contains("longer than the delivery timeout"), "\(lease.stderr)")
         #expect(try cli.run(["replay", "--once", "--backoff-base", "soon"] + backend, environment: secret).status == 2)
         #expect(try cli.run(["replay", "--once", "--concurrency", "0"] + backend, environment: secret).status == 2)
         #expect(try cli.run(["replay", "--once", "--max-attempts", "0"] + backend, environment: secret).status == 2)
         let noKeyring = try cli.run(
-            ["replay", "--once", "--keyring", cli.directory.path + "/missing"] + backend, environment: secret
+            ["replay", "--once", "--keyring", cli.directory.path + "/missing"] + backend,
+            environment: secret
         )
         #expect(noKeyring.status == 4, "\(noKeyring.stderr)")
     }
@@ -123,7 +133,10 @@ struct ReplayCrashTests {
             }
             process.waitUntilExit()
             let log = (try? String(contentsOfFile: directory.path + "/worker-\(number).log", encoding: .utf8)) ?? ""
-            #expect(process.terminationReason == .uncaughtSignal, "worker \(number) ended by itself: \(log.suffix(800))")
+            #expect(
+                process.terminationReason == .uncaughtSignal,
+                "worker \(number) ended by itself: \(log.suffix(800))"
+            )
         }
         #expect(kills == 5)
 

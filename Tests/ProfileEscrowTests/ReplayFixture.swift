@@ -31,7 +31,11 @@ struct ReplayFixture {
     var escrow: Escrow { harness.escrow }
 
     func configuration(
-        id: String = "w1", concurrency: Int = 4, lease: Double = 5, timeout: Double = 2, url: String? = nil
+        id: String = "w1",
+        concurrency: Int = 4,
+        lease: Double = 5,
+        timeout: Double = 2,
+        url: String? = nil
     ) throws -> ReplayWorker.Configuration {
         var configuration = try ReplayWorker.Configuration(backendURL: url ?? stub.url, webhookSecret: secret)
         configuration.workerID = id
@@ -45,7 +49,11 @@ struct ReplayFixture {
     }
 
     func worker(
-        id: String = "w1", concurrency: Int = 4, lease: Double = 5, timeout: Double = 2, url: String? = nil
+        id: String = "w1",
+        concurrency: Int = 4,
+        lease: Double = 5,
+        timeout: Double = 2,
+        url: String? = nil
     ) throws -> ReplayWorker {
         var handler = harness.logs
         handler.logLevel = .trace
@@ -105,7 +113,9 @@ struct TimedOut: Error, CustomStringConvertible {
 
 /// Polls `condition` until it holds; fails (instead of hanging) after `seconds`.
 func eventually(
-    _ what: String, within seconds: Double = 60, _ condition: () async throws -> Bool
+    _ what: String,
+    within seconds: Double = 60,
+    _ condition: () async throws -> Bool
 ) async throws {
     let deadline = Date().addingTimeInterval(seconds)
     while try await !condition() {
@@ -116,7 +126,9 @@ func eventually(
 
 /// Runs `operation`, failing with ``TimedOut`` (and cancelling it) after `seconds`.
 func bounded<T: Sendable>(
-    _ what: String, within seconds: Double = 60, _ operation: @escaping @Sendable () async throws -> T
+    _ what: String,
+    within seconds: Double = 60,
+    _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await operation() }

@@ -27,7 +27,9 @@ struct ReplayLeaseTests {
         let eventsBefore = try await fixture.allEvents().count
 
         // The stalled worker wakes up: its late outcomes change nothing, whatever they are.
-        for outcome: DeliveryOutcome in [.confirmed(status: 200), .rejected(status: 410), .retry(status: 503, retryAfter: nil)] {
+        for outcome: DeliveryOutcome in [
+            .confirmed(status: 200), .rejected(status: 410), .retry(status: 503, retryAfter: nil),
+        ] {
             #expect(await stalled.commit(outcome, for: lease, metadata: [:]) == .stale)
         }
         // Nor does it send anything with the lease it lost.
@@ -137,18 +139,32 @@ struct ReplayLeaseTests {
         }
         let url = fixture.stub.url
         for secret in ["", "secret", "whsec_", "whsec_!!!notbase64", "whsec_" + Data([1, 2, 3]).base64EncodedString()] {
-            #expect(code { _ = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret) } == .invalidConfiguration)
+            #expect(
+                code { _ = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret) }
+                    == .invalidConfiguration
+            )
         }
         for bad in ["ftp://127.0.0.1/x", "not a url", "http:///register", "https://user:pw@example.invalid/x"] {
-            #expect(code { _ = try ReplayWorker.Configuration(backendURL: bad, webhookSecret: fixture.secret) } == .invalidConfiguration)
+            #expect(
+                code { _ = try ReplayWorker.Configuration(backendURL: bad, webhookSecret: fixture.secret) }
+                    == .invalidConfiguration
+            )
         }
         #expect(code { _ = try fixture.worker(lease: 2, timeout: 2) } == .invalidConfiguration)
         #expect(code { _ = try fixture.worker(concurrency: 0) } == .invalidConfiguration)
         #expect(code { _ = try fixture.worker(id: "no spaces") } == .invalidConfiguration)
-        let captureOnly = Escrow(store: fixture.store, keyring: fixture.harness.keyring.publicOnly(), logger: Logger(label: "t"))
+        let captureOnly = Escrow(
+            store: fixture.store,
+            keyring: fixture.harness.keyring.publicOnly(),
+            logger: Logger(label: "t")
+        )
         #expect(
             code {
-                _ = try ReplayWorker(escrow: captureOnly, configuration: try fixture.configuration(), logger: Logger(label: "t"))
+                _ = try ReplayWorker(
+                    escrow: captureOnly,
+                    configuration: try fixture.configuration(),
+                    logger: Logger(label: "t")
+                )
             } == .captureOnly
         )
         let secret = try WebhookSecret(fixture.secret)
@@ -159,20 +175,38 @@ struct ReplayLeaseTests {
     @Test func signatureMatchesTheStandardWebhooksExample() throws {
         let secret = try WebhookSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         let body = Array(#"{"test": 2432232314}"#.utf8)
-        let header = WebhookSignature.header(secret: secret, id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body)
+        let header = WebhookSignature.header(
+            secret: secret,
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            timestamp: 1_614_265_330,
+            body: body
+        )
         #expect(header == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
         #expect(
             WebhookSignature.verify(
-                header: "v1,bm9wZQ== " + header, secret: secret, id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
-                timestamp: 1_614_265_330, body: body
+                header: "v1,bm9wZQ== " + header,
+                secret: secret,
+                id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                timestamp: 1_614_265_330,
+                body: body
             )
         )
-        #expect(!WebhookSignature.verify(header: header, secret: secret, id: "msg_other", timestamp: 1_614_265_330, body: body))
+        #expect(
+            !WebhookSignature.verify(
+                header: header,
+                secret: secret,
+                id: "msg_other",
+                timestamp: 1_614_265_330,
+                body: body
+            )
+        )
     }
 
-    @Test(arguments: [
-        ("120", 120.0), ("0", 0), (" 7 ", 7), ("soon", nil), ("-3", nil), ("", nil),
-    ] as [(String, Double?)])
+    @Test(
+        arguments: [
+            ("120", 120.0), ("0", 0), (" 7 ", 7), ("soon", nil), ("-3", nil), ("", nil),
+        ] as [(String, Double?)]
+    )
     func retryAfterParsing(value: String, seconds: Double?) {
         #expect(RetryAfter.seconds(value, now: Date()) == seconds)
     }
