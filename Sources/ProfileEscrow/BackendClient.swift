@@ -57,6 +57,8 @@ struct BackendClient: Sendable {
     struct Answer: Sendable {
         var outcome: DeliveryOutcome
         var failure: String?
+        /// No answer within the delivery timeout: the backend may still be working on the request.
+        var timedOut = false
     }
 
     /// Sends `body` for `escrowID` and says what the backend answered. Network failures and
@@ -86,9 +88,11 @@ struct BackendClient: Sendable {
         } catch {
             // async-http-client's errors name the failure (deadlineExceeded, connectTimeout,
             // remoteConnectionClosed, connection refused…), never the request body.
+            let timedOut = (error as? HTTPClientError).map { $0 == .deadlineExceeded || $0 == .readTimeout } ?? false
             return Answer(
                 outcome: .retry(status: nil, retryAfter: nil),
-                failure: String(describing: error).prefix(200).description
+                failure: String(describing: error).prefix(200).description,
+                timedOut: timedOut
             )
         }
     }

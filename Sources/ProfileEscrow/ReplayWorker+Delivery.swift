@@ -57,7 +57,14 @@ extension ReplayWorker {
         }
 
         let started = ContinuousClock.now
-        let answer = await backend.deliver(body: body, escrowID: record.id.hex)
+        var answer = await backend.deliver(body: body, escrowID: record.id.hex)
+        if answer.timedOut {
+            // The backend may still be working on the request it did not answer in time: wait at
+            // least one delivery timeout before sending it again (the backoff, when longer, wins).
+            let policy = escrow.lifecycle.policy
+            let backoff = policy.delay(afterAttempt: record.attempts, retryAfter: nil, unitRandom: .random(in: 0...1))
+            answer.outcome = .retry(status: nil, retryAfter: max(backoff, configuration.deliveryTimeout))
+        }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         EscrowMetrics.delivered(answer.outcome, seconds: seconds)

@@ -160,6 +160,8 @@ struct ReplayWorkerTests {
         #expect(pending.state == .pending && pending.lastStatus == nil)
         let attempted = try #require(try await fixture.events(id).last)
         #expect(attempted.detail == "retry" && attempted.httpStatus == nil)
+        // The backend may still be busy with the request: not again before one delivery timeout.
+        #expect(pending.nextAttemptAt.timeIntervalSince(attempted.at) >= 0.3 - 0.001)
 
         try await ReplayFixture.sleep(until: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
