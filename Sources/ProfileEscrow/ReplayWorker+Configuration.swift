@@ -1,0 +1,101 @@
+public import Foundation
+
+extension EscrowError.Code {
+    /// A worker or client setting is missing or out of range.
+    public static let invalidConfiguration = EscrowError.Code(rawValue: "invalid_configuration")
+}
+
+extension ReplayWorker {
+    /// How a ``ReplayWorker`` delivers. The backend URL and the webhook secret are required; every
+    /// other property has a default. Durations are in seconds.
+    ///
+    /// The retry schedule, attempt limit and confirmation timeout belong to the ``Escrow`` the
+    /// worker runs on (``EscrowConfiguration``): the library's own confirm path shares them.
+    public struct Configuration: Sendable {
+        /// The registration endpoint, `http` or `https` (TLS certificates are verified).
+        public var backendURL: URL
+        /// The Standard Webhooks secret that signs every delivery.
+        public var webhookSecret: WebhookSecret
+        /// Deliveries in flight at once, per worker.
+        public var concurrency = 4
+        /// How long a claimed escrow stays this worker's. Must exceed ``deliveryTimeout``: a
+        /// delivery starts only when its whole timeout fits in what is left of the lease.
+        public var leaseDuration: Double = 120
+        /// The most one delivery may take, connection included; then it counts as a retryable failure.
+        public var deliveryTimeout: Double = 30
+        /// How often an idle worker looks for due escrows.
+        public var pollInterval: Double = 1
+        /// How often the worker purges escrows past their retention (`expired`), backend up or not.
+        public var sweepInterval: Double = 60
+        /// How often purged bytes are flushed from the store's files (SQLite: a WAL checkpoint),
+        /// when something was purged since the last flush.
+        public var checkpointInterval: Double = 5
+        /// The worker's name in leases and in the audit trail (`worker:<id>`).
+        public var workerID: String = ReplayWorker.defaultWorkerID()
+
+        public init(backendURL: URL, webhookSecret: WebhookSecret) {
+            self.backendURL = backendURL
+            self.webhookSecret = webhookSecret
+        }
+
+        /// Parses the backend URL and the `whsec_<base64>` secret; throws a clear error for either.
+        public init(backendURL: String, webhookSecret: String) throws(EscrowError) {
+            guard let url = URL(string: backendURL) else {
+                throw EscrowError(.invalidConfiguration, "the backend URL is not a valid URL")
+            }
+            self.init(backendURL: url, webhookSecret: try WebhookSecret(webhookSecret))
+            try Self.checkURL(url)
+        }
+
+        /// Checks every setting; ``ReplayWorker/init(escrow:configuration:logger:)`` calls it.
+        public func validate() throws(EscrowError) {
+            try Self.checkURL(backendURL)
+            guard (1...256).contains(concurrency) else {
+                throw EscrowError(.invalidConfiguration, "concurrency must be between 1 and 256")
+            }
+            for (name, value) in [
+                ("delivery timeout", deliveryTimeout), ("lease", leaseDuration), ("poll interval", pollInterval),
+                ("sweep interval", sweepInterval), ("checkpoint interval", checkpointInterval),
+            ] {
+                guard value.isFinite, value > 0 else {
+                    throw EscrowError(.invalidConfiguration, "the \(name) must be a positive duration")
+                }
+            }
+            guard leaseDuration > deliveryTimeout else {
+                throw EscrowError(
+                    .invalidConfiguration,
+                    "the lease (\(leaseDuration)s) must be longer than the delivery timeout (\(deliveryTimeout)s)"
+                )
+            }
+            let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._:-".utf8)
+            guard (1...64).contains(workerID.utf8.count), workerID.utf8.allSatisfy(allowed.contains) else {
+                throw EscrowError(.invalidConfiguration, "the worker id must be 1-64 characters of [A-Za-z0-9._:-]")
+            }
+        }
+
+        static func checkURL(_ url: URL) throws(EscrowError) {
+            guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = url.host, !host.isEmpty
+            else {
+                throw EscrowError(
+                    .invalidConfiguration,
+                    "the backend URL must be an http:// or https:// URL with a host"
+                )
+            }
+            guard url.user == nil, url.password == nil else {
+                throw EscrowError(.invalidConfiguration, "the backend URL must not carry credentials")
+            }
+        }
+    }
+
+    /// `<host>-<pid>-<4 random hex>`: unique per process, readable in the audit trail.
+    public static func defaultWorkerID() -> String {
+        let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.-".utf8)
+        let host = String(
+            decoding: ProcessInfo.processInfo.hostName.utf8.filter(allowed.contains).prefix(40),
+            as: UTF8.self
+        )
+        let suffix = String(UInt16.random(in: 0...UInt16.max), radix: 16)
+        return "\(host.isEmpty ? "worker" : host)-\(ProcessInfo.processInfo.processIdentifier)-\(suffix)"
+    }
+}

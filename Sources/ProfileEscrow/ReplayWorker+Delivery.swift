@@ -1,0 +1,168 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Logging
+
+extension ReplayWorker {
+    /// What became of a delivery's outcome in the store.
+    enum CommitResult: Equatable {
+        case confirmed, accepted, retried, dead
+        /// The lease was lost (taken over, or the escrow purged meanwhile): nothing changed.
+        case stale
+        /// The store failed: nothing changed; the lease runs out and the escrow is delivered again.
+        case failed
+    }
+
+    /// Delivers one leased escrow and commits the outcome with the lease's fencing token.
+    ///
+    /// The request is only sent when the whole delivery timeout fits in what is left of the lease,
+    /// so the lease cannot run out (and another worker take over) while this request is in flight.
+    func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async {
+        let metadata: Logger.Metadata = [
+            "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
+            "attempt": "\(record.attempts)",
+        ]
+        guard run?.isShuttingDown != true else {
+            await release(record, run: run, because: "shutting down", metadata: metadata)
+            return
+        }
+        guard let leaseEnd = record.leaseExpiresAt,
+            leaseEnd.timeIntervalSinceNow > configuration.deliveryTimeout
+        else {
+            await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
+            return
+        }
+
+        let body: [UInt8]
+        do {
+            let plaintext = try await escrow.open(record, actor: actor)
+            body = plaintext.backendJSON(escrowId: record.id.hex, attempt: record.attempts)
+        } catch let error as EscrowError where error.code == .ciphertextInvalid {
+            // `open` moved it to dead (ciphertext_invalid) and logged it.
+            run?.update { $0.dead += 1 }
+            return
+        } catch {
+            // A key version this keyring cannot open, or a store failure: the lease runs out and the
+            // escrow is tried again later (not at once: that would spin).
+            logger.error(
+                "cannot open the escrow; its lease will run out",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
+            run?.update { $0.failed += 1 }
+            return
+        }
+        guard run?.isShuttingDown != true else {
+            await release(record, run: run, because: "shutting down", metadata: metadata)
+            return
+        }
+
+        let started = ContinuousClock.now
+        var answer = await backend.deliver(body: body, escrowID: record.id.hex)
+        if answer.timedOut {
+            // The backend may still be working on the request it did not answer in time: wait at
+            // least one delivery timeout before sending it again (the backoff, when longer, wins).
+            let policy = escrow.lifecycle.policy
+            let backoff = policy.delay(afterAttempt: record.attempts, retryAfter: nil, unitRandom: .random(in: 0...1))
+            answer.outcome = .retry(status: nil, retryAfter: max(backoff, configuration.deliveryTimeout))
+        }
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        EscrowMetrics.delivered(answer.outcome, seconds: seconds)
+        run?.update { $0.delivered += 1 }
+
+        var logged = metadata
+        logged["outcome"] = "\(answer.outcome.auditName)"
+        if let status = answer.outcome.status { logged["http.status"] = "\(status)" }
+        if let failure = answer.failure { logged["error"] = "\(failure)" }
+        logged["duration.ms"] = "\(Int(seconds * 1000))"
+        logger.info("escrow delivered", metadata: logged)
+
+        if Task.isCancelled, answer.failure != nil {
+            // Cancelled (not a graceful shutdown): the outcome is unknown, leave the lease to run out.
+            return
+        }
+        let result = await commit(answer.outcome, for: record, metadata: logged)
+        run?.update { summary in
+            switch result {
+            case .confirmed: summary.confirmed += 1
+            case .accepted: summary.accepted += 1
+            case .retried: summary.retried += 1
+            case .dead: summary.dead += 1
+            case .stale: summary.stale += 1
+            case .failed: summary.failed += 1
+            }
+        }
+        if result == .confirmed { run?.purged() }
+    }
+
+    /// Records the backend's answer with compare-and-set on the lease's revision (its fencing
+    /// token). When the escrow changed since it was leased, nothing is written.
+    func commit(_ outcome: DeliveryOutcome, for record: EscrowRecord, metadata: Logger.Metadata) async -> CommitResult {
+        let action = escrow.lifecycle.handle(
+            .delivered(outcome, fencingToken: record.revision, unitRandom: Double.random(in: 0...1)),
+            on: record,
+            at: Date(),
+            actor: actor
+        )
+        let applied: Bool
+        do {
+            applied = try await escrow.store.commit(action, id: record.id, expectedRevision: record.revision)
+        } catch {
+            logger.error(
+                "recording the delivery outcome failed; the escrow will be delivered again after its lease",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
+            return .failed
+        }
+        guard applied else {
+            logger.warning(
+                "stale lease: the escrow changed since it was leased; this outcome is discarded",
+                metadata: metadata.merging(["fencing.token": "\(record.revision)"]) { $1 }
+            )
+            return .stale
+        }
+        switch action {
+        case .purge(let reason, _):
+            EscrowMetrics.purged(reason)
+            logger.info("escrow purged", metadata: metadata.merging(["reason": "\(reason.rawValue)"]) { $1 })
+            return .confirmed
+        case .update(let next, _):
+            switch next.state {
+            case .awaitingConfirmation:
+                return .accepted
+            case .dead:
+                if let code = next.deadCode { EscrowMetrics.dead(code) }
+                logger.warning(
+                    "escrow is dead",
+                    metadata: metadata.merging(["code": "\(next.deadCode?.rawValue ?? "-")"]) { $1 }
+                )
+                return .dead
+            default:
+                return .retried
+            }
+        case .ignore:
+            return .stale
+        }
+    }
+
+    /// Gives an unattempted lease back (compare-and-set; a lost lease is left alone).
+    func release(_ record: EscrowRecord, run: ReplayRun?, because reason: String, metadata: Logger.Metadata) async {
+        let action = escrow.lifecycle.handle(
+            .release(fencingToken: record.revision),
+            on: record,
+            at: Date(),
+            actor: actor
+        )
+        do {
+            if try await escrow.store.commit(action, id: record.id, expectedRevision: record.revision) {
+                run?.update { $0.released += 1 }
+                logger.info("lease released", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
+            }
+        } catch {
+            logger.error(
+                "releasing a lease failed; it will run out",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
+        }
+    }
+}

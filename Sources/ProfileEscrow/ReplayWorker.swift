@@ -1,0 +1,210 @@
+public import Logging
+public import ServiceLifecycle
+import EscrowCore
+import Foundation
+
+/// Retry, then replay (SPEC §7): delivers captured escrows to the registration backend until it
+/// confirms them, then they are purged.
+///
+/// A `Service` for swift-service-lifecycle: ``run()`` keeps delivering until graceful shutdown, then
+/// claims nothing more, lets deliveries in flight finish (each within the delivery timeout) and
+/// gives back the leases of anything claimed but not started. ``runOnce(progress:)`` delivers what
+/// is due now and returns.
+///
+/// ```swift
+/// let worker = try ReplayWorker(
+///     escrow: escrow,
+///     configuration: try .init(backendURL: "https://api.example.com/register", webhookSecret: secret),
+///     logger: logger
+/// )
+/// let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await group.run()
+/// ```
+///
+/// Every escrow is leased before it is delivered (``EscrowStore/claimDue(at:limit:owner:leaseDuration:)``),
+/// and its outcome is committed with the lease's fencing token: any number of workers on one store
+/// never deliver one escrow at the same time, and a worker that stalled past its lease changes
+/// nothing. The loop also sweeps escrows past their retention, so retention holds while the backend
+/// is down.
+public final class ReplayWorker: Service {
+    public let configuration: Configuration
+    let escrow: Escrow
+    let logger: Logger
+
+    /// Fails when a setting is out of range (``EscrowError/Code/invalidConfiguration``) or when
+    /// the escrow's keyring is public-only (``EscrowError/Code/captureOnly``): such a node can
+    /// never open what it would deliver.
+    public init(escrow: Escrow, configuration: Configuration, logger: Logger) throws(EscrowError) {
+        try configuration.validate()
+        guard !escrow.isCaptureOnly else {
+            throw EscrowError(.captureOnly, "this node holds a public-only keyring: it cannot replay escrows")
+        }
+        self.escrow = escrow
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "worker.id"] = "\(configuration.workerID)"
+        self.logger = logger
+    }
+
+    var actor: AuditActor { .worker(configuration.workerID) }
+
+    // MARK: Service
+
+    /// Delivers until graceful shutdown (or cancellation). Store errors are logged and retried
+    /// after the poll interval: a worker outlives a busy or briefly unavailable database.
+    public func run() async throws {
+        let run = ReplayRun()
+        logger.info(
+            "replay worker started",
+            metadata: [
+                "concurrency": "\(configuration.concurrency)", "lease.seconds": "\(configuration.leaseDuration)",
+            ]
+        )
+        try await BackendClient.with(configuration, logger: logger) { backend in
+            await withGracefulShutdownHandler {
+                await withDiscardingTaskGroup { group in
+                    var nextSweep = Date()
+                    var nextFlush = Date().addingTimeInterval(configuration.checkpointInterval)
+                    while !run.isShuttingDown, !Task.isCancelled {
+                        let now = Date()
+                        if now >= nextSweep {
+                            await sweep(run, now: now)
+                            nextSweep = now.addingTimeInterval(configuration.sweepInterval)
+                        }
+                        if now >= nextFlush {
+                            await flush(run)
+                            nextFlush = now.addingTimeInterval(configuration.checkpointInterval)
+                        }
+                        let free = configuration.concurrency - run.inFlight
+                        var claimedAll = false
+                        if free > 0 {
+                            do {
+                                let claimed = try await escrow.store.claimDue(
+                                    at: Date(),
+                                    limit: free,
+                                    owner: configuration.workerID,
+                                    leaseDuration: configuration.leaseDuration
+                                )
+                                for record in claimed {
+                                    run.started()
+                                    group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
+                                }
+                                claimedAll = claimed.count == free
+                            } catch {
+                                logger.error("claiming due escrows failed", metadata: ["error": "\(error)"])
+                            }
+                        }
+                        // More may be due right away when every free slot was filled and one is free
+                        // again; otherwise sleep until a delivery ends, shutdown, or the next poll.
+                        if !claimedAll || run.inFlight >= configuration.concurrency {
+                            let nextHousekeeping = min(nextSweep, nextFlush).timeIntervalSinceNow
+                            await run.wakeup.wait(
+                                seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping))
+                            )
+                        }
+                    }
+                    if run.inFlight > 0 {
+                        logger.info(
+                            "replay worker stopping: waiting for deliveries in flight",
+                            metadata: ["count": "\(run.inFlight)"]
+                        )
+                    }
+                }
+            } onGracefulShutdown: {
+                run.shutDown()
+            }
+        }
+        await flush(run)
+        logger.info("replay worker stopped", metadata: ["summary": "\(run.summary)"])
+    }
+
+    // MARK: Once
+
+    /// Delivers every escrow due now (each at most once in this call), sweeps expired escrows
+    /// first, and returns what happened. Escrows that become due during the call (a short
+    /// `Retry-After`, say) wait for the next call. Graceful shutdown stops it early, as ``run()``.
+    /// - Parameter progress: called after each delivery with the summary so far.
+    public func runOnce(progress: (@Sendable (ReplaySummary) -> Void)? = nil) async throws -> ReplaySummary {
+        let run = ReplayRun()
+        let cutoff = Date()
+        let swept = try await escrow.sweep(actor: actor, now: cutoff)
+        run.update { $0.expiredSwept = swept }
+        run.purged(swept)
+        try await BackendClient.with(configuration, logger: logger) { backend in
+            try await withGracefulShutdownHandler {
+                try await withThrowingDiscardingTaskGroup { group in
+                    var exhausted = false
+                    var reported = 0
+                    while true {
+                        let free = configuration.concurrency - run.inFlight
+                        if !exhausted, !run.isShuttingDown, free > 0 {
+                            // Due as of the cutoff, so this call ends; leased from now, so a long call
+                            // still gives late claims their full lease.
+                            let elapsed = Date().timeIntervalSince(cutoff)
+                            let claimed = try await escrow.store.claimDue(
+                                at: cutoff,
+                                limit: free,
+                                owner: configuration.workerID,
+                                leaseDuration: configuration.leaseDuration + max(0, elapsed)
+                            )
+                            for record in claimed {
+                                run.started()
+                                group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
+                            }
+                            exhausted = claimed.count < free
+                        }
+                        if exhausted || run.isShuttingDown, run.inFlight == 0 { break }
+                        if exhausted || run.isShuttingDown || run.inFlight >= configuration.concurrency {
+                            await run.wakeup.wait(seconds: configuration.pollInterval)
+                        }
+                        let summary = run.summary
+                        if let progress, summary.delivered != reported {
+                            reported = summary.delivered
+                            progress(summary)
+                        }
+                    }
+                }
+            } onGracefulShutdown: {
+                run.shutDown()
+            }
+        }
+        await flush(run)
+        let summary = run.summary
+        logger.info("replay run finished", metadata: ["summary": "\(summary)"])
+        return summary
+    }
+
+    // MARK: Housekeeping
+
+    /// One delivery task: deliver, then free the slot and wake the run loop.
+    private func deliverThenSignal(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun) async {
+        await deliver(record, backend: backend, run: run)
+        run.finished()
+    }
+
+    /// Purges what is past retention (`expired`) and publishes the live gauges.
+    private func sweep(_ run: ReplayRun, now: Date) async {
+        do {
+            let swept = try await escrow.sweep(actor: actor, now: now)
+            if swept > 0 {
+                run.update { $0.expiredSwept += swept }
+                run.purged(swept)
+            }
+            EscrowMetrics.live(try await escrow.store.summary(at: now), now: now.timeIntervalSince1970)
+        } catch {
+            logger.error("retention sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Flushes purged bytes from the store's files when something was purged since the last flush.
+    private func flush(_ run: ReplayRun) async {
+        let purged = run.takePurgedSinceFlush()
+        guard purged > 0 else { return }
+        do {
+            try await escrow.store.flushPurged()
+        } catch {
+            run.purged(purged)  // try again next time
+            logger.error("flushing purged escrows failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import EscrowCrypto
+import Foundation
+
+/// The Standard Webhooks signing secret, configured as `whsec_<base64>` (SPEC §7).
+///
+/// The key bytes live in a ``SecretBytes`` buffer (zeroed when released) and never reach a
+/// `description`, a log or an error.
+public struct WebhookSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The shortest key accepted, in bytes (Standard Webhooks' own secrets are 24 to 64 bytes).
+    public static let minimumKeyBytes = 16
+    /// The longest key accepted, in bytes.
+    public static let maximumKeyBytes = 64
+
+    let key: SecretBytes
+
+    /// Parses `whsec_<base64>`. The error names what is wrong, never the secret.
+    public init(_ text: String) throws(EscrowError) {
+        let prefix = "whsec_"
+        guard text.hasPrefix(prefix) else {
+            throw EscrowError(.invalidConfiguration, "the webhook secret must start with 'whsec_' (whsec_<base64>)")
+        }
+        guard let decoded = Data(base64Encoded: String(text.dropFirst(prefix.count))) else {
+            throw EscrowError(.invalidConfiguration, "the webhook secret is not valid base64 after 'whsec_'")
+        }
+        guard (Self.minimumKeyBytes...Self.maximumKeyBytes).contains(decoded.count) else {
+            throw EscrowError(
+                .invalidConfiguration,
+                "the webhook secret must decode to \(Self.minimumKeyBytes) to \(Self.maximumKeyBytes) bytes"
+            )
+        }
+        var bytes = [UInt8](decoded)
+        key = SecretBytes(copying: bytes)
+        for index in bytes.indices { bytes[index] = 0 }
+    }
+
+    /// A fresh random secret in the `whsec_` form, for `profile-escrow` setup and tests.
+    public static func generateText(byteCount: Int = 32) -> String {
+        "whsec_" + Data(Hashing.randomBytes(count: byteCount)).base64EncodedString()
+    }
+
+    public var description: String { "WebhookSecret(redacted)" }
+    public var debugDescription: String { description }
+}

@@ -1,0 +1,181 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import Logging
+import ProfileEscrow
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `profile-escrow replay`, run as an operator would, against the loopback backend stub.
+@Suite("Replay CLI", .serialized)
+struct ReplayCLITests {
+    @Test func replayOnceDeliversEverythingDueAndPrintsASummary() async throws {
+        let cli = CLITests()
+        let secret = WebhookSecret.generateText()
+        let stub = try await BackendStub.start(secret: secret)
+        defer { Task { await stub.stop() } }
+        stub.respond { _, _ in .status(201) }
+        #expect(try cli.run(["keys", "init"]).status == 0)
+        for number in 0..<3 { #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
+
+        let result = try cli.run(
+            [
+                "replay", "--once", "--backend", stub.url, "--concurrency", "2", "--lease", "1m", "--delivery-timeout",
+                "5s",
+            ],
+            environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret]
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("delivered 3: 3 confirmed, 0 accepted, 0 retried, 0 dead"), "\(result.stdout)")
+        #expect(stub.requests.count == 3 && stub.violations.isEmpty)
+
+        let report = try cli.run(["purge-report", "--verify", "--format", "json"])
+        #expect(report.status == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
+        #expect((json["purged"] as? [String: Int])?["confirmed"] == 3)
+        for output in [result.stdout, result.stderr, report.stdout] {
+            for token in Fake.tokens { #expect(!output.contains(token)) }
+        }
+        // Nothing is due any more; the backend URL may come from the environment too.
+        let again = try cli.run(
+            ["replay", "--once"],
+            environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret, "PROFILE_ESCROW_BACKEND_URL": stub.url]
+        )
+        #expect(again.status == 0 && again.stdout.contains("delivered 0"), "\(again.stderr)")
+    }
+
+    @Test func replayRefusesBadSettings() throws {
+        let cli = CLITests()
+        #expect(try cli.run(["keys", "init"]).status == 0)
+        let secret = ["PROFILE_ESCROW_WEBHOOK_SECRET": WebhookSecret.generateText()]
+        let backend = ["--backend", "http://127.0.0.1:9/register"]
+
+        let unsigned = try cli.run(["replay", "--once"] + backend)
+        #expect(unsigned.status == 2)
+        #expect(unsigned.stderr.contains("PROFILE_ESCROW_WEBHOOK_SECRET"), "\(unsigned.stderr)")
+        let badSecret = try cli.run(
+            ["replay", "--once"] + backend,
+            environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": "hunter2hunter2"]
+        )
+        #expect(badSecret.status == 2 && badSecret.stderr.contains("whsec_") && !badSecret.stderr.contains("hunter2"))
+        #expect(try cli.run(["replay", "--once"], environment: secret).status == 2, "no backend")
+        #expect(
+            try cli.run(["replay", "--once", "--backend", "ftp://example.invalid/"], environment: secret).status == 2
+        )
+        let lease = try cli.run(
+            ["replay", "--once", "--lease", "10s", "--delivery-timeout", "30s"] + backend,
+            environment: secret
+        )
+        #expect(lease.status == 2 && lease.stderr.contains("longer than the delivery timeout"), "\(lease.stderr)")
+        #expect(try cli.run(["replay", "--once", "--backoff-base", "soon"] + backend, environment: secret).status == 2)
+        #expect(try cli.run(["replay", "--once", "--concurrency", "0"] + backend, environment: secret).status == 2)
+        #expect(try cli.run(["replay", "--once", "--max-attempts", "0"] + backend, environment: secret).status == 2)
+        let noKeyring = try cli.run(
+            ["replay", "--once", "--keyring", cli.directory.path + "/missing"] + backend,
+            environment: secret
+        )
+        #expect(noKeyring.status == 4, "\(noKeyring.stderr)")
+    }
+}
+
+/// The worker process killed with SIGKILL at random moments: nothing is lost, nothing purged
+/// without a confirming answer, and every redelivery uses the escrow's one Idempotency-Key.
+@Suite("Replay crash safety", .serialized)
+struct ReplayCrashTests {
+    @Test func sigkillAtRandomMomentsLosesNothing() async throws {
+        let directory = TemporaryDirectory()
+        let database = directory.path + "/escrow.sqlite"
+        let keyringPath = directory.path + "/keyring"
+        let keyring = Keyring.generate()
+        try keyring.write(path: keyringPath, overwrite: false)
+        let ids = try await Self.capture(200, database: database, keyring: keyring)
+
+        let secret = WebhookSecret.generateText()
+        let stub = try await BackendStub.start(secret: secret)
+        defer { Task { await stub.stop() } }
+        stub.respond { request, count in
+            let roll = Int(request.idempotencyKey?.utf8.last ?? 0) % 10
+            if count == 0, roll < 2 { return .status(503, headers: ["Retry-After": "0"]) }
+            return .delayed(0.03 + Double(roll) / 100, .status(roll == 9 ? 409 : 200))
+        }
+        func launch(_ number: Int) throws -> Process {
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = [
+                "replay", "--backend", stub.url, "--concurrency", "4", "--lease", "1s", "--delivery-timeout", "500ms",
+                "--backoff-base", "50ms", "--backoff-max", "1s", "--poll-interval", "50ms", "--verbose",
+            ]
+            var environment = ProcessInfo.processInfo.environment
+            environment["PROFILE_ESCROW_DATABASE"] = database
+            environment["PROFILE_ESCROW_KEYRING"] = keyringPath
+            environment["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
+            process.environment = environment
+            let log = directory.path + "/worker-\(number).log"
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+            let output = FileHandle(forWritingAtPath: log)
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            return process
+        }
+
+        var kills = 0
+        for number in 0..<5 {
+            let process = try launch(number)
+            try await Task.sleep(for: .milliseconds(Int64.random(in: 300...1_200)))
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                kills += 1
+            }
+            process.waitUntilExit()
+            let log = (try? String(contentsOfFile: directory.path + "/worker-\(number).log", encoding: .utf8)) ?? ""
+            #expect(
+                process.terminationReason == .uncaughtSignal,
+                "worker \(number) ended by itself: \(log.suffix(800))"
+            )
+        }
+        #expect(kills == 5)
+
+        // A last worker finishes the job, then stops on SIGTERM (graceful shutdown).
+        let last = try launch(5)
+        var readOnly = SQLiteEscrowStore.Configuration()
+        readOnly.readOnly = true
+        let reader = try SQLiteEscrowStore(path: database, configuration: readOnly, logger: Logger(label: "test"))
+        try await eventually("every escrow confirmed", within: 120) {
+            try await reader.summary(at: Date()).live.values.reduce(0, +) == 0
+        }
+        kill(last.processIdentifier, SIGTERM)
+        try await eventually("the worker to stop on SIGTERM", within: 30) { !last.isRunning }
+        #expect(last.terminationReason == .exit && last.terminationStatus == 0)
+
+        #expect(stub.violations.isEmpty, "\(stub.violations.prefix(5))")
+        let events = try await reader.auditEvents(after: 0, limit: 100_000).map(\.draft)
+        let confirming = Set(stub.answered.filter { [200, 201, 204, 409].contains($0.status) }.map(\.key))
+        for id in ids {
+            let purges = events.filter { $0.escrowID == id.hex && $0.type == .purged }
+            #expect(purges.map(\.detail) == ["confirmed"])
+            #expect(confirming.contains(id.hex), "purged without a confirming answer")
+            let requests = stub.requests.filter { $0.escrowID == id.hex }
+            #expect(!requests.isEmpty && Set(requests.compactMap(\.idempotencyKey)) == [id.hex])
+        }
+        let report = try await PurgeReport.build(store: reader, verify: true)
+        #expect(report.captured == 200 && report.purged[.confirmed] == 200 && report.overdue == 0)
+        #expect(report.chain?.verified == true && !report.hasProblem)
+        let redelivered = ids.filter { id in stub.requests.filter { $0.escrowID == id.hex }.count > 1 }.count
+        print("crash test: \(stub.requests.count) deliveries for 200 escrows, \(redelivered) delivered more than once")
+    }
+
+    /// Captures fake profiles in this process, then closes the store (giving the writer slot back).
+    static func capture(_ count: Int, database: String, keyring: Keyring) async throws -> [EscrowID] {
+        let store = try SQLiteEscrowStore(path: database, logger: Logger(label: "test"))
+        let escrow = Escrow(store: store, keyring: keyring, logger: Logger(label: "test"))
+        var ids: [EscrowID] = []
+        for number in 0..<count { ids.append(try await escrow.capture(try Fake.profile(number)).escrowID) }
+        try store.close()
+        return ids
+    }
+}

@@ -1,0 +1,143 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import InMemoryLogging
+import Logging
+@testable import ProfileEscrow
+import ServiceLifecycle
+import Testing
+
+/// A store with captured fake profiles, a backend stub, and workers pointed at it.
+struct ReplayFixture {
+    let harness: Harness
+    let stub: BackendStub
+    let secret = WebhookSecret.generateText()
+
+    static func retryPolicy(maxAttempts: Int = 50) -> RetryPolicy {
+        RetryPolicy(maxAttempts: maxAttempts, base: 0.05, cap: 60)
+    }
+
+    init(maxAttempts: Int = 50, confirmTimeout: Double = 3600, retention: Double = 30 * 86400) async throws {
+        var configuration = EscrowConfiguration()
+        configuration.retryPolicy = Self.retryPolicy(maxAttempts: maxAttempts)
+        configuration.confirmTimeout = confirmTimeout
+        configuration.retention = retention
+        harness = try Harness(configuration: configuration)
+        stub = try await BackendStub.start(secret: secret)
+    }
+
+    var store: SQLiteEscrowStore { harness.store }
+    var escrow: Escrow { harness.escrow }
+
+    func configuration(
+        id: String = "w1",
+        concurrency: Int = 4,
+        lease: Double = 5,
+        timeout: Double = 2,
+        url: String? = nil
+    ) throws -> ReplayWorker.Configuration {
+        var configuration = try ReplayWorker.Configuration(backendURL: url ?? stub.url, webhookSecret: secret)
+        configuration.workerID = id
+        configuration.concurrency = concurrency
+        configuration.leaseDuration = lease
+        configuration.deliveryTimeout = timeout
+        configuration.pollInterval = 0.02
+        configuration.sweepInterval = 0.2
+        configuration.checkpointInterval = 0.2
+        return configuration
+    }
+
+    func worker(
+        id: String = "w1",
+        concurrency: Int = 4,
+        lease: Double = 5,
+        timeout: Double = 2,
+        url: String? = nil
+    ) throws -> ReplayWorker {
+        var handler = harness.logs
+        handler.logLevel = .trace
+        return try ReplayWorker(
+            escrow: escrow,
+            configuration: configuration(id: id, concurrency: concurrency, lease: lease, timeout: timeout, url: url),
+            logger: Logger(label: "test") { _ in handler }
+        )
+    }
+
+    /// Captures fake profiles `range`; returns their escrow ids in order.
+    @discardableResult
+    func capture(_ range: Range<Int>, now: Date = Date()) async throws -> [EscrowID] {
+        var ids: [EscrowID] = []
+        for number in range {
+            ids.append(try await escrow.capture(try Fake.profile(number), now: now).escrowID)
+        }
+        return ids
+    }
+
+    func events(_ id: EscrowID) async throws -> [AuditDraft] {
+        try await allEvents().filter { $0.escrowID == id.hex }
+    }
+
+    func allEvents() async throws -> [AuditDraft] {
+        try await store.auditEvents(after: 0, limit: 100_000).map(\.draft)
+    }
+
+    func types(_ id: EscrowID) async throws -> [String] {
+        try await events(id).map(\.type.rawValue)
+    }
+
+    func requests(_ id: EscrowID) -> [BackendStub.Request] {
+        stub.requests.filter { $0.idempotencyKey == id.hex }
+    }
+
+    /// Sleeps until `date` (plus a little), bounded.
+    static func sleep(until date: Date?) async throws {
+        let seconds = min(10, max(0, (date ?? Date()).timeIntervalSinceNow) + 0.02)
+        try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+    }
+
+    /// No request was unsigned, mismatched, or in flight twice; nothing personal was logged.
+    func expectClean(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(stub.violations.isEmpty, "\(stub.violations.prefix(5))", sourceLocation: sourceLocation)
+        let logged = harness.loggedText()
+        for token in Fake.tokens {
+            #expect(!logged.contains(token), "personal data logged", sourceLocation: sourceLocation)
+        }
+    }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting for \(what)" }
+}
+
+/// Polls `condition` until it holds; fails (instead of hanging) after `seconds`.
+func eventually(
+    _ what: String,
+    within seconds: Double = 60,
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while try await !condition() {
+        guard Date() < deadline else { throw TimedOut(what: what) }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
+
+/// Runs `operation`, failing with ``TimedOut`` (and cancelling it) after `seconds`.
+func bounded<T: Sendable>(
+    _ what: String,
+    within seconds: Double = 60,
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else { throw TimedOut(what: what) }
+        return value
+    }
+}

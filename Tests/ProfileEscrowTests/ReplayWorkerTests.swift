@@ -1,0 +1,290 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import Foundation
+import Logging
+@testable import ProfileEscrow
+import ServiceLifecycle
+import Testing
+
+/// Each outcome of SPEC §7 against a real HTTP server on loopback (no mocked client).
+@Suite("Replay worker outcomes", .serialized)
+struct ReplayWorkerTests {
+    @Test(arguments: [200, 201, 204, 409])
+    func confirmingAnswersPurge(status: Int) async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(status) }
+        let ids = try await fixture.capture(0..<3)
+
+        let summary = try await fixture.worker().runOnce()
+
+        #expect(summary.delivered == 3 && summary.confirmed == 3 && summary.retried == 0 && summary.dead == 0)
+        for (number, id) in ids.enumerated() {
+            #expect(try await fixture.store.record(id: id) == nil, "purged")
+            #expect(try await fixture.types(id) == ["captured", "delivery-attempted", "confirmed", "purged"])
+            let events = try await fixture.events(id)
+            #expect(events[1].httpStatus == status && events[1].detail == "confirmed")
+            #expect(events[3].detail == "confirmed" && events[3].actor.rawValue == "worker:w1")
+            let requests = fixture.requests(id)
+            #expect(requests.count == 1)
+            let request = try #require(requests.first)
+            #expect(request.method == "POST" && request.path == "/register" && request.attempt == 1)
+            #expect(request.signatureValid)
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+            #expect(body["userIdentifier"] as? String == Fake.userIdentifier(number))
+            #expect(body["email"] as? String == "canarymail\(number)@example.invalid")
+            #expect(body["verified"] as? Bool == false)
+            #expect(body["capturedAt"] is String)
+            let timestamp = try #require(request.webhookTimestamp.flatMap(Double.init))
+            #expect(abs(timestamp - Date().timeIntervalSince1970) < 300, "webhook-timestamp is unix seconds")
+        }
+        fixture.expectClean()
+        let report = try await PurgeReport.build(store: fixture.store, verify: true)
+        #expect(report.purged[.confirmed] == 3 && report.chain?.verified == true && !report.hasProblem)
+    }
+
+    @Test func acceptedWaitsForConfirmationThenIsRedeliveredWithTheSameKey() async throws {
+        let fixture = try await ReplayFixture(confirmTimeout: 0.3)
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in .status(count == 0 ? 202 : 200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+
+        let first = try await worker.runOnce()
+        #expect(first.delivered == 1 && first.accepted == 1)
+        let waiting = try #require(try await fixture.store.record(id: id))
+        #expect(waiting.state == .awaitingConfirmation)
+        #expect(try await fixture.types(id).suffix(2) == ["delivery-attempted", "awaiting-confirmation"])
+        #expect(try await worker.runOnce().delivered == 0, "not before the confirmation timeout")
+
+        try await ReplayFixture.sleep(until: waiting.confirmDeadline)
+        let second = try await worker.runOnce()
+        #expect(second.delivered == 1 && second.confirmed == 1)
+        #expect(try await fixture.store.record(id: id) == nil)
+        let requests = fixture.requests(id)
+        #expect(requests.count == 2)
+        #expect(requests.map(\.attempt) == [1, 2])
+        #expect(Set(requests.compactMap(\.idempotencyKey)) == [id.hex])
+        fixture.expectClean()
+    }
+
+    @Test func acceptedThenConfirmedIsNeverDeliveredAgain() async throws {
+        let fixture = try await ReplayFixture(confirmTimeout: 0.1)
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(202) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+        #expect(try await worker.runOnce().accepted == 1)
+        #expect(try await fixture.escrow.confirm(userIdentifier: Fake.userIdentifier(0)))
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(try await worker.runOnce().delivered == 0)
+        #expect(fixture.requests(id).count == 1)
+        #expect(try await fixture.types(id).suffix(2) == ["confirmed", "purged"])
+    }
+
+    @Test(arguments: [500, 503, 429, 408, 425])
+    func retryableAnswersAreRetriedHonouringRetryAfter(status: Int) async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in count == 0 ? .status(status, headers: ["Retry-After": "1"]) : .status(200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+
+        let before = Date()
+        let first = try await worker.runOnce()
+        let after = Date()
+        #expect(first.delivered == 1 && first.retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(pending.state == .pending && pending.lastStatus == status && pending.attempts == 1)
+        // Retry-After: 1 wins over the (much shorter) backoff.
+        #expect(pending.nextAttemptAt >= before.addingTimeInterval(0.99))
+        #expect(pending.nextAttemptAt <= after.addingTimeInterval(1.01))
+        let attempted = try #require(try await fixture.events(id).last)
+        #expect(attempted.type == .deliveryAttempted && attempted.detail == "retry" && attempted.httpStatus == status)
+        #expect(try await worker.runOnce().delivered == 0, "not before Retry-After")
+
+        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        #expect(try await worker.runOnce().confirmed == 1)
+        let requests = fixture.requests(id)
+        #expect(requests.map(\.attempt) == [1, 2])
+        #expect(requests[1].at.timeIntervalSince(requests[0].at) >= 0.99)
+        fixture.expectClean()
+    }
+
+    @Test func retryAfterAsAnHTTPDate() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        let target = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 5).rounded(.down))
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let header = formatter.string(from: target)
+        fixture.stub.respond { _, _ in .status(503, headers: ["Retry-After": header]) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        #expect(try await fixture.worker().runOnce().retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(abs(pending.nextAttemptAt.timeIntervalSince(target)) < 0.5, "\(pending.nextAttemptAt) vs \(header)")
+    }
+
+    @Test func withoutRetryAfterTheBackoffStaysUnderItsCeiling() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(500) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+        let policy = ReplayFixture.retryPolicy()
+        for attempt in 1...4 {
+            #expect(try await worker.runOnce().retried == 1)
+            let committed = try #require(try await fixture.events(id).last).at
+            let pending = try #require(try await fixture.store.record(id: id))
+            #expect(pending.attempts == attempt)
+            let delay = pending.nextAttemptAt.timeIntervalSince(committed)
+            // Full jitter: uniform in [0, min(cap, base * 2^(attempt-1))] (millisecond storage).
+            #expect(delay >= -0.001 && delay <= policy.ceiling(afterAttempt: attempt) + 0.001)
+            try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        }
+    }
+
+    @Test func aTimeoutIsRetried() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in count == 0 ? .delayed(3, .status(200)) : .status(200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker(lease: 2, timeout: 0.3)
+
+        let first = try await bounded("a timed-out delivery", within: 20) { try await worker.runOnce() }
+        #expect(first.delivered == 1 && first.retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(pending.state == .pending && pending.lastStatus == nil)
+        let attempted = try #require(try await fixture.events(id).last)
+        #expect(attempted.detail == "retry" && attempted.httpStatus == nil)
+        // The backend may still be busy with the request: not again before one delivery timeout.
+        #expect(pending.nextAttemptAt.timeIntervalSince(attempted.at) >= 0.3 - 0.001)
+
+        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        #expect(try await worker.runOnce().confirmed == 1)
+        #expect(Set(fixture.requests(id).compactMap(\.idempotencyKey)) == [id.hex])
+        fixture.expectClean()
+    }
+
+    @Test func aRefusedConnectionIsRetried() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        let closed = try await BackendStub.start(secret: fixture.secret)
+        let deadURL = closed.url
+        await closed.stop()
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let summary = try await bounded("a refused delivery", within: 20) {
+            try await fixture.worker(url: deadURL).runOnce()
+        }
+        #expect(summary.delivered == 1 && summary.retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(pending.state == .pending && pending.attempts == 1 && pending.lastStatus == nil)
+    }
+
+    @Test func aResetConnectionIsRetried() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in count == 0 ? .close : .status(200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+        #expect(try await worker.runOnce().retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        #expect(try await worker.runOnce().confirmed == 1)
+        #expect(fixture.requests(id).map(\.attempt) == [1, 2])
+        fixture.expectClean()
+    }
+
+    @Test(arguments: [400, 410, 422])
+    func aRejectionIsDeadAfterOneAttemptAndRequeueDeliversAgain(status: Int) async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(status) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+
+        let first = try await worker.runOnce()
+        #expect(first.delivered == 1 && first.dead == 1)
+        let dead = try #require(try await fixture.store.record(id: id))
+        #expect(dead.state == .dead && dead.deadCode == .rejected && dead.attempts == 1 && dead.lastStatus == status)
+        let deadEvent = try #require(try await fixture.events(id).last)
+        #expect(deadEvent.type == .dead && deadEvent.detail == "backend_rejected" && deadEvent.httpStatus == status)
+        #expect(try await worker.runOnce().delivered == 0, "dead escrows are not delivered")
+
+        fixture.stub.respond { _, _ in .status(200) }  // the backend is fixed
+        #expect(try await fixture.escrow.requeue(id: id))
+        #expect(try await worker.runOnce().confirmed == 1)
+        #expect(try await fixture.store.record(id: id) == nil)
+        #expect(
+            try await fixture.types(id) == [
+                "captured", "delivery-attempted", "dead", "requeued", "delivery-attempted", "confirmed", "purged",
+            ]
+        )
+        #expect(Set(fixture.requests(id).compactMap(\.idempotencyKey)) == [id.hex])
+        fixture.expectClean()
+    }
+
+    @Test func exhaustedAttemptsGoDead() async throws {
+        let fixture = try await ReplayFixture(maxAttempts: 3)
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(503, headers: ["Retry-After": "0"]) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker()
+        var summaries: [ReplaySummary] = []
+        for _ in 0..<5 {
+            summaries.append(try await worker.runOnce())
+            try await Task.sleep(for: .milliseconds(10))  // Retry-After: 0 is due right after the commit
+        }
+        #expect(summaries.map(\.delivered) == [1, 1, 1, 0, 0])
+        #expect(summaries.map(\.dead) == [0, 0, 1, 0, 0])
+        let dead = try #require(try await fixture.store.record(id: id))
+        #expect(dead.state == .dead && dead.deadCode == .attemptsExhausted)
+        #expect(fixture.requests(id).map(\.attempt) == [1, 2, 3])
+        #expect(try await fixture.events(id).last?.detail == "attempts_exhausted")
+    }
+
+    @Test func aRedirectIsNotFollowed() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        let elsewhere = "http://127.0.0.1:\(fixture.stub.port)/elsewhere"
+        fixture.stub.respond { _, _ in .status(302, headers: ["Location": elsewhere]) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let summary = try await fixture.worker().runOnce()
+        // Not followed; an unexpected status is retried later (SPEC §7 lists 3xx nowhere else).
+        #expect(summary.delivered == 1 && summary.retried == 1)
+        #expect(fixture.stub.requests.map(\.path) == ["/register"])
+        #expect(try await fixture.store.record(id: id)?.lastStatus == 302)
+    }
+
+    @Test func expiredEscrowsAreSweptEvenWhenTheBackendIsDown() async throws {
+        let fixture = try await ReplayFixture(retention: 60)
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(503) }
+        try await fixture.capture(0..<5, now: Date().addingTimeInterval(-120))
+        let fresh = try await fixture.capture(5..<6)
+        let summary = try await fixture.worker().runOnce()
+        #expect(summary.expiredSwept == 5)
+        #expect(summary.delivered == 1, "only the fresh escrow is delivered")
+        let report = try await PurgeReport.build(store: fixture.store, verify: true)
+        #expect(report.purged[.expired] == 5 && report.overdue == 0 && report.live[.pending] == 1)
+        #expect(try await fixture.store.record(id: fresh[0])?.state == .pending)
+    }
+
+    @Test func theServiceLoopSweepsWhileTheBackendIsDown() async throws {
+        let fixture = try await ReplayFixture(retention: 60)
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(503) }
+        let worker = try fixture.worker()
+        let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        try await fixture.capture(0..<3, now: Date().addingTimeInterval(-120))  // expired while running
+        try await eventually("the sweep") { try await fixture.store.summary(at: Date()).live.values.reduce(0, +) == 0 }
+        await group.triggerGracefulShutdown()
+        try await bounded("shutdown", within: 20) { try await running.value }
+        let report = try await PurgeReport.build(store: fixture.store, verify: true)
+        #expect(report.purged[.expired] == 3 && !report.hasProblem)
+    }
+}
