@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
         .library(name: "EscrowCore", targets: ["EscrowCore"]),
         .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
+        .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
     ],
     dependencies: [
@@ -26,6 +27,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Tests only: a fresh RSA key for the Apple tokens the tests sign (already in the graph via jwt-kit).
+        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"5.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -68,10 +74,30 @@ let package = Package(
             dependencies: ["EscrowCore", "EscrowCrypto"],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "EscrowHTTP",
+            dependencies: [
+                "ProfileEscrow",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "profile-escrow",
             dependencies: [
                 "ProfileEscrow",
+                "EscrowHTTP",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -107,6 +133,25 @@ let package = Package(
                 "EscrowCrypto",
                 "profile-escrow",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowHTTPTests",
+            dependencies: [
+                "EscrowHTTP",
+                "ProfileEscrow",
+                "EscrowSQLite",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],
