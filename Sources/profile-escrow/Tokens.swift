@@ -67,7 +67,7 @@ struct Tokens: AsyncParsableCommand {
             for token in tokens {
                 let status = token.revokedAt.map { "revoked \(iso($0))" } ?? "active"
                 let scopes = token.scopes.sorted().map(\.rawValue).joined(separator: ",")
-                print("\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(scopes.padding(toLength: 40, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)")
+                print("\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)  \(scopes)")
             }
         }
     }
