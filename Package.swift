@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
         .library(name: "EscrowCore", targets: ["EscrowCore"]),
         .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
+        .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
     ],
     dependencies: [
@@ -29,6 +30,11 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // Already resolved through async-http-client; named so the tests can run a real HTTP server.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Tests only: a fresh RSA key for the Apple tokens the tests sign (already in the graph via jwt-kit).
+        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"5.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -74,14 +80,32 @@ let package = Package(
             dependencies: ["EscrowCore", "EscrowCrypto"],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "EscrowHTTP",
+            dependencies: [
+                "ProfileEscrow",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "profile-escrow",
             dependencies: [
                 "ProfileEscrow",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                "EscrowHTTP",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -121,6 +145,25 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowHTTPTests",
+            dependencies: [
+                "EscrowHTTP",
+                "ProfileEscrow",
+                "EscrowSQLite",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -85,7 +85,7 @@ public final class Escrow: Sendable {
 
     /// The content fingerprint ignores the capture time, so that the same profile captured twice
     /// is recognised as the same content.
-    private func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
+    func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
         EscrowPlaintext(profile: profile, verified: verified, capturedAt: Date(timeIntervalSince1970: 0)).encoded()
     }
 

@@ -18,28 +18,15 @@ struct Replay: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     @Flag(help: "Deliver what is due now, print a summary and exit.") var once = false
-    @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
-    @Option(help: "Deliveries in flight at once.") var concurrency = 4
-    @Option(help: "Attempts before a retryable failure makes an escrow dead.") var maxAttempts = 50
-    @Option(help: "First backoff ceiling, e.g. 1s (doubles per attempt, full jitter).") var backoffBase = "1s"
-    @Option(help: "Largest wait between attempts, Retry-After included.") var backoffMax = "1h"
-    @Option(help: "How long a claimed escrow stays this worker's; longer than --delivery-timeout.") var lease = "2m"
-    @Option(help: "The most one delivery may take.") var deliveryTimeout = "30s"
-    @Option(help: "How long to wait for a confirm call after a 202 before delivering again.") var confirmTimeout = "1h"
-    @Option(help: "How often an idle worker looks for due escrows.") var pollInterval = "1s"
-    @Option(help: "How often expired escrows are purged while running.") var sweepInterval = "1m"
-    @Option(help: "The worker's name in leases and audit events (default <host>-<pid>-<random>).") var workerId: String?
-
-    static let secretVariable = "PROFILE_ESCROW_WEBHOOK_SECRET"
-    static let backendVariable = "PROFILE_ESCROW_BACKEND_URL"
+    @OptionGroup var worker: WorkerOptions
 
     func validate() throws {
-        _ = try workerConfiguration()
-        _ = try escrowConfiguration()
+        _ = try worker.workerConfiguration()
+        _ = try worker.escrowConfiguration(options)
     }
 
     func run() async throws {
-        let workerConfiguration = try workerConfiguration()
+        let workerConfiguration = try worker.workerConfiguration()
         let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.ownerDescription = "profile-escrow replay"
@@ -47,18 +34,18 @@ struct Replay: AsyncParsableCommand {
         storeConfiguration.checkpointAfterPurge = false
         let logger = options.logger
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
-        let escrow = Escrow(store: store, keyring: keyring, configuration: try escrowConfiguration(), logger: logger)
-        let worker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
+        let escrow = Escrow(store: store, keyring: keyring, configuration: try worker.escrowConfiguration(options), logger: logger)
+        let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
 
         if once {
             let progress = Progress(label: "delivered")
-            let summary = try await worker.runOnce { progress.update($0.delivered) }
+            let summary = try await replayWorker.runOnce { progress.update($0.delivered) }
             progress.finish()
             print("replay: \(summary)")
         } else {
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
-                    services: [.init(service: worker)],
+                    services: [.init(service: replayWorker)],
                     gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: logger
                 )
@@ -66,50 +53,5 @@ struct Replay: AsyncParsableCommand {
             try await group.run()
             print("replay: stopped")
         }
-    }
-
-    /// The worker's settings from options and environment; every problem is a usage error (exit 2).
-    func workerConfiguration() throws -> ReplayWorker.Configuration {
-        let environment = ProcessInfo.processInfo.environment
-        guard let url = backend ?? environment[Self.backendVariable], !url.isEmpty else {
-            throw ValidationError("--backend: give the registration URL (or set \(Self.backendVariable))")
-        }
-        guard let secret = environment[Self.secretVariable], !secret.isEmpty else {
-            throw ValidationError(
-                "no webhook secret: set \(Self.secretVariable) to whsec_<base64>. Every delivery is signed so the "
-                    + "backend can verify it; unsigned deliveries are not supported."
-            )
-        }
-        do {
-            var configuration = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret)
-            configuration.concurrency = concurrency
-            configuration.leaseDuration = try Self.duration(lease, option: "lease")
-            configuration.deliveryTimeout = try Self.duration(deliveryTimeout, option: "delivery-timeout")
-            configuration.pollInterval = try Self.duration(pollInterval, option: "poll-interval")
-            configuration.sweepInterval = try Self.duration(sweepInterval, option: "sweep-interval")
-            if let workerId { configuration.workerID = workerId }
-            try configuration.validate()
-            return configuration
-        } catch let error as EscrowError {
-            throw ValidationError(error.message)
-        }
-    }
-
-    func escrowConfiguration() throws -> EscrowConfiguration {
-        guard (1...10_000).contains(maxAttempts) else { throw ValidationError("--max-attempts: must be 1 to 10000") }
-        var configuration = options.escrowConfiguration
-        let base = try Self.duration(backoffBase, option: "backoff-base")
-        let cap = try Self.duration(backoffMax, option: "backoff-max")
-        guard base <= cap else { throw ValidationError("--backoff-base must not exceed --backoff-max") }
-        configuration.retryPolicy = RetryPolicy(maxAttempts: maxAttempts, base: base, cap: cap)
-        configuration.confirmTimeout = try Self.duration(confirmTimeout, option: "confirm-timeout")
-        return configuration
-    }
-
-    static func duration(_ text: String, option: String) throws -> Double {
-        guard let seconds = DurationParser.seconds(text), seconds > 0 else {
-            throw ValidationError("--\(option): '\(text)' is not a duration such as 250ms, 5s, 10m, 1h")
-        }
-        return seconds
     }
 }

@@ -1,0 +1,96 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Hummingbird
+import JWTKit
+import Logging
+import ProfileEscrow
+
+/// `POST /v1/apple/notifications`: Apple's server-to-server notifications (SPEC §9).
+///
+/// A notification whose signature or claims do not verify is answered `401` and changes nothing;
+/// so is every notification when no JWKS and audience are configured. A verified one is answered
+/// `200`: duplicates (same `jti`) and unknown types change nothing.
+struct AppleNotificationRoutes: Sendable {
+    let escrow: Escrow
+    let apple: AppleVerifier?
+    let log: any NotificationLog
+    let maximumBodySize: Int
+
+    static let invalid = Problem(
+        .unauthorized, code: "notification_invalid", detail: "the notification did not verify",
+        headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
+    )
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/v1/apple/notifications") { request, context in try await receive(request, context) }
+    }
+
+    func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try RequestBodyReader.requireJSON(request)
+        let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let payload = object["payload"] as? String
+        else {
+            throw Problem(
+                .badRequest, code: "invalid_notification", detail: "the body must be {\"payload\": \"<JWS>\"}",
+                field: "payload"
+            )
+        }
+        guard let apple else {
+            context.logger.warning("Apple notification refused: no Apple audience and JWKS are configured")
+            throw Self.invalid
+        }
+        let claims: AppleNotificationClaims
+        do {
+            claims = try await apple.verifyNotification(payload, now: Date())
+        } catch {
+            context.logger.info("Apple notification refused: \(error.reason)")
+            throw Self.invalid
+        }
+        guard let event = AppleNotificationEvent(json: claims.events) else {
+            throw Problem(
+                .badRequest, code: "invalid_notification", detail: "the events claim is not a valid event",
+                field: "payload.events"
+            )
+        }
+        let idHash = Hashing.blake2b256(Array(claims.jti.value.utf8))
+        guard try await log.recordNotification(idHash: idHash, at: Date()) else {
+            context.logger.info("Apple notification ignored: duplicate", metadata: ["event": "\(event.kind.name)"])
+            return try JSONResponse.make(.ok, ["outcome": "duplicate"])
+        }
+        let outcome: String
+        do {
+            outcome = try await apply(event)
+        } catch {
+            // Let Apple's retry be handled again.
+            try? await log.forgetNotification(idHash: idHash)
+            throw error
+        }
+        context.logger.info("Apple notification handled", metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"])
+        return try JSONResponse.make(.ok, ["outcome": outcome])
+    }
+
+    private func apply(_ event: AppleNotificationEvent) async throws -> String {
+        switch event.kind {
+        case .consentRevoked:
+            let purged = try await escrow.erase(userIdentifier: event.subject, reason: .revoked, actor: .apple)
+            return purged ? "purged" : "not-held"
+        case .accountDeleted:
+            let purged = try await escrow.erase(userIdentifier: event.subject, reason: .accountDeleted, actor: .apple)
+            return purged ? "purged" : "not-held"
+        case .emailEnabled:
+            guard let email = event.email else { return "ignored" }
+            return try await escrow.updateEmail(
+                userIdentifier: event.subject, email: email, isPrivateEmail: event.isPrivateEmail, actor: .apple
+            ).rawValue
+        case .emailDisabled:
+            // The relay no longer forwards to this address: the escrow stops holding it.
+            return try await escrow.updateEmail(
+                userIdentifier: event.subject, email: nil, isPrivateEmail: nil, actor: .apple
+            ).rawValue
+        case .unknown:
+            return "ignored"
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import EscrowCore
+import Foundation
+import JWTKit
+
+/// Verifies Apple identity tokens (verified capture) and server-to-server notifications against a
+/// JWKS file and the configured audiences (SPEC §9): the key chosen by `kid`, algorithms RS256 and
+/// ES256 only, `iss` `https://appleid.apple.com`, `aud`, `exp`, `iat`; for identity tokens also `sub`
+/// and `email`. jwt-kit's Apple helper checks neither the audience nor the algorithm: both are
+/// checked here.
+public final class AppleVerifier: Sendable {
+    public static let issuer = "https://appleid.apple.com"
+
+    /// The client ids (bundle id, services id) an Apple token may be issued to.
+    public let audiences: Set<String>
+    let jwks: AppleJWKS
+    /// Allowed clock skew for `exp` and `iat`, in seconds.
+    let leeway: Double = 60
+
+    /// Why a token was refused: logged (never the token or a claim's value), answered as one generic 401.
+    struct Rejection: Error, CustomStringConvertible {
+        let reason: String
+        var description: String { "Apple token rejected: \(reason)" }
+    }
+
+    public init(jwksJSON: [UInt8], audiences: Set<String>) async throws {
+        precondition(!audiences.isEmpty, "at least one audience")
+        self.jwks = try await AppleJWKS(json: jwksJSON)
+        self.audiences = audiences
+    }
+
+    /// Loads the JWKS file at `path`.
+    public static func load(jwksPath path: String, audiences: Set<String>) async throws -> AppleVerifier {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw AppleJWKS.LoadError(description: "cannot read the JWKS file \(path)")
+        }
+        return try await AppleVerifier(jwksJSON: [UInt8](data), audiences: audiences)
+    }
+
+    /// Checks an identity token for `profile`. Its email, when both the token and the profile have
+    /// one, must be the profile's (ASCII case-insensitive).
+    func verifyIdentityToken(_ token: String, for profile: Profile, now: Date) async throws(Rejection) {
+        let claims: AppleIdentityClaims = try await verifySignature(token)
+        try checkIssuerAndAudience(claims.iss, claims.aud)
+        guard claims.exp.value.timeIntervalSince(now) > -leeway else { throw Rejection(reason: "expired") }
+        guard claims.iat.value.timeIntervalSince(now) <= leeway else { throw Rejection(reason: "issued in the future") }
+        guard claims.sub.value.utf8.elementsEqual(profile.userIdentifier.utf8) else {
+            throw Rejection(reason: "sub does not match userIdentifier")
+        }
+        if let tokenEmail = claims.email, let email = profile.email, tokenEmail.lowercased() != email.lowercased() {
+            throw Rejection(reason: "email does not match")
+        }
+    }
+
+    /// Checks a notification's signature and claims and returns them.
+    func verifyNotification(_ jws: String, now: Date) async throws(Rejection) -> AppleNotificationClaims {
+        let claims: AppleNotificationClaims = try await verifySignature(jws)
+        try checkIssuerAndAudience(claims.iss, claims.aud)
+        if let exp = claims.exp, exp.value.timeIntervalSince(now) <= -leeway { throw Rejection(reason: "expired") }
+        guard claims.iat.value.timeIntervalSince(now) <= leeway else { throw Rejection(reason: "issued in the future") }
+        guard !claims.jti.value.isEmpty else { throw Rejection(reason: "no jti") }
+        return claims
+    }
+
+    private func verifySignature<Claims: JWTPayload>(_ token: String) async throws(Rejection) -> Claims {
+        guard token.utf8.count <= 8 * 1024, jwks.checkHeader(of: token) else {
+            throw Rejection(reason: "header: unknown kid or algorithm not allowed")
+        }
+        do {
+            return try await jwks.keys.verify(token, as: Claims.self)
+        } catch {
+            throw Rejection(reason: "signature or claims did not verify")
+        }
+    }
+
+    private func checkIssuerAndAudience(_ iss: IssuerClaim, _ aud: AudienceClaim) throws(Rejection) {
+        guard iss.value == Self.issuer else { throw Rejection(reason: "wrong issuer") }
+        guard !aud.value.isEmpty, aud.value.allSatisfy(audiences.contains) else {
+            throw Rejection(reason: "wrong audience")
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Hummingbird
+import Logging
+import ProfileEscrow
+
+/// `/v1/escrows…`: capture, status, replay, confirm, erase (SPEC §9).
+struct EscrowRoutes: Sendable {
+    let escrow: Escrow
+    let auth: BearerAuthenticator
+    let apple: AppleVerifier?
+    let maximumBodySize: Int
+
+    static let identityTokenInvalid = Problem(
+        .unauthorized, code: "identity_token_invalid", detail: "a valid Apple identity token for this user is required",
+        headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
+    )
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/v1/escrows") { request, context in try await capture(request, context) }
+        router.get("/v1/escrows/:userIdentifier") { request, context in try await status(request, context) }
+        router.delete("/v1/escrows/:userIdentifier") { request, context in try await erase(request, context) }
+        router.post("/v1/escrows/:userIdentifier/replay") { request, context in try await replay(request, context) }
+        router.post("/v1/escrows/:userIdentifier/confirm") { request, context in try await confirm(request, context) }
+    }
+
+    func capture(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try await auth.authorize(request, scope: .capture)
+        try RequestBodyReader.requireJSON(request)
+        let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        let input = try ProfileParser.parse(body)
+        var verified = false
+        if let apple {
+            guard let token = input.identityToken else {
+                context.logger.info("capture refused: verified capture needs an identityToken")
+                throw Self.identityTokenInvalid
+            }
+            do {
+                try await apple.verifyIdentityToken(token, for: input.profile, now: Date())
+            } catch {
+                context.logger.info("capture refused: \(error.reason)")
+                throw Self.identityTokenInvalid
+            }
+            verified = true
+        }
+        let receipt = try await escrow.capture(input.profile, verified: verified, actor: .http(token: caller.name))
+        let status: HTTPResponse.Status = receipt.outcome == .created ? .created : .ok
+        return try JSONResponse.make(
+            status,
+            [
+                "escrowId": receipt.escrowID.hex, "state": receipt.state.rawValue,
+                "expiresAt": JSONResponse.timestamp(receipt.expiresAt),
+            ]
+        )
+    }
+
+    func status(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request, scope: .read)
+        let userIdentifier = try UserIdentifierParameter.require(context)
+        guard let status = try await escrow.status(userIdentifier: userIdentifier) else { throw Problem.notFound }
+        return try JSONResponse.make(
+            .ok,
+            [
+                "escrowId": status.escrowID.hex, "state": status.state.rawValue, "attempts": status.attempts,
+                "nextAttemptAt": status.nextAttemptAt.map(JSONResponse.timestamp) ?? NSNull(),
+                "createdAt": JSONResponse.timestamp(status.createdAt),
+                "expiresAt": JSONResponse.timestamp(status.expiresAt), "keyVersion": status.keyVersion,
+                "deadCode": status.deadCode?.rawValue ?? NSNull(), "lastStatus": status.lastStatus ?? NSNull(),
+            ]
+        )
+    }
+
+    func replay(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try await auth.authorize(request, scope: .replay)
+        let userIdentifier = try UserIdentifierParameter.require(context)
+        guard !escrow.isCaptureOnly else {
+            throw Problem(
+                .conflict, code: "capture_only",
+                detail: "this node holds a public-only keyring: it captures but cannot open escrows"
+            )
+        }
+        let plaintext = try await escrow.replay(userIdentifier: userIdentifier, actor: .http(token: caller.name))
+        return JSONResponse.make(.ok, bytes: plaintext.profileJSON())
+    }
+
+    func confirm(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try await auth.authorize(request, scope: .confirm)
+        let userIdentifier = try UserIdentifierParameter.require(context)
+        let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
+        return try JSONResponse.make(.ok, ["purged": purged])
+    }
+
+    /// `204` whether or not an escrow was held: erasing is idempotent, and the answer does not tell
+    /// whether the user had one.
+    func erase(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try await auth.authorize(request, scope: .erase)
+        let userIdentifier = try UserIdentifierParameter.require(context)
+        try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .http(token: caller.name))
+        return Response(status: .noContent, headers: [.cacheControl: "no-store"])
+    }
+}

@@ -1,0 +1,58 @@
+import CoreMetrics
+import EscrowCore
+import Foundation
+import Hummingbird
+import Logging
+import Prometheus
+import ProfileEscrow
+
+/// `/healthz` (the process answers), `/readyz` (the store answers), `/metrics` (Prometheus text).
+struct OperationalRoutes: Sendable {
+    let escrow: Escrow
+    let auth: BearerAuthenticator
+    let registry: PrometheusCollectorRegistry
+    let metricsRequireToken: Bool
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.get("/healthz") { _, _ in try JSONResponse.make(.ok, ["status": "ok"]) }
+        router.get("/readyz") { _, context in try await ready(context) }
+        router.get("/metrics") { request, _ in try await metrics(request) }
+    }
+
+    func ready(_ context: BasicRequestContext) async throws -> Response {
+        do {
+            _ = try await escrow.store.auditHead()
+        } catch {
+            context.logger.warning("not ready: the store does not answer", metadata: ["error": "\(error)"])
+            throw Problem(
+                .serviceUnavailable, code: "store_unavailable", detail: "the store does not answer",
+                headers: [.retryAfter: "1"]
+            )
+        }
+        return try JSONResponse.make(.ok, ["status": "ready", "captureOnly": escrow.isCaptureOnly])
+    }
+
+    func metrics(_ request: Request) async throws -> Response {
+        if metricsRequireToken { _ = try await auth.authorize(request, scope: .metrics) }
+        // Live escrows by state and the oldest pending age (SPEC §10), read from the store at scrape time.
+        let now = Date()
+        let summary = try await escrow.store.summary(at: now)
+        // Through the factory, as swift-metrics' `Gauge` does, so the library's own gauges of the same
+        // names (when the process bootstrapped MetricsSystem over this registry) are the same series.
+        let factory = PrometheusMetricsFactory(registry: registry)
+        for state in EscrowState.live {
+            factory.makeRecorder(label: "profile_escrow_live", dimensions: [("state", state.rawValue)], aggregate: false)
+                .record(Double(summary.live[state] ?? 0))
+        }
+        let oldest = summary.oldestPendingCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
+        factory.makeRecorder(label: "profile_escrow_oldest_pending_age_seconds", dimensions: [], aggregate: false)
+            .record(oldest)
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: buffer))
+        )
+    }
+}

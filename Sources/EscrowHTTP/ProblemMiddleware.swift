@@ -1,0 +1,80 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ProfileEscrow
+
+/// Turns every error into an `application/problem+json` response (RFC 9457) with a stable `code`:
+/// never a stack trace, never an error's own text unless it is one of ours (PII-free by design).
+/// Also answers `405` (with `Allow`) for a known path with another method.
+struct ProblemMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            let problem = Self.problem(for: error, request: request, context: context)
+            if problem.status.code >= 500 {
+                context.logger.error(
+                    "request failed", metadata: ["code": "\(problem.code)", "error": "\(Self.describe(error))"]
+                )
+            }
+            return try problem.response(from: request, context: context)
+        }
+    }
+
+    static func problem(for error: any Error, request: Request, context: Context) -> Problem {
+        switch error {
+        case let problem as Problem:
+            return problem
+        case let error as ProfileValidationError:
+            if error.code == .bodyTooLarge { return RequestBodyReader.tooLarge(ProfileParser.maximumBodySize) }
+            return Problem(.badRequest, code: error.code.rawValue, detail: error.message, field: error.field)
+        case let error as EscrowError:
+            switch error.code {
+            case .notFound: return Problem.notFound
+            case .captureOnly: return Problem(.conflict, code: "capture_only", detail: error.message)
+            case .conflict:
+                return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
+            case .ciphertextInvalid: return Problem(.internalServerError, code: "ciphertext_invalid", detail: error.message)
+            default: return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
+            }
+        case let error as EscrowStoreError:
+            return Problem(
+                .serviceUnavailable, code: "store_unavailable", detail: "the store is unavailable (\(error.code))",
+                headers: [.retryAfter: "1"]
+            )
+        case is NIOTooManyBytesError:
+            return RequestBodyReader.tooLarge(ProfileParser.maximumBodySize)
+        case let error as HTTPError where error.status == .notFound:
+            if let allowed = RouteTable.allowedMethods(path: request.uri.path), !allowed.contains(request.method) {
+                return Problem(
+                    .methodNotAllowed, code: "method_not_allowed", detail: "this path does not answer this method",
+                    headers: [.allow: allowed.map(\.rawValue).joined(separator: ", ")]
+                )
+            }
+            return Problem(.notFound, code: "route_not_found", detail: "no such route")
+        case let error as any HTTPResponseError:
+            let code = error.status.reasonPhrase.lowercased().replacingOccurrences(of: " ", with: "_")
+            return Problem(error.status, code: code, detail: error.status.reasonPhrase)
+        default:
+            return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
+        }
+    }
+
+    /// Our errors are PII-free by design; anything else is named by its type only.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as EscrowStoreError: "\(error)"
+        case let error as EscrowError: "\(error)"
+        case let error as CryptoError: "\(error)"
+        case let error as Problem: "\(error)"
+        default: String(reflecting: type(of: error))
+        }
+    }
+}

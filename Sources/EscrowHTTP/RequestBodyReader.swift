@@ -1,0 +1,34 @@
+import Foundation
+import Hummingbird
+
+/// Reads a request body up to a limit while it streams: a larger body is refused with `413` as soon as
+/// it is known to be too large (from `Content-Length`, or after the limit is passed), never buffered.
+enum RequestBodyReader {
+    static func read(_ request: Request, limit: Int) async throws -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw tooLarge(limit)
+        }
+        var bytes: [UInt8] = []
+        for try await buffer in request.body {
+            guard bytes.count + buffer.readableBytes <= limit else { throw tooLarge(limit) }
+            bytes.append(contentsOf: buffer.readableBytesView)
+        }
+        return bytes
+    }
+
+    static func tooLarge(_ limit: Int) -> Problem {
+        Problem(.contentTooLarge, code: "body_too_large", detail: "the request body must be at most \(limit) bytes")
+    }
+
+    /// Refuses a body whose media type is not `application/json` (parameters such as `charset` allowed).
+    static func requireJSON(_ request: Request) throws {
+        let mediaType = request.headers[.contentType]?.split(separator: ";").first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard mediaType == "application/json" else {
+            throw Problem(
+                .unsupportedMediaType, code: "unsupported_media_type", detail: "the body must be application/json",
+                headers: [.accept: "application/json"]
+            )
+        }
+    }
+}

@@ -1,0 +1,21 @@
+public import EscrowCore
+public import Foundation
+import GRDB
+
+extension SQLiteEscrowStore: NotificationLog {
+    public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO apple_notification (jti_hash, received_at) VALUES (?, ?)",
+                arguments: [Data(idHash), Self.ms(now)]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func forgetNotification(idHash: [UInt8]) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM apple_notification WHERE jti_hash = ?", arguments: [Data(idHash)])
+        }
+    }
+}

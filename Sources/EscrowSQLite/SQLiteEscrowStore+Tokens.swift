@@ -1,0 +1,60 @@
+public import EscrowCore
+public import Foundation
+import GRDB
+
+extension SQLiteEscrowStore: AccessTokenStore {
+    public func addToken(_ record: AccessTokenRecord) async throws {
+        try await write { db in
+            let active = try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM access_token WHERE name = ? AND revoked_at IS NULL",
+                arguments: [record.name]
+            ) ?? 0
+            guard active == 0 else {
+                throw EscrowStoreError(.tokenExists, "an active token with this name already exists; revoke it first")
+            }
+            try db.execute(sql: "DELETE FROM access_token WHERE name = ?", arguments: [record.name])
+            try db.execute(
+                sql: "INSERT INTO access_token (name, token_hash, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [
+                    record.name, Data(record.hash), Self.scopesText(record.scopes), Self.ms(record.createdAt),
+                    Self.ms(record.revokedAt),
+                ]
+            )
+        }
+    }
+
+    public func tokens() async throws -> [AccessTokenRecord] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM access_token ORDER BY name").map(Self.token(from:))
+        }
+    }
+
+    public func revokeToken(name: String, at now: Date) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE access_token SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
+                arguments: [Self.ms(now), name]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func token(hash: [UInt8]) async throws -> AccessTokenRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM access_token WHERE token_hash = ?", arguments: [Data(hash)])
+                .map(Self.token(from:))
+        }
+    }
+
+    static func scopesText(_ scopes: Set<AccessTokenScope>) -> String {
+        scopes.sorted().map(\.rawValue).joined(separator: " ")
+    }
+
+    static func token(from row: Row) -> AccessTokenRecord {
+        let scopes = (row["scopes"] as String).split(separator: " ").compactMap { AccessTokenScope(rawValue: String($0)) }
+        return AccessTokenRecord(
+            name: row["name"], scopes: Set(scopes), hash: [UInt8](row["token_hash"] as Data),
+            createdAt: date(row["created_at"] as Int64), revokedAt: date(row["revoked_at"] as Int64?)
+        )
+    }
+}

@@ -1,0 +1,82 @@
+public import EscrowCore
+import EscrowCrypto
+public import Foundation
+import Logging
+
+extension Escrow {
+    /// What an email change did.
+    public enum EmailUpdate: String, Sendable, Equatable {
+        /// The escrow was re-sealed with the new email.
+        case updated
+        /// No live escrow for this user.
+        case notHeld
+        /// The escrow already held this email: nothing changed.
+        case unchanged
+        /// This node holds a public-only keyring and cannot open the escrow: nothing changed.
+        case captureOnly
+        /// The change would leave nothing to escrow (no name, no email): nothing changed.
+        case nothingLeft
+    }
+
+    /// Changes the email of the user's live escrow (Apple's `email-enabled` / `email-disabled`
+    /// notifications): opens it, changes `email` and `isPrivateEmail`, seals the result under the
+    /// same escrow id with a new per-escrow key pair, and commits it with compare-and-set and an
+    /// `updated` audit event. The capture time, `verified` and the retention are kept.
+    ///
+    /// - Parameters:
+    ///   - email: the new email, or nil to remove it.
+    ///   - isPrivateEmail: nil derives it from the email's domain.
+    public func updateEmail(
+        userIdentifier: String, email: String?, isPrivateEmail: Bool?, actor: AuditActor, now: Date = Date()
+    ) async throws -> EmailUpdate {
+        guard !isCaptureOnly else {
+            logger.warning("email change skipped: this node holds a public-only keyring and cannot re-seal")
+            return .captureOnly
+        }
+        let index = blindIndex(userIdentifier)
+        for _ in 0..<8 {
+            guard let record = try await store.record(blindIndex: index) else { return .notHeld }
+            let old = try await open(record, actor: actor)
+            guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail) else {
+                logger.info(
+                    "email change skipped: nothing would be left to escrow",
+                    metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                )
+                return .nothingLeft
+            }
+            guard profile != old.profile else { return .unchanged }
+            let plaintext = EscrowPlaintext(profile: profile, verified: old.verified, capturedAt: old.capturedAt)
+            var next = record
+            next.sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
+            next.contentTag = keyring.contentTag(blindIndex: index, plaintext: contentPlaintext(profile, old.verified))
+            next.revision = record.revision + 1
+            next.updatedAt = now
+            let event = AuditDraft(
+                type: .updated, at: now, escrowID: record.id.hex, indexPrefix: record.blindIndex.prefixHex,
+                detail: "email", actor: actor
+            )
+            guard try await store.commit(.update(next, [event]), id: record.id, expectedRevision: record.revision) else {
+                continue  // it changed under us: read it again
+            }
+            logger.info(
+                "escrow email updated",
+                metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+            )
+            return .updated
+        }
+        throw EscrowError(.conflict, "the escrow kept changing; try again")
+    }
+
+    /// The profile with another email; nil when that would leave nothing to escrow.
+    static func changingEmail(of profile: Profile, to email: String?, isPrivateEmail: Bool?) throws -> Profile? {
+        do {
+            return try Profile(
+                userIdentifier: profile.userIdentifier, fullName: profile.fullName, email: email,
+                isPrivateEmail: isPrivateEmail, realUserStatus: profile.realUserStatus
+            )
+        } catch {
+            if error.code == .nothingToEscrow { return nil }
+            throw error
+        }
+    }
+}

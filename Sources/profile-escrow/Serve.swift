@@ -1,0 +1,135 @@
+import ArgumentParser
+import EscrowCore
+import EscrowCrypto
+import EscrowHTTP
+import EscrowSQLite
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import ProfileEscrow
+import ServiceLifecycle
+import UnixSignals
+
+/// `profile-escrow serve`: the HTTP API of SPEC §9, with the in-process replay worker.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the HTTP API (and the replay worker) until SIGTERM or SIGINT."
+    )
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(help: "Port to bind.") var port = 8080
+    @Flag(name: .customLong("no-worker"), help: "Do not run the replay worker in this process.") var noWorker = false
+    @OptionGroup(title: "Replay worker") var worker: WorkerOptions
+    @Option(
+        name: .customLong("rate-limit"),
+        help: "Requests per second per token (env PROFILE_ESCROW_RATE_LIMIT; default 100)."
+    )
+    var rateLimit: Double?
+    @Option(name: .customLong("rate-burst"), help: "Burst per token (env PROFILE_ESCROW_RATE_BURST; default 200).")
+    var rateBurst: Double?
+    @Flag(
+        name: .customLong("metrics-token"),
+        help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=1)."
+    )
+    var metricsToken = false
+    @Option(name: .customLong("apple-audience"), help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE).")
+    var appleAudience: String?
+    @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
+    var appleJWKS: String?
+
+    var environment: [String: String] { ProcessInfo.processInfo.environment }
+    var audiences: Set<String> {
+        let text = appleAudience ?? environment["PROFILE_ESCROW_APPLE_AUDIENCE"] ?? ""
+        return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+    }
+    var jwksPath: String? { appleJWKS ?? environment["PROFILE_ESCROW_APPLE_JWKS"] }
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port: must be 0-65535") }
+        if audiences.isEmpty != (jwksPath == nil) {
+            throw ValidationError(
+                "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
+            )
+        }
+        for value in [rateLimit, rateBurst].compactMap({ $0 }) where !(value > 0 && value.isFinite) {
+            throw ValidationError("--rate-limit and --rate-burst must be positive numbers")
+        }
+        _ = try worker.escrowConfiguration(options)
+        if !noWorker {
+            do {
+                _ = try worker.workerConfiguration()
+            } catch let error as ValidationError {
+                throw ValidationError(
+                    "\(error.message)\n(serve runs the replay worker; pass --no-worker to run the HTTP API alone)"
+                )
+            }
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "profile-escrow.serve")
+        logger.logLevel = options.verbose ? .debug : .info
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+
+        let keyring = try options.loadKeyring()
+        var storeConfiguration = SQLiteEscrowStore.Configuration()
+        storeConfiguration.ownerDescription = "profile-escrow serve"
+        // Purges are flushed from the WAL in batches by the PurgeFlusher, not one checkpoint each.
+        storeConfiguration.checkpointAfterPurge = false
+        let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
+        let escrow = Escrow(
+            store: store, keyring: keyring, configuration: try worker.escrowConfiguration(options), logger: logger
+        )
+        logger.notice(
+            "starting profile-escrow serve",
+            metadata: [
+                "sqlite.version": "\(Self.version(store.sqliteVersion))",
+                "sqlite.mode": "\(store.holdsWriterSlot ? "single writer (SQLite < 3.51.3)" : "multi-writer")",
+                "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
+                "address": "\(host):\(port)",
+            ]
+        )
+
+        var configuration = EscrowHTTPConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.rateLimit = RateLimit(
+            requestsPerSecond: rateLimit ?? environment["PROFILE_ESCROW_RATE_LIMIT"].flatMap(Double.init) ?? 100,
+            burst: rateBurst ?? environment["PROFILE_ESCROW_RATE_BURST"].flatMap(Double.init) ?? 200
+        )
+        configuration.metricsRequireToken = metricsToken || environment["PROFILE_ESCROW_METRICS_TOKEN"] == "1"
+        if let jwksPath {
+            configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
+            logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
+        }
+
+        let app = EscrowHTTPApplication.build(
+            escrow: escrow, tokens: store, notifications: store, registry: registry, configuration: configuration,
+            logger: logger
+        )
+
+        // The services of this process. They start in this order and stop in reverse on SIGTERM/SIGINT:
+        // the HTTP app first (in-flight requests finish), then the worker (leases released), then the
+        // flusher (a last WAL checkpoint).
+        var services: [any Service] = [PurgeFlusher(store: store, logger: logger)]
+        if !noWorker {
+            services.append(
+                try ReplayWorker(escrow: escrow, configuration: try worker.workerConfiguration(), logger: logger)
+            )
+        }
+        services.append(app)
+
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
+        try store.close()
+        logger.notice("stopped")
+    }
+
+    static func version(_ number: Int) -> String {
+        "\(number / 1_000_000).\(number / 1_000 % 1_000).\(number % 1_000)"
+    }
+}

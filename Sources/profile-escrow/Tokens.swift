@@ -1,0 +1,90 @@
+import ArgumentParser
+import EscrowCore
+import EscrowHTTP
+import EscrowSQLite
+import Foundation
+
+/// `profile-escrow tokens add|list|revoke`: the HTTP API's bearer tokens, stored hashed.
+struct Tokens: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the HTTP API's bearer tokens: add (shown once), list, revoke.",
+        subcommands: [Add.self, List.self, Revoke.self]
+    )
+
+    static func validateName(_ name: String) throws {
+        guard AccessTokenRecord.isValidName(name) else {
+            throw ValidationError("name: must be 1-64 characters of [A-Za-z0-9._-]")
+        }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a token; prints it once (only its hash is stored)."
+        )
+        @OptionGroup var options: GlobalOptions
+        @Argument(help: "Token name, [A-Za-z0-9._-]{1,64}; the audit actor is http:<name>.") var name: String
+        @Option(
+            name: .customLong("scope"), parsing: .upToNextOption,
+            help: "One or more of: capture, read, replay, confirm, erase, metrics."
+        )
+        var scopes: [String] = []
+
+        func validate() throws {
+            try Tokens.validateName(name)
+            guard !scopes.isEmpty else { throw ValidationError("give at least one --scope") }
+            for scope in scopes where AccessTokenScope(rawValue: scope) == nil {
+                throw ValidationError(
+                    "--scope: '\(scope)' is not one of \(AccessTokenScope.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+        }
+
+        func run() async throws {
+            let store = try options.openStore(owner: "profile-escrow tokens add")
+            let token: String
+            do {
+                token = try await AccessTokens.issue(
+                    name: name, scopes: Set(scopes.compactMap(AccessTokenScope.init(rawValue:))), store: store
+                )
+            } catch let error as EscrowStoreError where error.code == .tokenExists {
+                throw ValidationError("a token named \(name) is active; revoke it first or choose another name")
+            }
+            print(token)
+            FileHandle.standardError.write(
+                Data("token \(name) added; it is shown only now: store it in your secret manager\n".utf8)
+            )
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List tokens (names and scopes, never tokens).")
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let store = try options.openStore(readOnly: true, owner: "profile-escrow tokens list")
+            let tokens = try await store.tokens()
+            if tokens.isEmpty { print("no tokens") }
+            for token in tokens {
+                let status = token.revokedAt.map { "revoked \(iso($0))" } ?? "active"
+                let scopes = token.scopes.sorted().map(\.rawValue).joined(separator: ",")
+                print("\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)  \(scopes)")
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a token: it answers 401 from now on.")
+        @OptionGroup var options: GlobalOptions
+        @Argument(help: "Token name.") var name: String
+
+        func validate() throws { try Tokens.validateName(name) }
+
+        func run() async throws {
+            let store = try options.openStore(owner: "profile-escrow tokens revoke")
+            guard try await store.revokeToken(name: name, at: Date()) else {
+                throw Found(found: false, message: "no active token with this name")
+            }
+            print("revoked \(name)")
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import EscrowCore
+import ProfileEscrow
+import EscrowSQLite
+import EscrowCrypto
+@testable import EscrowHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@Suite("POST /v1/apple/notifications")
+struct AppleNotificationTests {
+    let keys = AppleTestKeys.shared
+
+    func harnessWithEscrow(_ number: Int = 1) async throws -> HTTPHarness {
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        let profile = try ProfileParser.parse(Array(Fake.body(number).readableBytesView)).profile
+        _ = try await harness.escrow.capture(profile)
+        return harness
+    }
+
+    func post(_ harness: HTTPHarness, _ jws: String) async throws -> TestResponse {
+        try await harness.app().test(.router) { client async throws in
+            try await client.execute(
+                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                body: Fake.body(["payload": jws])
+            )
+        }
+    }
+
+    func notification(_ type: String, number: Int = 1, email: String? = nil, jti: String = UUID().uuidString)
+        async throws -> String
+    {
+        try await keys.sign(
+            AppleTestKeys.NotificationClaims(
+                jti: jti, events: AppleTestKeys.events(type, sub: Fake.userIdentifier(number), email: email)
+            )
+        )
+    }
+
+    @Test("consent-revoked purges as revoked; account-delete and account-deleted as account-deleted")
+    func purges() async throws {
+        for (type, reason) in [("consent-revoked", "revoked"), ("account-delete", "account-deleted"), ("account-deleted", "account-deleted")] {
+            let harness = try await harnessWithEscrow()
+            let response = try await post(harness, try await notification(type))
+            #expect(response.status == .ok)
+            #expect(response.json["outcome"] as? String == "purged")
+            #expect(try await harness.liveCount() == 0)
+            let purge = try #require(try await harness.auditEvents().last)
+            #expect(purge.draft.type == .purged)
+            #expect(purge.draft.detail == reason)
+            #expect(purge.draft.actor == .apple)
+        }
+    }
+
+    @Test("email-disabled removes the email, email-enabled sets it: re-sealed under the same escrow id")
+    func emailChanges() async throws {
+        let harness = try await harnessWithEscrow()
+        let before = try #require(try await harness.store.record(blindIndex: harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(1))))
+
+        let disabled = try await post(harness, try await notification("email-disabled", email: Fake.email(1)))
+        #expect(disabled.status == .ok)
+        #expect(disabled.json["outcome"] as? String == "updated")
+        let after = try #require(try await harness.store.record(blindIndex: before.blindIndex))
+        #expect(after.id == before.id)
+        #expect(after.sealed.publicKey != before.sealed.publicKey)
+        #expect(after.sealed.sealedProfile != before.sealed.sealedProfile)
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email == nil)
+
+        let enabled = try await post(harness, try await notification("email-enabled", email: "canarymailnew@privaterelay.appleid.com"))
+        #expect(enabled.json["outcome"] as? String == "updated")
+        let profile = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile
+        #expect(profile.email == "canarymailnew@privaterelay.appleid.com")
+        #expect(profile.isPrivateEmail)
+        #expect(profile.fullName?.givenName == "CANARYGIVEN1")
+        #expect(try await harness.auditEvents().filter { $0.draft.type == .updated }.count == 2)
+        let logged = harness.loggedText()
+        for canary in Fake.tokens { #expect(!logged.contains(canary)) }
+    }
+
+    @Test("a duplicate jti and an unknown type: 200, nothing changes")
+    func duplicatesAndUnknown() async throws {
+        let harness = try await harnessWithEscrow()
+        let jti = "fixed-jti-1"
+        let first = try await post(harness, try await notification("email-disabled", email: Fake.email(1), jti: jti))
+        #expect(first.json["outcome"] as? String == "updated")
+        let eventsAfterFirst = try await harness.auditEvents().count
+        let duplicate = try await post(harness, try await notification("consent-revoked", jti: jti))
+        #expect(duplicate.status == .ok)
+        #expect(duplicate.json["outcome"] as? String == "duplicate")
+        let unknown = try await post(harness, try await notification("something-new"))
+        #expect(unknown.status == .ok)
+        #expect(unknown.json["outcome"] as? String == "ignored")
+        #expect(try await harness.liveCount() == 1)
+        #expect(try await harness.auditEvents().count == eventsAfterFirst)
+    }
+
+    @Test("bad signature, alg none, unknown kid, wrong audience, not configured: 401 and no change")
+    func invalid() async throws {
+        let harness = try await harnessWithEscrow()
+        let good = try await notification("consent-revoked").split(separator: ".")
+        let other = try await notification("account-delete").split(separator: ".")
+        var wrongAudience = AppleTestKeys.NotificationClaims(
+            events: AppleTestKeys.events("consent-revoked", sub: Fake.userIdentifier(1))
+        )
+        wrongAudience.aud = "invalid.example.other-app"
+        let forged = [
+            [good[0], other[1], good[2]].joined(separator: "."),
+            try keys.forge(header: ["alg": "none", "kid": AppleTestKeys.rsaKid], claims: wrongAudience),
+            try await keys.sign(wrongAudience),
+            "garbage",
+        ]
+        for jws in forged {
+            let response = try await post(harness, jws)
+            #expect(response.status == .unauthorized)
+            #expect(response.json["code"] as? String == "notification_invalid")
+        }
+        #expect(try await harness.liveCount() == 1)
+
+        let unconfigured = try await HTTPHarness()
+        let response = try await post(unconfigured, try await notification("consent-revoked"))
+        #expect(response.status == .unauthorized)
+    }
+
+    @Test("a body that is not {payload}: 400; wrong content type: 415")
+    func badBodies() async throws {
+        let harness = try await harnessWithEscrow()
+        try await harness.app().test(.router) { client async throws in
+            let bad = try await client.execute(
+                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: "{\"nope\":1}")
+            )
+            #expect(bad.status == .badRequest)
+            let wrongType = try await client.execute(
+                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "text/plain"],
+                body: ByteBuffer(string: "{}")
+            )
+            #expect(wrongType.status == .unsupportedMediaType)
+        }
+    }
+}

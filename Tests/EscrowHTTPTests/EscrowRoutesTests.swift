@@ -1,0 +1,161 @@
+import EscrowCore
+import ProfileEscrow
+import EscrowSQLite
+import EscrowCrypto
+@testable import EscrowHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@Suite("POST/GET/DELETE /v1/escrows")
+struct EscrowRoutesTests {
+    @Test("capture: 201 new, 200 same content with the same id, 200 replaced with the old one purged")
+    func captureStatuses() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            let first = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+            )
+            #expect(first.status == .created)
+            #expect(first.headers[.contentType] == "application/json")
+            let id = try #require(first.json["escrowId"] as? String)
+            #expect(first.json["state"] as? String == "pending")
+            #expect(first.json["expiresAt"] is String)
+            #expect(Set(first.json.keys) == ["escrowId", "state", "expiresAt"])
+
+            let again = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+            )
+            #expect(again.status == .ok)
+            #expect(again.json["escrowId"] as? String == id)
+
+            let replaced = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true),
+                body: Fake.body(1, given: "CANARYGIVENOTHER")
+            )
+            #expect(replaced.status == .ok)
+            #expect(replaced.json["escrowId"] as? String != id)
+        }
+        let events = try await harness.auditEvents()
+        #expect(events.contains { $0.draft.type == .purged && $0.draft.detail == "replaced" })
+        #expect(events.filter { $0.draft.type == .captured }.allSatisfy { $0.draft.actor.rawValue == "http:all" })
+        #expect(try await harness.liveCount() == 1)
+    }
+
+    @Test("status: metadata, never plaintext; 404 problem when none; 400 for a bad identifier")
+    func status() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            _ = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(2)
+            )
+            let found = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(2))", method: .get, headers: harness.headers("read")
+            )
+            #expect(found.status == .ok)
+            #expect(found.json["state"] as? String == "pending")
+            #expect(found.json["attempts"] as? Int == 0)
+            for key in ["escrowId", "createdAt", "expiresAt", "nextAttemptAt", "keyVersion"] {
+                #expect(found.json[key] != nil, "missing \(key)")
+            }
+            for canary in Fake.tokens { #expect(!found.text.contains(canary)) }
+
+            let missing = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(3))", method: .get, headers: harness.headers("read")
+            )
+            #expect(missing.status == .notFound)
+            #expect(missing.headers[.contentType] == "application/problem+json")
+            #expect(missing.json["code"] as? String == "not_found")
+            #expect(missing.json["status"] as? Int == 404)
+
+            let bad = try await client.execute(uri: "/v1/escrows/bad%20id", method: .get, headers: harness.headers("read"))
+            #expect(bad.status == .badRequest)
+            #expect(bad.json["code"] as? String == "invalid_user_identifier")
+            #expect(bad.json["field"] as? String == "userIdentifier")
+            let long = try await client.execute(
+                uri: "/v1/escrows/\(String(repeating: "a", count: 256))", method: .get, headers: harness.headers("read")
+            )
+            #expect(long.status == .badRequest)
+        }
+    }
+
+    @Test("replay: 200 the decrypted profile; 404 when none")
+    func replay() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            _ = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(4)
+            )
+            let response = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(4))/replay", method: .post, headers: harness.headers("replay")
+            )
+            #expect(response.status == .ok)
+            #expect(response.headers[.cacheControl] == "no-store")
+            #expect(response.json["userIdentifier"] as? String == Fake.userIdentifier(4))
+            #expect(response.json["email"] as? String == Fake.email(4))
+            #expect((response.json["fullName"] as? [String: Any])?["givenName"] as? String == "CANARYGIVEN4")
+            #expect(response.json["verified"] as? Bool == false)
+
+            let missing = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(5))/replay", method: .post, headers: harness.headers("replay")
+            )
+            #expect(missing.status == .notFound)
+        }
+    }
+
+    @Test("replay on a capture-only node (public-only keyring): 409; capture still works")
+    func captureOnly() async throws {
+        let harness = try await HTTPHarness(keyring: Keyring.generate().publicOnly())
+        try await harness.app().test(.router) { client async throws in
+            let capture = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(6)
+            )
+            #expect(capture.status == .created)
+            let replay = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(6))/replay", method: .post, headers: harness.headers("replay")
+            )
+            #expect(replay.status == .conflict)
+            #expect(replay.json["code"] as? String == "capture_only")
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.json["captureOnly"] as? Bool == true)
+        }
+    }
+
+    @Test("confirm: 200 {purged: true}, then {purged: false}; erase: 204, also when nothing is held")
+    func confirmAndErase() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            for number in [7, 8] {
+                _ = try await client.execute(
+                    uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(number)
+                )
+            }
+            let confirmed = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm", method: .post, headers: harness.headers("confirm")
+            )
+            #expect(confirmed.status == .ok)
+            #expect(confirmed.json["purged"] as? Bool == true)
+            let again = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm", method: .post, headers: harness.headers("confirm")
+            )
+            #expect(again.json["purged"] as? Bool == false)
+
+            let erased = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(8))", method: .delete, headers: harness.headers("erase")
+            )
+            #expect(erased.status == .noContent)
+            #expect(erased.body.readableBytes == 0)
+            let nothing = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(8))", method: .delete, headers: harness.headers("erase")
+            )
+            #expect(nothing.status == .noContent)
+        }
+        let purges = try await harness.auditEvents().filter { $0.draft.type == .purged }
+        #expect(purges.map(\.draft.detail) == ["confirmed", "erased"])
+        #expect(purges.map(\.draft.actor.rawValue) == ["http:scope-confirm", "http:scope-erase"])
+        #expect(try await harness.liveCount() == 0)
+    }
+}

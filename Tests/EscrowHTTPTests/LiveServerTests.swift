@@ -1,0 +1,105 @@
+import EscrowCore
+import ProfileEscrow
+import EscrowSQLite
+import EscrowCrypto
+@testable import EscrowHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Testing
+
+/// The same API over real sockets, one test per endpoint group.
+@Suite("Live server")
+struct LiveServerTests {
+    @Test("escrows: capture, status, replay, confirm, erase over a socket")
+    func escrows() async throws {
+        let harness = try await HTTPHarness()
+        let uri = "/v1/escrows/\(Fake.userIdentifier(1))"
+        try await harness.app().test(.live) { client async throws in
+            let capture = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+            )
+            #expect(capture.status == .created)
+            #expect(try await client.execute(uri: uri, method: .get, headers: harness.headers()).status == .ok)
+            let replay = try await client.execute(uri: uri + "/replay", method: .post, headers: harness.headers())
+            #expect(replay.json["email"] as? String == Fake.email(1))
+            let confirm = try await client.execute(uri: uri + "/confirm", method: .post, headers: harness.headers())
+            #expect(confirm.json["purged"] as? Bool == true)
+            #expect(try await client.execute(uri: uri, method: .delete, headers: harness.headers()).status == .noContent)
+            let big = ByteBuffer(bytes: Array(repeating: UInt8(ascii: "a"), count: 64 * 1024))
+            let tooLarge = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: big
+            )
+            #expect(tooLarge.status == .contentTooLarge)
+        }
+    }
+
+    @Test("apple notifications over a socket")
+    func notifications() async throws {
+        let keys = AppleTestKeys.shared
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        _ = try await harness.escrow.capture(try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile)
+        let jws = try await keys.sign(
+            AppleTestKeys.NotificationClaims(events: AppleTestKeys.events("consent-revoked", sub: Fake.userIdentifier(1)))
+        )
+        try await harness.app().test(.live) { client async throws in
+            let response = try await client.execute(
+                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                body: Fake.body(["payload": jws])
+            )
+            #expect(response.status == .ok)
+            #expect(response.json["outcome"] as? String == "purged")
+        }
+        #expect(try await harness.liveCount() == 0)
+    }
+
+    @Test("healthz, readyz, metrics, 404 and 405 over a socket")
+    func operational() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.live) { client async throws in
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/metrics", method: .get).text.contains("profile_escrow_live"))
+            #expect(try await client.execute(uri: "/nope", method: .get).status == .notFound)
+            #expect(try await client.execute(uri: "/healthz", method: .post).status == .methodNotAllowed)
+        }
+    }
+}
+
+@Suite("PurgeFlusher")
+struct PurgeFlusherTests {
+    @Test("with checkpointAfterPurge off, purged ciphertext leaves the WAL within the flush interval")
+    func flushes() async throws {
+        let harness = try await HTTPHarness(checkpointAfterPurge: false)
+        let profile = try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile
+        let receipt = try await harness.escrow.capture(profile)
+        let sealed = try #require(try await harness.store.record(id: receipt.escrowID)).sealed.sealedProfile
+        try await harness.escrow.confirm(userIdentifier: profile.userIdentifier)
+        let flusher = PurgeFlusher(store: harness.store, interval: .milliseconds(100), logger: harness.logger)
+        let group = ServiceGroup(services: [flusher], logger: harness.logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(500))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let needle = Array(sealed.prefix(32))
+        for file in harness.storeFiles() {
+            #expect(!file.contains(bytes: needle))
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    func contains(bytes needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, needle.count <= count else { return false }
+        for start in 0...(count - needle.count) where self[start] == needle[0] {
+            if Array(self[start..<start + needle.count]) == needle { return true }
+        }
+        return false
+    }
+}
