@@ -60,13 +60,16 @@ public protocol AccessTokenStore: Sendable {
 }
 
 /// Which Apple server-to-server notifications were already handled, by a hash of their `jti`.
+///
+/// A notification is recorded only after it was applied: a crash in between leaves it unrecorded,
+/// and Apple's retry applies it again (every notification's effect is idempotent). Recording first
+/// would lose a `consent-revoked` purge to such a crash.
 public protocol NotificationLog: Sendable {
-    /// Records a notification id; returns false when it was already recorded (a duplicate).
-    func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool
+    /// Whether a notification id was already handled.
+    func hasNotification(idHash: [UInt8]) async throws -> Bool
 
-    /// Forgets a notification id, so that Apple's retry of a notification whose handling failed is
-    /// handled again.
-    func forgetNotification(idHash: [UInt8]) async throws
+    /// Records a handled notification id; returns false when it was already recorded.
+    func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool
 }
 
 extension EscrowStoreError.Code {

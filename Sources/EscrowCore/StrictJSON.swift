@@ -60,21 +60,18 @@ enum StrictJSON {
         return try parser.parseDocument()
     }
 
-    /// How a key appears in an error path: as itself when it is a plain identifier
-    /// (`[A-Za-z_][A-Za-z0-9_-]{0,63}`), otherwise as `<key>`. A key is text chosen by the sender and
-    /// could itself be a name or an email; a plain identifier is far less likely to be one.
-    static func displayName(forKey key: String) -> String {
-        let bytes = key.utf8
-        guard let first = bytes.first, bytes.count <= 64, isIdentifierStart(first) else { return "<key>" }
-        let isPlain = bytes.allSatisfy { byte in
-            isIdentifierStart(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                || byte == UInt8(ascii: "-")
-        }
-        return isPlain ? key : "<key>"
-    }
+    /// Every key the project's JSON documents define (the SPEC §3 profile, its name, the sealed
+    /// plaintext). Only these are ever written into an error path.
+    static let knownKeys: Set<String> = [
+        "userIdentifier", "fullName", "email", "isPrivateEmail", "realUserStatus", "identityToken",
+        "givenName", "familyName", "middleName", "namePrefix", "nameSuffix", "nickname", "v", "verified",
+        "capturedAt",
+    ]
 
-    private static func isIdentifierStart(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-            || byte == UInt8(ascii: "_")
+    /// How a key appears in an error path: as itself when it is one of ``knownKeys``, otherwise as
+    /// `<key>`. A key is text chosen by the sender and could itself be a name or an email
+    /// (`{"fullName": {"Ana": "Ng"}}`): an unknown key is never echoed.
+    static func displayName(forKey key: String) -> String {
+        knownKeys.contains(key) ? key : "<key>"
     }
 }

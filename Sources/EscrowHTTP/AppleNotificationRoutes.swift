@@ -55,18 +55,14 @@ struct AppleNotificationRoutes: Sendable {
             )
         }
         let idHash = Hashing.blake2b256(Array(claims.jti.value.utf8))
-        guard try await log.recordNotification(idHash: idHash, at: Date()) else {
+        guard try await !log.hasNotification(idHash: idHash) else {
             context.logger.info("Apple notification ignored: duplicate", metadata: ["event": "\(event.kind.name)"])
             return try JSONResponse.make(.ok, ["outcome": "duplicate"])
         }
-        let outcome: String
-        do {
-            outcome = try await apply(event)
-        } catch {
-            // Let Apple's retry be handled again.
-            try? await log.forgetNotification(idHash: idHash)
-            throw error
-        }
+        // Apply, then record: a crash in between makes Apple's retry apply it again (idempotent),
+        // never lose it.
+        let outcome = try await apply(event)
+        _ = try await log.recordNotification(idHash: idHash, at: Date())
         context.logger.info("Apple notification handled", metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"])
         return try JSONResponse.make(.ok, ["outcome": outcome])
     }
@@ -81,16 +77,30 @@ struct AppleNotificationRoutes: Sendable {
             return purged ? "purged" : "not-held"
         case .emailEnabled:
             guard let email = event.email else { return "ignored" }
-            return try await escrow.updateEmail(
-                userIdentifier: event.subject, email: email, isPrivateEmail: event.isPrivateEmail, actor: .apple
-            ).rawValue
+            return try Self.answer(
+                try await escrow.updateEmail(
+                    userIdentifier: event.subject, email: email, isPrivateEmail: event.isPrivateEmail, actor: .apple
+                )
+            )
         case .emailDisabled:
             // The relay no longer forwards to this address: the escrow stops holding it.
-            return try await escrow.updateEmail(
-                userIdentifier: event.subject, email: nil, isPrivateEmail: nil, actor: .apple
-            ).rawValue
+            return try Self.answer(
+                try await escrow.updateEmail(userIdentifier: event.subject, email: nil, isPrivateEmail: nil, actor: .apple)
+            )
         case .unknown:
             return "ignored"
         }
+    }
+
+    /// A worker delivering the escrow right now: 503 with Retry-After, so that Apple retries the
+    /// notification after the lease (it was not recorded as handled).
+    private static func answer(_ update: Escrow.EmailUpdate) throws -> String {
+        if update == .busy {
+            throw Problem(
+                .serviceUnavailable, code: "escrow_busy", detail: "the escrow is being delivered; retry later",
+                headers: [.retryAfter: "30"]
+            )
+        }
+        return update.rawValue
     }
 }

@@ -46,9 +46,16 @@ public final class AppleVerifier: Sendable {
         guard claims.sub.value.utf8.elementsEqual(profile.userIdentifier.utf8) else {
             throw Rejection(reason: "sub does not match userIdentifier")
         }
-        if let tokenEmail = claims.email, let email = profile.email, tokenEmail.lowercased() != email.lowercased() {
+        if let tokenEmail = claims.email, let email = profile.email, !Self.asciiCaseInsensitiveEqual(tokenEmail, email) {
             throw Rejection(reason: "email does not match")
         }
+    }
+
+    /// Byte equality with only `A`–`Z` folded: `lowercased()` applies full Unicode case mapping, so the
+    /// Kelvin sign (U+212A) would match a `k` in the token.
+    static func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
+        func fold(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
+        return a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { fold($0) == fold($1) }
     }
 
     /// Checks a notification's signature and claims and returns them.

@@ -31,6 +31,8 @@ public enum EscrowHTTPApplication {
         )
         return Application(
             router: router,
+            // Idle keep-alive connections are closed: slow or idle clients cannot hold sockets forever.
+            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
             logger: logger
         )

@@ -13,9 +13,12 @@ extension SQLiteEscrowStore: NotificationLog {
         }
     }
 
-    public func forgetNotification(idHash: [UInt8]) async throws {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM apple_notification WHERE jti_hash = ?", arguments: [Data(idHash)])
+    public func hasNotification(idHash: [UInt8]) async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM apple_notification WHERE jti_hash = ?)"),
+                arguments: [Data(idHash)]
+            ) ?? false
         }
     }
 }

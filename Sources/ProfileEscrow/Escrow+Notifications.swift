@@ -16,6 +16,10 @@ extension Escrow {
         case captureOnly
         /// The change would leave nothing to escrow (no name, no email): nothing changed.
         case nothingLeft
+        /// A worker is delivering the escrow right now: nothing changed; try again after the lease.
+        case busy
+        /// The escrow is dead (its row may not even open): nothing changed.
+        case dead
     }
 
     /// Changes the email of the user's live escrow (Apple's `email-enabled` / `email-disabled`
@@ -36,7 +40,20 @@ extension Escrow {
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
             guard let record = try await store.record(blindIndex: index) else { return .notHeld }
-            let old = try await open(record, actor: actor)
+            // Changing a row that a worker is delivering would fence out the worker's outcome, and a
+            // confirmation would be lost (the escrow delivered again): wait for the lease instead.
+            if record.state == .leased, let end = record.leaseExpiresAt, end > now { return .busy }
+            if record.state == .dead { return .dead }
+            let old: EscrowPlaintext
+            do {
+                old = try await open(record, actor: actor)
+            } catch let error as EscrowError where error.code == .keyUnavailable {
+                logger.warning(
+                    "email change skipped: this keyring cannot open the escrow",
+                    metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                )
+                return .captureOnly
+            }
             guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail) else {
                 logger.info(
                     "email change skipped: nothing would be left to escrow",

@@ -44,6 +44,13 @@ struct Serve: AsyncParsableCommand {
         return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
     }
     var jwksPath: String? { appleJWKS ?? environment["PROFILE_ESCROW_APPLE_JWKS"] }
+    /// Unparsable environment values become NaN, which `validate()` refuses.
+    var rateLimitValue: Double {
+        rateLimit ?? environment["PROFILE_ESCROW_RATE_LIMIT"].map { Double($0) ?? .nan } ?? 100
+    }
+    var rateBurstValue: Double {
+        rateBurst ?? environment["PROFILE_ESCROW_RATE_BURST"].map { Double($0) ?? .nan } ?? 200
+    }
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port: must be 0-65535") }
@@ -52,8 +59,9 @@ struct Serve: AsyncParsableCommand {
                 "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
             )
         }
-        for value in [rateLimit, rateBurst].compactMap({ $0 }) where !(value > 0 && value.isFinite) {
-            throw ValidationError("--rate-limit and --rate-burst must be positive numbers")
+        for (name, value) in [("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue)]
+        where !(value > 0 && value.isFinite) {
+            throw ValidationError("--\(name) (or its environment variable) must be a positive number")
         }
         _ = try worker.escrowConfiguration(options)
         if !noWorker {
@@ -73,7 +81,9 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
 
-        let keyring = try options.loadKeyring()
+        // Never create a development keyring here: a service that silently sealed to a new keyring
+        // would leave every escrow sealed to the real one unopenable.
+        let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.ownerDescription = "profile-escrow serve"
         // Purges are flushed from the WAL in batches by the PurgeFlusher, not one checkpoint each.
@@ -95,10 +105,7 @@ struct Serve: AsyncParsableCommand {
         var configuration = EscrowHTTPConfiguration()
         configuration.host = host
         configuration.port = port
-        configuration.rateLimit = RateLimit(
-            requestsPerSecond: rateLimit ?? environment["PROFILE_ESCROW_RATE_LIMIT"].flatMap(Double.init) ?? 100,
-            burst: rateBurst ?? environment["PROFILE_ESCROW_RATE_BURST"].flatMap(Double.init) ?? 200
-        )
+        configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.metricsRequireToken = metricsToken || environment["PROFILE_ESCROW_METRICS_TOKEN"] == "1"
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)

@@ -174,7 +174,7 @@ struct EscrowPlaintextTests {
             (#"{"v":2,"# + base + "}", .invalidValue, "v"),
             (#"{"v":"1","# + base + "}", .invalidValue, "v"),
             (#"{"v":1.0,"# + base + "}", .invalidValue, "v"),
-            (#"{"v":1,"# + base + #","extra":1}"#, .unknownField, "extra"),
+            (#"{"v":1,"# + base + #","extra":1}"#, .unknownField, "<key>"),
             (#"{"v":1,"# + base + #","identityToken":"x"}"#, .unknownField, "identityToken"),
             (
                 #"{"v":1,"userIdentifier":"u1","email":"a@b","isPrivateEmail":false,"verified":false}"#, .missingField,

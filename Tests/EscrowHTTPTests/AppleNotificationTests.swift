@@ -141,3 +141,57 @@ struct AppleNotificationTests {
         }
     }
 }
+
+@Suite("Apple notifications: ordering and races")
+struct AppleNotificationOrderingTests {
+    let keys = AppleTestKeys.shared
+
+    @Test("an email change while a worker holds the lease answers 503, is not recorded, and applies on Apple's retry")
+    func emailChangeWaitsForTheLease() async throws {
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        let profile = try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile
+        let receipt = try await harness.escrow.capture(profile)
+        // A worker leases the escrow and is delivering it.
+        let leased = try await harness.store.claimDue(at: Date(), limit: 1, owner: "w1", leaseDuration: 60)
+        #expect(leased.count == 1)
+        let jws = try await keys.sign(
+            AppleTestKeys.NotificationClaims(
+                jti: "jti-busy", events: AppleTestKeys.events("email-disabled", sub: Fake.userIdentifier(1))
+            )
+        )
+        let post = { @Sendable () async throws -> TestResponse in
+            try await harness.app().test(.router) { client async throws in
+                try await client.execute(
+                    uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                    body: Fake.body(["payload": jws])
+                )
+            }
+        }
+        let busy = try await post()
+        #expect(busy.status == .serviceUnavailable)
+        #expect(busy.headers[.retryAfter] != nil)
+        // Nothing changed under the worker: its fencing token is still good.
+        let unchanged = try #require(try await harness.store.record(id: receipt.escrowID))
+        #expect(unchanged.revision == leased[0].revision)
+        // The worker gives the lease back; Apple retries the same notification (same jti).
+        let release = EscrowLifecycle().handle(
+            .release(fencingToken: leased[0].revision), on: leased[0], at: Date(), actor: .worker("w1")
+        )
+        #expect(try await harness.store.commit(release, id: receipt.escrowID, expectedRevision: leased[0].revision))
+        let retried = try await post()
+        #expect(retried.status == .ok)
+        #expect(retried.json["outcome"] as? String == "updated")
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email == nil)
+        // Now it is recorded: a third delivery is a duplicate.
+        let duplicate = try await post()
+        #expect(duplicate.json["outcome"] as? String == "duplicate")
+    }
+
+    @Test("the email in a token is compared ASCII case-insensitively only")
+    func emailComparisonFoldsOnlyASCII() {
+        #expect(AppleVerifier.asciiCaseInsensitiveEqual("Kate@Example.INVALID", "kate@example.invalid"))
+        // U+212A KELVIN SIGN lowercases to "k" under Unicode rules: it must not match.
+        #expect(!AppleVerifier.asciiCaseInsensitiveEqual("\u{212A}ate@example.invalid", "kate@example.invalid"))
+        #expect(!AppleVerifier.asciiCaseInsensitiveEqual("kate@example.invalid", "kate@example.invalid."))
+    }
+}

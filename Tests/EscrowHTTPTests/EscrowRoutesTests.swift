@@ -159,3 +159,36 @@ struct EscrowRoutesTests {
         #expect(try await harness.liveCount() == 0)
     }
 }
+
+@Suite("No personal data in logs on identifier routes")
+struct IdentifierRouteLogTests {
+    /// The path of these routes holds the user identifier: neither it nor the profile may reach a log
+    /// line or a response body other than the replay's own, whatever the route answers.
+    @Test func routesWithTheIdentifierInThePathLogNoPersonalData() async throws {
+        let harness = try await HTTPHarness()
+        let user = Fake.userIdentifier(7)
+        let bodies = try await harness.app().test(.router) { client async throws -> [String] in
+            var bodies: [String] = []
+            _ = try await client.execute(
+                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(7)
+            )
+            for (uri, method) in [
+                ("/v1/escrows/\(user)", HTTPRequest.Method.get), ("/v1/escrows/\(user)/replay", .post),
+                ("/v1/escrows/\(user)/confirm", .post), ("/v1/escrows/\(user)", .delete),
+                ("/v1/escrows/\(user)/nope", .post), ("/v1/escrows/\(user)", .put),
+                ("/v1/escrows/\(user)%20CANARYGIVEN", .get), ("/v1/escrows/\(user)/replay", .post),
+            ] {
+                let response = try await client.execute(uri: uri, method: method, headers: harness.headers())
+                if !uri.hasSuffix("/replay") || response.status != .ok { bodies.append(response.text) }
+            }
+            return bodies
+        }
+        #expect(bodies.count >= 6)
+        let logged = harness.loggedText()
+        #expect(!logged.isEmpty, "the harness captures the access log")
+        for token in Fake.tokens {
+            #expect(!logged.contains(token), "\(token) was logged")
+            #expect(!bodies.joined().contains(token), "\(token) was echoed in a response")
+        }
+    }
+}
