@@ -126,6 +126,7 @@ let package = Package(
                 "EscrowStoreConformance",
                 "EscrowCore",
                 "EscrowCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -153,6 +154,8 @@ let package = Package(
             name: "EscrowHTTPTests",
             dependencies: [
                 "EscrowHTTP",
+                // Built before these tests: they run the real binary beside an in-process server.
+                "profile-escrow",
                 "ProfileEscrow",
                 "EscrowSQLite",
                 "EscrowCore",

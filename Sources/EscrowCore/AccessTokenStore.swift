@@ -55,7 +55,8 @@ public protocol AccessTokenStore: Sendable {
     /// Revokes the active token `name`; returns false when there is none.
     func revokeToken(name: String, at now: Date) async throws -> Bool
 
-    /// The token whose hash is `hash`, active or revoked, if any.
+    /// The token whose hash is `hash`, active or revoked, if any. Asked at every request: a token
+    /// added or revoked by another process must be seen by the next call.
     func token(hash: [UInt8]) async throws -> AccessTokenRecord?
 }
 

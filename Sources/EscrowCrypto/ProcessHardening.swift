@@ -16,4 +16,10 @@ public enum ProcessHardening {
         _ = profile_escrow_set_not_dumpable()
         #endif
     }
+
+    /// Makes every file and directory this process creates owner-only (`umask 077`): the database,
+    /// its `-wal` and `-shm`, the token file and the keyring hold sealed or secret bytes.
+    public static func restrictNewFiles() {
+        _ = umask(0o077)
+    }
 }

@@ -8,7 +8,7 @@ public import ProfileEscrow
 ///
 /// ```swift
 /// let app = EscrowHTTPApplication.build(
-///     escrow: escrow, tokens: store, notifications: store, registry: registry,
+///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
 ///     configuration: configuration, logger: logger
 /// )
 /// try await ServiceGroup(services: [app], ...).run()

@@ -55,19 +55,11 @@ enum SQLiteSchema {
                     """
             )
         }
-        // v2: the HTTP API's bearer tokens (hashes only) and the ids of handled Apple notifications
-        // (hashes of their `jti`), for duplicate detection.
+        // v2: the ids of handled Apple notifications (hashes of their `jti`), for duplicate detection.
+        // The HTTP API's bearer tokens live in their own file (``SQLiteTokenSchema``).
         migrator.registerMigration("v2") { db in
             try db.execute(
                 sql: """
-                    CREATE TABLE access_token (
-                        name TEXT PRIMARY KEY NOT NULL,
-                        token_hash BLOB NOT NULL UNIQUE,
-                        scopes TEXT NOT NULL,
-                        created_at INTEGER NOT NULL,
-                        revoked_at INTEGER
-                    ) STRICT;
-
                     CREATE TABLE apple_notification (
                         jti_hash BLOB PRIMARY KEY NOT NULL,
                         received_at INTEGER NOT NULL

@@ -27,7 +27,7 @@ final class WriterLock: @unchecked Sendable {
                 "the store \(databasePath) is open for writing by another process (\(holder)). This SQLite "
                     + "allows one writing process per database file: stop that process, or use its HTTP API, "
                     + "or move to PostgreSQL to run several writers. Read-only commands (status, purge-report) "
-                    + "keep working."
+                    + "and token management (tokens add|list|revoke) keep working."
             )
         }
         let formatter = ISO8601DateFormatter()

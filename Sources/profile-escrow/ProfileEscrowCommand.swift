@@ -19,6 +19,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
     /// (argument-parser's own errors included, instead of its default 64).
     static func main() async {
         ProcessHardening.disableCoreDumps()
+        ProcessHardening.restrictNewFiles()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -17,6 +17,7 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the HTTP API (and the replay worker) until SIGTERM or SIGINT."
     )
     @OptionGroup var options: GlobalOptions
+    @OptionGroup var tokenStore: TokenStoreOptions
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to bind.") var port = 8080
     @Flag(name: .customLong("no-worker"), help: "Do not run the replay worker in this process.") var noWorker = false
@@ -99,6 +100,7 @@ struct Serve: AsyncParsableCommand {
                 "sqlite.mode": "\(store.holdsWriterSlot ? "single writer (SQLite < 3.51.3)" : "multi-writer")",
                 "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                 "address": "\(host):\(port)",
+                "tokens.path": "\(tokenStore.path(options))",
             ]
         )
 
@@ -112,8 +114,18 @@ struct Serve: AsyncParsableCommand {
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
         }
 
+        // Bearer tokens live in their own rollback-journal file, looked up at every request (no cache):
+        // `tokens add` and `tokens revoke` change them beside this process and take effect at once.
+        let tokens = try tokenStore.open(options)
+        if try await tokens.tokens().allSatisfy(\.isRevoked) {
+            logger.warning(
+                "no active bearer token: every API request will answer 401 until `profile-escrow tokens add`",
+                metadata: ["tokens.path": "\(tokens.path)"]
+            )
+        }
+
         let app = EscrowHTTPApplication.build(
-            escrow: escrow, tokens: store, notifications: store, registry: registry, configuration: configuration,
+            escrow: escrow, tokens: tokens, notifications: store, registry: registry, configuration: configuration,
             logger: logger
         )
 
@@ -133,6 +145,7 @@ struct Serve: AsyncParsableCommand {
         )
         try await group.run()
         try store.close()
+        try tokens.close()
         logger.notice("stopped")
     }
 

@@ -4,7 +4,9 @@ import EscrowHTTP
 import EscrowSQLite
 import Foundation
 
-/// `profile-escrow tokens add|list|revoke`: the HTTP API's bearer tokens, stored hashed.
+/// `profile-escrow tokens add|list|revoke`: the HTTP API's bearer tokens, stored hashed in the token
+/// file (`--tokens`), never in the database: these commands work while `serve` runs, and `serve` sees
+/// a change at its next request.
 struct Tokens: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the HTTP API's bearer tokens: add (shown once), list, revoke.",
@@ -22,6 +24,7 @@ struct Tokens: AsyncParsableCommand {
             abstract: "Make a token; prints it once (only its hash is stored)."
         )
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var tokenStore: TokenStoreOptions
         @Argument(help: "Token name, [A-Za-z0-9._-]{1,64}; the audit actor is http:<name>.") var name: String
         @Option(
             name: .customLong("scope"), parsing: .upToNextOption,
@@ -40,7 +43,7 @@ struct Tokens: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let store = try options.openStore(owner: "profile-escrow tokens add")
+            let store = try tokenStore.open(options)
             let token: String
             do {
                 token = try await AccessTokens.issue(
@@ -59,10 +62,12 @@ struct Tokens: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List tokens (names and scopes, never tokens).")
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var tokenStore: TokenStoreOptions
 
         func run() async throws {
-            let store = try options.openStore(readOnly: true, owner: "profile-escrow tokens list")
-            let tokens = try await store.tokens()
+            // Listing creates nothing: no token file yet is no token.
+            let path = tokenStore.path(options)
+            let tokens = FileManager.default.fileExists(atPath: path) ? try await tokenStore.open(options).tokens() : []
             if tokens.isEmpty { print("no tokens") }
             for token in tokens {
                 let status = token.revokedAt.map { "revoked \(iso($0))" } ?? "active"
@@ -75,12 +80,13 @@ struct Tokens: AsyncParsableCommand {
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a token: it answers 401 from now on.")
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var tokenStore: TokenStoreOptions
         @Argument(help: "Token name.") var name: String
 
         func validate() throws { try Tokens.validateName(name) }
 
         func run() async throws {
-            let store = try options.openStore(owner: "profile-escrow tokens revoke")
+            let store = try tokenStore.open(options)
             guard try await store.revokeToken(name: name, at: Date()) else {
                 throw Found(found: false, message: "no active token with this name")
             }

@@ -40,7 +40,7 @@ struct AuthAndErrorTests {
                 #expect(response.status == .forbidden, "\(method) \(path)")
                 #expect(response.json["code"] as? String == "forbidden")
             }
-            #expect(try await harness.store.revokeToken(name: "scope-read", at: Date()))
+            #expect(try await harness.tokenStore.revokeToken(name: "scope-read", at: Date()))
             let revoked = try await client.execute(uri: uri, method: .get, headers: harness.headers("read"))
             #expect(revoked.status == .unauthorized)
         }

@@ -34,6 +34,8 @@ struct HTTPHarness {
     let logs = InMemoryLogHandler()
     let logger: Logger
     let store: SQLiteEscrowStore
+    /// The bearer tokens, in their own file beside the database (as `serve` keeps them).
+    let tokenStore: SQLiteTokenStore
     let escrow: Escrow
     let registry = PrometheusCollectorRegistry()
     var configuration = EscrowHTTPConfiguration()
@@ -41,6 +43,7 @@ struct HTTPHarness {
     let tokens: [String: String]
 
     var databasePath: String { directory.path + "/escrow.sqlite" }
+    var tokensPath: String { directory.path + "/tokens.sqlite" }
 
     init(
         keyring: Keyring = Keyring.generate(), apple: AppleVerifier? = nil, rateLimit: RateLimit = RateLimit(),
@@ -53,14 +56,17 @@ struct HTTPHarness {
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.checkpointAfterPurge = checkpointAfterPurge
         store = try SQLiteEscrowStore(path: directory.path + "/escrow.sqlite", configuration: storeConfiguration, logger: logger)
+        tokenStore = try SQLiteTokenStore(path: directory.path + "/tokens.sqlite", logger: logger)
         escrow = Escrow(store: store, keyring: keyring, logger: logger)
         configuration.apple = apple
         configuration.rateLimit = rateLimit
         var tokens: [String: String] = [:]
         for scope in AccessTokenScope.allCases {
-            tokens[scope.rawValue] = try await AccessTokens.issue(name: "scope-\(scope.rawValue)", scopes: [scope], store: store)
+            tokens[scope.rawValue] = try await AccessTokens.issue(
+                name: "scope-\(scope.rawValue)", scopes: [scope], store: tokenStore
+            )
         }
-        tokens["all"] = try await AccessTokens.issue(name: "all", scopes: Set(AccessTokenScope.allCases), store: store)
+        tokens["all"] = try await AccessTokens.issue(name: "all", scopes: Set(AccessTokenScope.allCases), store: tokenStore)
         self.tokens = tokens
     }
 
@@ -68,7 +74,7 @@ struct HTTPHarness {
         var configuration = configuration
         configuration.port = 0
         return EscrowHTTPApplication.build(
-            escrow: escrow, tokens: store, notifications: store, registry: registry, configuration: configuration,
+            escrow: escrow, tokens: tokenStore, notifications: store, registry: registry, configuration: configuration,
             logger: logger
         )
     }

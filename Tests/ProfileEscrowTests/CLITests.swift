@@ -69,6 +69,11 @@ struct CLITests {
         let capture = try run(["capture"], stdin: Self.body(1))
         #expect(capture.status == 0, "\(capture.stderr)")
         #expect(EscrowID(hex: capture.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
+        // umask 077: what the CLI creates is owner-only (the -wal and -shm are gone after the last close).
+        for path in [database, keyring, database + ".writer-lock"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode.map { $0 & 0o077 } == 0, "\(path) is accessible by others")
+        }
         let status = try run(["status", Self.user(1), "--format", "json"])
         #expect(status.status == 0)
         #expect(status.stdout.contains("\"state\" : \"pending\""))

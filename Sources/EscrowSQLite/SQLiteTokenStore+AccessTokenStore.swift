@@ -2,7 +2,7 @@ public import EscrowCore
 public import Foundation
 import GRDB
 
-extension SQLiteEscrowStore: AccessTokenStore {
+extension SQLiteTokenStore {
     public func addToken(_ record: AccessTokenRecord) async throws {
         try await write { db in
             let active = try Int.fetchOne(
@@ -16,8 +16,8 @@ extension SQLiteEscrowStore: AccessTokenStore {
             try db.execute(
                 sql: "INSERT INTO access_token (name, token_hash, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [
-                    record.name, Data(record.hash), Self.scopesText(record.scopes), Self.ms(record.createdAt),
-                    Self.ms(record.revokedAt),
+                    record.name, Data(record.hash), Self.scopesText(record.scopes),
+                    SQLiteEscrowStore.ms(record.createdAt), SQLiteEscrowStore.ms(record.revokedAt),
                 ]
             )
         }
@@ -33,7 +33,7 @@ extension SQLiteEscrowStore: AccessTokenStore {
         try await write { db in
             try db.execute(
                 sql: "UPDATE access_token SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
-                arguments: [Self.ms(now), name]
+                arguments: [SQLiteEscrowStore.ms(now), name]
             )
             return db.changesCount == 1
         }
@@ -41,8 +41,8 @@ extension SQLiteEscrowStore: AccessTokenStore {
 
     public func token(hash: [UInt8]) async throws -> AccessTokenRecord? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM access_token WHERE token_hash = ?", arguments: [Data(hash)])
-                .map(Self.token(from:))
+            let statement = try db.cachedStatement(sql: "SELECT * FROM access_token WHERE token_hash = ?")
+            return try Row.fetchOne(statement, arguments: [Data(hash)]).map(Self.token(from:))
         }
     }
 
@@ -54,7 +54,8 @@ extension SQLiteEscrowStore: AccessTokenStore {
         let scopes = (row["scopes"] as String).split(separator: " ").compactMap { AccessTokenScope(rawValue: String($0)) }
         return AccessTokenRecord(
             name: row["name"], scopes: Set(scopes), hash: [UInt8](row["token_hash"] as Data),
-            createdAt: date(row["created_at"] as Int64), revokedAt: date(row["revoked_at"] as Int64?)
+            createdAt: SQLiteEscrowStore.date(row["created_at"] as Int64),
+            revokedAt: SQLiteEscrowStore.date(row["revoked_at"] as Int64?)
         )
     }
 }
