@@ -148,10 +148,20 @@ extension SQLiteEscrowStore {
 
     public func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
         try await read { db in
-            try Row.fetchAll(try db.cachedStatement(sql: "SELECT * FROM audit_event WHERE seq > ? ORDER BY seq LIMIT ?"), arguments: [sequence, limit]
-            ).map(Self.event(from:))
+            // A cursor maps each row as SQLite steps, without copying the page into Row values first.
+            let cursor = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: "SELECT \(Self.auditColumns) FROM audit_event WHERE seq > ? ORDER BY seq LIMIT ?"
+                ),
+                arguments: [sequence, limit]
+            )
+            var events: [AuditEvent] = []
+            events.reserveCapacity(min(limit, 65_536))
+            while let row = try cursor.next() { events.append(Self.event(from: row)) }
+            return events
         }
     }
+
 
     public func auditHead() async throws -> AuditHead? {
         try await read { db in

@@ -52,7 +52,7 @@ public struct PurgeReport: Sendable, Equatable {
     /// - Parameter onPurge: called for each purge in the period, in order (the CSV rows).
     public static func build(
         store: any EscrowStore, since: Date? = nil, until: Date? = nil, verify: Bool, now: Date = Date(),
-        pageSize: Int = 5_000, onPurge: ((Purge) -> Void)? = nil
+        pageSize: Int = 20_000, onPurge: ((Purge) -> Void)? = nil
     ) async throws -> PurgeReport {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
         var verifier = AuditChain.Verifier()
