@@ -4,19 +4,21 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// POSTs one escrow to the registration backend (SPEC §7) and classifies the answer.
 ///
 /// Redirects are never followed (a `3xx` is classified like any unexpected status: retry later);
-/// TLS certificates are verified (async-http-client's default); every request has a deadline.
+/// TLS certificates are verified (async-http-client's default); every exchange, body included, has
+/// one deadline.
 struct BackendClient: Sendable {
     let http: HTTPClient
     let url: String
     let secret: WebhookSecret
-    let timeout: Double
 
-    /// The largest response body read (and discarded) so the connection can be reused.
-    static let maximumResponseBody = 64 * 1024
+    /// The most of a response body read (and discarded) so the connection can be reused: only the
+    /// status and `Retry-After` matter. Past it the connection is closed instead.
+    static let maximumResponseBody = 16 * 1024
 
     /// A client for `configuration`, shut down when `body` returns.
     static func with<T>(
@@ -39,8 +41,7 @@ struct BackendClient: Sendable {
         let client = BackendClient(
             http: http,
             url: configuration.backendURL.absoluteString,
-            secret: configuration.webhookSecret,
-            timeout: configuration.deliveryTimeout
+            secret: configuration.webhookSecret
         )
         let result: T
         do {
@@ -59,11 +60,16 @@ struct BackendClient: Sendable {
         var failure: String?
         /// No answer within the delivery timeout: the backend may still be working on the request.
         var timedOut = false
+        /// The status line and headers came in time, but the deadline cut off reading the body. The
+        /// status decides the outcome all the same (docs/replay.md, "Deadlines").
+        var bodyCutOff = false
     }
 
-    /// Sends `body` for `escrowID` and says what the backend answered. Network failures and
+    /// Sends `body` for `escrowID` and says what the backend answered, all within `seconds`: the
+    /// request, the answer's head and the (bounded, discarded) body share this one deadline, so a
+    /// backend that dribbles its answer cannot hold a delivery past it. Network failures and
     /// timeouts are `.retry(status: nil, …)`; this never throws.
-    func deliver(body: [UInt8], escrowID: String, now: Date = Date()) async -> Answer {
+    func deliver(body: [UInt8], escrowID: String, within seconds: Double, now: Date = Date()) async -> Answer {
         let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
         var request = HTTPClientRequest(url: url)
         request.method = .POST
@@ -77,14 +83,55 @@ struct BackendClient: Sendable {
         )
         request.headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
         request.body = .bytes(body)
-        let deadline = NIODeadline.now() + .milliseconds(Int64(timeout * 1000))
+
+        let budget = TimeAmount.milliseconds(Int64(max(0, seconds) * 1000))
+        let deadline = NIODeadline.now() + budget
+        // The answer as soon as its head is in: what the deadline leaves when it cuts the body off.
+        let heard = Heard()
+        let prepared = request
+        return await withTaskGroup(of: Answer?.self) { group in
+            group.addTask { await self.exchange(prepared, deadline: deadline, heard: heard) }
+            group.addTask {
+                // The one deadline over the whole exchange: async-http-client's own deadline stops
+                // applying once the head is in, and its read timeout restarts with every chunk.
+                try? await Task.sleep(for: .nanoseconds(budget.nanoseconds))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            // Cancelling the exchange cancels the request and closes its connection at once.
+            group.cancelAll()
+            if let first { return first }
+            if var answer = heard.answer.withLock({ $0 }) {
+                answer.bodyCutOff = true
+                return answer
+            }
+            return Answer(
+                outcome: .retry(status: nil, retryAfter: nil),
+                failure: "no answer within the delivery deadline",
+                timedOut: true
+            )
+        }
+    }
+
+    /// The request, then its answer's head (which decides the outcome), then at most
+    /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused.
+    private func exchange(_ request: HTTPClientRequest, deadline: NIODeadline, heard: Heard) async -> Answer {
         do {
             let response = try await http.execute(request, deadline: deadline)
             let status = Int(response.status.code)
             let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: Date())
-            // Drain (bounded) so the connection can be reused; the status has decided already.
-            _ = try? await response.body.collect(upTo: Self.maximumResponseBody)
-            return Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
+            let answer = Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
+            heard.answer.withLock { $0 = answer }
+            // The status has decided; the body is drained (bounded) only so the connection can be
+            // reused. Too large, or a failure while reading it: the connection is closed instead.
+            var read = 0
+            do {
+                for try await chunk in response.body {
+                    read += chunk.readableBytes
+                    if read > Self.maximumResponseBody { break }
+                }
+            } catch {}
+            return answer
         } catch {
             // async-http-client's errors name the failure (deadlineExceeded, connectTimeout,
             // remoteConnectionClosed, connection refused…), never the request body.
@@ -95,5 +142,10 @@ struct BackendClient: Sendable {
                 timedOut: timedOut
             )
         }
+    }
+
+    /// The answer as soon as its head came in, shared between the exchange and its deadline.
+    final class Heard: Sendable {
+        let answer = Mutex<Answer?>(nil)
     }
 }

@@ -18,10 +18,12 @@ extension ReplayWorker {
         public var webhookSecret: WebhookSecret
         /// Deliveries in flight at once, per worker.
         public var concurrency = 4
-        /// How long a claimed escrow stays this worker's. Must exceed ``deliveryTimeout``: a
-        /// delivery starts only when its whole timeout fits in what is left of the lease.
+        /// How long a claimed escrow stays this worker's. At least ``deliveryTimeout`` plus
+        /// ``leaseMargin``: a delivery starts only when at least its timeout is left of the lease, and
+        /// it ends (answer or not) a margin before the lease does.
         public var leaseDuration: Double = 120
-        /// The most one delivery may take, connection included; then it counts as a retryable failure.
+        /// The most one delivery may take, from connecting to the last byte of the answer read; then it
+        /// counts as a retryable failure (a timeout).
         public var deliveryTimeout: Double = 30
         /// How often an idle worker looks for due escrows.
         public var pollInterval: Double = 1
@@ -30,8 +32,16 @@ extension ReplayWorker {
         /// How often purged bytes are flushed from the store's files (SQLite: a WAL checkpoint),
         /// when something was purged since the last flush.
         public var checkpointInterval: Double = 5
+        /// Whether the worker flushes purged bytes itself (every ``checkpointInterval`` and when it
+        /// stops). Turn it off when another service of the process flushes the same store, as
+        /// `PurgeFlusher` does in `profile-escrow serve`.
+        public var flushesPurges = true
         /// The worker's name in leases and in the audit trail (`worker:<id>`).
         public var workerID: String = ReplayWorker.defaultWorkerID()
+
+        /// How long before its lease runs out a delivery must end, so that its outcome is recorded
+        /// while the lease is still this worker's: 10% of the delivery timeout, at most 5 seconds.
+        public var leaseMargin: Double { min(5, deliveryTimeout / 10) }
 
         public init(backendURL: URL, webhookSecret: WebhookSecret) {
             self.backendURL = backendURL
@@ -61,16 +71,40 @@ extension ReplayWorker {
                     throw EscrowError(.invalidConfiguration, "the \(name) must be a positive duration")
                 }
             }
-            guard leaseDuration > deliveryTimeout else {
+            guard leaseDuration >= deliveryTimeout + leaseMargin else {
                 throw EscrowError(
                     .invalidConfiguration,
-                    "the lease (\(leaseDuration)s) must be longer than the delivery timeout (\(deliveryTimeout)s)"
+                    "the lease (\(Self.seconds(leaseDuration))) must be at least the delivery timeout "
+                        + "(\(Self.seconds(deliveryTimeout))) plus a margin of \(Self.seconds(leaseMargin)) "
+                        + "(10% of the delivery timeout, at most 5s) to record the outcome in"
                 )
             }
             let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._:-".utf8)
             guard (1...64).contains(workerID.utf8.count), workerID.utf8.allSatisfy(allowed.contains) else {
                 throw EscrowError(.invalidConfiguration, "the worker id must be 1-64 characters of [A-Za-z0-9._:-]")
             }
+        }
+
+        /// The backend's host when deliveries would cross a network in clear text: an `http` URL whose
+        /// host is not loopback (`localhost`, `127.0.0.0/8`, `::1`). Nil for `https` and for loopback,
+        /// where a sidecar on the same machine may terminate TLS.
+        public var cleartextHost: String? {
+            guard backendURL.scheme?.lowercased() == "http", let host = backendURL.host?.lowercased() else {
+                return nil
+            }
+            let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+            if bare == "localhost" || bare == "localhost." || bare == "::1" || bare == "0:0:0:0:0:0:0:1" {
+                return nil
+            }
+            let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
+            if octets.count == 4, octets[0] == "127", octets.allSatisfy({ UInt8($0) != nil }) { return nil }
+            return host
+        }
+
+        /// `30s`, `2.5s`, `0.25s`: a duration for an error message, to the millisecond.
+        static func seconds(_ value: Double) -> String {
+            let rounded = (value * 1000).rounded() / 1000
+            return rounded == rounded.rounded() && abs(rounded) < 1e15 ? "\(Int64(rounded))s" : "\(rounded)s"
         }
 
         static func checkURL(_ url: URL) throws(EscrowError) {

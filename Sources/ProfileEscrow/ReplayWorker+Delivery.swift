@@ -15,8 +15,10 @@ extension ReplayWorker {
 
     /// Delivers one leased escrow and commits the outcome with the lease's fencing token.
     ///
-    /// The request is only sent when the whole delivery timeout fits in what is left of the lease,
-    /// so the lease cannot run out (and another worker take over) while this request is in flight.
+    /// Just before the request is sent, at least the delivery timeout must be left of the lease
+    /// (otherwise the lease is given back unattempted), and the whole exchange must end a margin
+    /// before the lease does: `deadline = min(now + deliveryTimeout, leaseEnd - leaseMargin)`. So the
+    /// lease cannot run out (and another worker take over) while this request is in flight.
     func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async {
         let metadata: Logger.Metadata = [
             "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
@@ -26,9 +28,8 @@ extension ReplayWorker {
             await release(record, run: run, because: "shutting down", metadata: metadata)
             return
         }
-        guard let leaseEnd = record.leaseExpiresAt,
-            leaseEnd.timeIntervalSinceNow > configuration.deliveryTimeout
-        else {
+        // Checked once now (not worth opening the escrow otherwise), and again right before sending.
+        guard let leaseEnd = record.leaseExpiresAt, deliveryBudget(leaseEnd: leaseEnd, now: Date()) != nil else {
             await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
             return
         }
@@ -55,9 +56,14 @@ extension ReplayWorker {
             await release(record, run: run, because: "shutting down", metadata: metadata)
             return
         }
+        // Again after opening the escrow (which may have waited on the store), right before sending.
+        guard let budget = deliveryBudget(leaseEnd: leaseEnd, now: Date()) else {
+            await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
+            return
+        }
 
         let started = ContinuousClock.now
-        var answer = await backend.deliver(body: body, escrowID: record.id.hex)
+        var answer = await backend.deliver(body: body, escrowID: record.id.hex, within: budget)
         if answer.timedOut {
             // The backend may still be working on the request it did not answer in time: wait at
             // least one delivery timeout before sending it again (the backoff, when longer, wins).
@@ -75,6 +81,7 @@ extension ReplayWorker {
         if let status = answer.outcome.status { logged["http.status"] = "\(status)" }
         if let failure = answer.failure { logged["error"] = "\(failure)" }
         logged["duration.ms"] = "\(Int(seconds * 1000))"
+        if answer.bodyCutOff { logged["body"] = "cut off at the deadline" }
         logger.info("escrow delivered", metadata: logged)
 
         if Task.isCancelled, answer.failure != nil {
@@ -93,6 +100,15 @@ extension ReplayWorker {
             }
         }
         if result == .confirmed { run?.purged() }
+    }
+
+    /// How long the delivery of an escrow leased until `leaseEnd` may take from `now`: the delivery
+    /// timeout, but ending ``Configuration/leaseMargin`` before the lease does. Nil (do not send)
+    /// when less than the delivery timeout is left of the lease.
+    func deliveryBudget(leaseEnd: Date, now: Date) -> Double? {
+        let left = leaseEnd.timeIntervalSince(now)
+        guard left >= configuration.deliveryTimeout else { return nil }
+        return min(configuration.deliveryTimeout, left - configuration.leaseMargin)
     }
 
     /// Records the backend's answer with compare-and-set on the lease's revision (its fencing

@@ -9,7 +9,8 @@ import Foundation
 /// A `Service` for swift-service-lifecycle: ``run()`` keeps delivering until graceful shutdown, then
 /// claims nothing more, lets deliveries in flight finish (each within the delivery timeout) and
 /// gives back the leases of anything claimed but not started. ``runOnce(progress:)`` delivers what
-/// is due now and returns.
+/// is due now and returns. A ``Configuration/backendURL`` in plain `http` to a host that is not
+/// loopback is logged as a warning when the worker is made.
 ///
 /// ```swift
 /// let worker = try ReplayWorker(
@@ -44,6 +45,13 @@ public final class ReplayWorker: Service {
         var logger = logger
         logger[metadataKey: "worker.id"] = "\(configuration.workerID)"
         self.logger = logger
+        if let host = configuration.cleartextHost {
+            // Not fatal: TLS may be terminated by a proxy on the way; but say it, once.
+            logger.warning(
+                "the backend URL is plain http to a host that is not loopback: profiles cross the network unencrypted",
+                metadata: ["backend.host": "\(host)"]
+            )
+        }
     }
 
     var actor: AuditActor { .worker(configuration.workerID) }
@@ -64,7 +72,10 @@ public final class ReplayWorker: Service {
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { group in
                     var nextSweep = Date()
-                    var nextFlush = Date().addingTimeInterval(configuration.checkpointInterval)
+                    // Never, when another service flushes this store (`flushesPurges` off).
+                    var nextFlush =
+                        configuration.flushesPurges
+                        ? Date().addingTimeInterval(configuration.checkpointInterval) : Date.distantFuture
                     while !run.isShuttingDown, !Task.isCancelled {
                         let now = Date()
                         if now >= nextSweep {
@@ -196,8 +207,10 @@ public final class ReplayWorker: Service {
         }
     }
 
-    /// Flushes purged bytes from the store's files when something was purged since the last flush.
+    /// Flushes purged bytes from the store's files when something was purged since the last flush
+    /// (and when this worker flushes at all: ``Configuration/flushesPurges``).
     private func flush(_ run: ReplayRun) async {
+        guard configuration.flushesPurges else { return }
         let purged = run.takePurgedSinceFlush()
         guard purged > 0 else { return }
         do {

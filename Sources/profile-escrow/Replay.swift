@@ -43,13 +43,15 @@ struct Replay: AsyncParsableCommand {
             progress.finish()
             print("replay: \(summary)")
         } else {
-            let group = ServiceGroup(
-                configuration: ServiceGroupConfiguration(
-                    services: [.init(service: replayWorker)],
-                    gracefulShutdownSignals: [.sigterm, .sigint],
-                    logger: logger
-                )
+            var groupConfiguration = ServiceGroupConfiguration(
+                services: [.init(service: replayWorker)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
             )
+            // Deliveries in flight end within the delivery timeout; past this bound they are cancelled
+            // (their leases run out, and fencing discards any late outcome).
+            groupConfiguration.maximumGracefulShutdownDuration = try worker.gracefulShutdownBound()
+            let group = ServiceGroup(configuration: groupConfiguration)
             try await group.run()
             print("replay: stopped")
         }

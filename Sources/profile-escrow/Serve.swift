@@ -134,15 +134,21 @@ struct Serve: AsyncParsableCommand {
         // flusher (a last WAL checkpoint).
         var services: [any Service] = [PurgeFlusher(store: store, logger: logger)]
         if !noWorker {
-            services.append(
-                try ReplayWorker(escrow: escrow, configuration: try worker.workerConfiguration(), logger: logger)
-            )
+            var workerConfiguration = try worker.workerConfiguration()
+            // The PurgeFlusher above flushes the store for everyone: not twice.
+            workerConfiguration.flushesPurges = false
+            services.append(try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger))
         }
         services.append(app)
 
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: services,
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
         )
+        // A stuck delivery (or anything else) cannot hold shutdown forever: then the rest is cancelled.
+        groupConfiguration.maximumGracefulShutdownDuration = try worker.gracefulShutdownBound()
+        let group = ServiceGroup(configuration: groupConfiguration)
         try await group.run()
         try store.close()
         try tokens.close()

@@ -10,8 +10,11 @@ struct WorkerOptions: ParsableArguments {
     @Option(help: "Attempts before a retryable failure makes an escrow dead.") var maxAttempts = 50
     @Option(help: "First backoff ceiling, e.g. 1s (doubles per attempt, full jitter).") var backoffBase = "1s"
     @Option(help: "Largest wait between attempts, Retry-After included.") var backoffMax = "1h"
-    @Option(help: "How long a claimed escrow stays this worker's; longer than --delivery-timeout.") var lease = "2m"
-    @Option(help: "The most one delivery may take.") var deliveryTimeout = "30s"
+    @Option(
+        help: "How long a claimed escrow stays this worker's: at least --delivery-timeout plus 10% of it (at most 5s)."
+    )
+    var lease = "2m"
+    @Option(help: "The most one delivery may take, reading the answer included.") var deliveryTimeout = "30s"
     @Option(help: "How long to wait for a confirm call after a 202 before delivering again.") var confirmTimeout = "1h"
     @Option(help: "How often an idle worker looks for due escrows.") var pollInterval = "1s"
     @Option(help: "How often expired escrows are purged while running.") var sweepInterval = "1m"
@@ -45,6 +48,15 @@ struct WorkerOptions: ParsableArguments {
         } catch let error as EscrowError {
             throw ValidationError(error.message)
         }
+    }
+
+    /// How long graceful shutdown may take before the service group cancels what is left: one
+    /// delivery timeout (deliveries in flight end by then) plus 10 s for recording outcomes, giving
+    /// leases back and a last flush. A delivery cancelled past it leaves its lease to run out; the
+    /// lease's fencing token keeps its late outcome, if any, from changing anything.
+    func gracefulShutdownBound() throws -> Duration {
+        let timeout = try WorkerOptions.duration(deliveryTimeout, option: "delivery-timeout")
+        return .milliseconds(Int64(min(timeout, 86_400) * 1000)) + .seconds(10)
     }
 
     func escrowConfiguration(_ options: GlobalOptions) throws -> EscrowConfiguration {

@@ -34,6 +34,9 @@ final class BackendStub: Sendable {
         case delayed(Double, Reply)
         /// Close the connection without an answer (a reset, as the worker sees it).
         case close
+        /// The status line and headers at once, then a body of `bytes` bytes, one every `every`
+        /// seconds: a backend (or proxy) that answers in time but takes ages to finish.
+        case dripping(Int, headers: [String: String] = [:], every: Double, bytes: Int)
     }
 
     /// The answers sent, per escrow id: what the worker may have heard.
@@ -154,6 +157,11 @@ final class BackendStub: Sendable {
         }
     }
 
+    /// The status line went out on an open connection; the body is still to come (`dripping`).
+    fileprivate func headSent(_ request: Request, status: Int) {
+        state.withLock { $0.answered.append(Answered(key: request.idempotencyKey ?? "-", status: status)) }
+    }
+
     private final class Handler: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
@@ -218,6 +226,52 @@ final class BackendStub: Sendable {
                 pending = nil
                 stub.done(request, status: nil, heard: false)
                 context.close(promise: nil)
+            case .dripping(let status, let extra, let interval, let count):
+                var headers = HTTPHeaders([("Content-Length", "\(count)")])
+                for (name, value) in extra { headers.add(name: name, value: value) }
+                if !keepAlive { headers.add(name: "Connection", value: "close") }
+                guard context.channel.isActive else {
+                    stub.done(request, status: nil, heard: false)
+                    return
+                }
+                // Still in flight until the last byte went out or the client hung up.
+                pending = request
+                stub.headSent(request, status: status)
+                let head = HTTPResponseHead(
+                    version: .http1_1,
+                    status: HTTPResponseStatus(statusCode: status),
+                    headers: headers
+                )
+                context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+                drip(left: count, every: interval, request: request, keepAlive: keepAlive, context: context)
+            }
+        }
+
+        /// One byte of a `dripping` body every `interval`, then the end; stops when the client hangs up.
+        private func drip(
+            left: Int,
+            every interval: Double,
+            request: Request,
+            keepAlive: Bool,
+            context: ChannelHandlerContext
+        ) {
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(Int64(interval * 1000))) {
+                let (handler, context) = loopBound.value
+                guard handler.pending != nil, context.channel.isActive else { return }
+                var byte = context.channel.allocator.buffer(capacity: 1)
+                byte.writeString(" ")
+                context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(byte))), promise: nil)
+                if left > 1 {
+                    handler.drip(
+                        left: left - 1, every: interval, request: request, keepAlive: keepAlive, context: context
+                    )
+                    return
+                }
+                handler.pending = nil
+                handler.stub.done(request, status: nil, heard: false)
+                context.writeAndFlush(handler.wrapOutboundOut(.end(nil)), promise: nil)
+                if !keepAlive { context.close(promise: nil) }
             }
         }
     }

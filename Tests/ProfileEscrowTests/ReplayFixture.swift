@@ -6,6 +6,7 @@ import InMemoryLogging
 import Logging
 @testable import ProfileEscrow
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// A store with captured fake profiles, a backend stub, and workers pointed at it.
@@ -104,6 +105,43 @@ struct ReplayFixture {
             #expect(!logged.contains(token), "personal data logged", sourceLocation: sourceLocation)
         }
     }
+}
+
+/// A store that counts ``EscrowStore/flushPurged()`` calls and passes everything on.
+final class FlushCountingStore: EscrowStore {
+    let inner: SQLiteEscrowStore
+    private let count = Mutex(0)
+
+    init(_ inner: SQLiteEscrowStore) { self.inner = inner }
+
+    var flushes: Int { count.withLock { $0 } }
+
+    func flushPurged() async throws {
+        count.withLock { $0 += 1 }
+        try await inner.flushPurged()
+    }
+
+    func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
+        try await inner.capture(record, actor: actor)
+    }
+    func record(id: EscrowID) async throws -> EscrowRecord? { try await inner.record(id: id) }
+    func record(blindIndex: BlindIndex) async throws -> EscrowRecord? { try await inner.record(blindIndex: blindIndex) }
+    func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
+        try await inner.commit(action, id: id, expectedRevision: expectedRevision)
+    }
+    func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws -> [EscrowRecord] {
+        try await inner.claimDue(at: now, limit: limit, owner: owner, leaseDuration: leaseDuration)
+    }
+    func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
+        try await inner.records(query, after: cursor, limit: limit)
+    }
+    func keyVersionsInUse() async throws -> [UInt32: Int] { try await inner.keyVersionsInUse() }
+    func appendAudit(_ drafts: [AuditDraft]) async throws { try await inner.appendAudit(drafts) }
+    func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
+        try await inner.auditEvents(after: sequence, limit: limit)
+    }
+    func auditHead() async throws -> AuditHead? { try await inner.auditHead() }
+    func summary(at now: Date) async throws -> StoreSummary { try await inner.summary(at: now) }
 }
 
 struct TimedOut: Error, CustomStringConvertible {

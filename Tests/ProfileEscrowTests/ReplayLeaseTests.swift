@@ -26,13 +26,16 @@ struct ReplayLeaseTests {
         let current = try #require(try await fixture.store.record(id: id))
         let eventsBefore = try await fixture.allEvents().count
 
-        // The stalled worker wakes up: its late outcomes change nothing, whatever they are.
+        // The stalled worker wakes up: its late outcomes, committed with its old fencing token, change
+        // nothing, whatever they are (the store's compare-and-set on the revision refuses them).
         for outcome: DeliveryOutcome in [
             .confirmed(status: 200), .rejected(status: 410), .retry(status: 503, retryAfter: nil),
         ] {
             #expect(await stalled.commit(outcome, for: lease, metadata: [:]) == .stale)
         }
-        // Nor does it send anything with the lease it lost.
+        // Nor does it send anything: its copy of the lease says the lease ran out (the lease-time
+        // check, not fencing, stops this one; see the next test for a worker that believes it still
+        // holds the lease).
         try await BackendClient.with(stalled.configuration, logger: Logger(label: "test")) { backend in
             await stalled.deliver(lease, backend: backend, run: nil)
         }
@@ -40,6 +43,84 @@ struct ReplayLeaseTests {
         #expect(try await fixture.allEvents().count == eventsBefore)
         #expect(fixture.requests(id).count == 1)
         #expect(fixture.harness.loggedText().contains("stale lease"))
+    }
+
+    /// A worker whose lease was taken over but that still believes it holds it (its copy says a
+    /// minute is left: a paused process, a clock that jumped) gets as far as sending; the backend
+    /// sees the same Idempotency-Key again. Its confirmation is then committed with its old fencing
+    /// token and changes nothing: fencing, not the lease-time check, protects the escrow here.
+    @Test func aWorkerThatStillBelievesItHoldsATakenOverLeaseIsFencedOff() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in .status(count == 0 ? 202 : 200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let stalled = try fixture.worker(id: "stalled")
+        var lease = try #require(
+            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "stalled", leaseDuration: 0.05).first
+        )
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await fixture.worker(id: "w2").runOnce().accepted == 1)
+        let current = try #require(try await fixture.store.record(id: id))
+        #expect(current.revision > lease.revision)
+        let eventsBefore = try await fixture.allEvents().count
+
+        lease.leaseExpiresAt = Date().addingTimeInterval(60)
+        try await BackendClient.with(stalled.configuration, logger: Logger(label: "test")) { backend in
+            await stalled.deliver(lease, backend: backend, run: nil)
+        }
+        let requests = fixture.requests(id)
+        #expect(requests.count == 2, "it did send: only the store can tell that the lease was lost")
+        #expect(Set(requests.compactMap(\.idempotencyKey)) == [id.hex])
+        #expect(fixture.stub.answered.map(\.status) == [202, 200])
+        // The backend's 200 to the stale worker purges nothing and records nothing.
+        #expect(try await fixture.store.record(id: id) == current)
+        #expect(try await fixture.allEvents().count == eventsBefore)
+        #expect(fixture.harness.loggedText().contains("stale lease"))
+        fixture.expectClean()
+    }
+
+    /// Whether to send, and how long the exchange may take: at least the delivery timeout must be
+    /// left of the lease, and the exchange ends a margin before the lease does.
+    @Test func theDeliveryDeadlineEndsAMarginBeforeTheLease() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        let worker = try fixture.worker(lease: 60, timeout: 10)
+        #expect(worker.configuration.leaseMargin == 1)
+        let now = Date()
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(60), now: now) == 10)
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(11), now: now) == 10)
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(10.5), now: now) == 9.5)
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(10), now: now) == 9)
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(9.99), now: now) == nil)
+        #expect(worker.deliveryBudget(leaseEnd: now.addingTimeInterval(-1), now: now) == nil)
+        let long = try fixture.worker(lease: 600, timeout: 120)
+        #expect(long.configuration.leaseMargin == 5, "at most 5 s")
+    }
+
+    /// End to end: a lease only just longer than the delivery timeout cuts the exchange short, so
+    /// that it ends (and its outcome is recorded) a margin before the lease does.
+    @Test func aDeliveryOnAShortLeaseEndsAMarginBeforeIt() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .delayed(10, .status(200)) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker(lease: 10, timeout: 3)
+        let margin = worker.configuration.leaseMargin  // 0.3 s
+        let lease = try #require(
+            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "w1", leaseDuration: 3.15).first
+        )
+        let leaseEnd = try #require(lease.leaseExpiresAt)
+        try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
+            await worker.deliver(lease, backend: backend, run: nil)
+        }
+        let ended = Date()
+        #expect(fixture.requests(id).count == 1)
+        // With the deadline at now + 3 s it would end about 0.15 s before the lease, not 0.3 s.
+        let before = leaseEnd.timeIntervalSince(ended)
+        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 0.1), "ended \(before)s before the lease")
+        let record = try #require(try await fixture.store.record(id: id))
+        #expect(record.state == .pending && record.attempts == 1 && record.lastStatus == nil)
+        #expect(try await fixture.events(id).last?.detail == "retry")
     }
 
     @Test func aLeaseTooShortForTheDeliveryTimeoutIsGivenBackUnattempted() async throws {
@@ -151,6 +232,17 @@ struct ReplayLeaseTests {
             )
         }
         #expect(code { _ = try fixture.worker(lease: 2, timeout: 2) } == .invalidConfiguration)
+        // The lease must also leave a margin to record the outcome in: 10% of the timeout (max 5 s).
+        #expect(code { _ = try fixture.worker(lease: 2.1, timeout: 2) } == .invalidConfiguration)
+        #expect(code { _ = try fixture.worker(lease: 2.25, timeout: 2) } == nil)
+        #expect(code { _ = try fixture.worker(lease: 104, timeout: 100) } == .invalidConfiguration)
+        #expect(code { _ = try fixture.worker(lease: 105, timeout: 100) } == nil)
+        do {
+            _ = try fixture.worker(lease: 30, timeout: 30)
+            Issue.record("a lease as long as the delivery timeout was accepted")
+        } catch let error as EscrowError {
+            #expect(error.message.contains("at least the delivery timeout (30s) plus a margin of 3s"), "\(error)")
+        }
         #expect(code { _ = try fixture.worker(concurrency: 0) } == .invalidConfiguration)
         #expect(code { _ = try fixture.worker(id: "no spaces") } == .invalidConfiguration)
         let captureOnly = Escrow(

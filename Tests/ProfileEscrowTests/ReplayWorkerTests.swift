@@ -2,6 +2,7 @@ import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
 import Foundation
+import InMemoryLogging
 import Logging
 @testable import ProfileEscrow
 import ServiceLifecycle
@@ -128,6 +129,23 @@ struct ReplayWorkerTests {
         #expect(abs(pending.nextAttemptAt.timeIntervalSince(target)) < 0.5, "\(pending.nextAttemptAt) vs \(header)")
     }
 
+    /// A `Retry-After` far in the future (about three years) is capped by the backoff ceiling.
+    @Test(arguments: ["99999999", "Fri, 31 Dec 9999 23:59:59 GMT"])
+    func aHugeRetryAfterIsCappedAtTheBackoffCeiling(header: String) async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(503, headers: ["Retry-After": header]) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let before = Date()
+        #expect(try await fixture.worker().runOnce().retried == 1)
+        let after = Date()
+        let pending = try #require(try await fixture.store.record(id: id))
+        let cap = ReplayFixture.retryPolicy().cap
+        #expect(pending.state == .pending && pending.lastStatus == 503)
+        #expect(pending.nextAttemptAt <= after.addingTimeInterval(cap + 0.01), "capped at \(cap)s")
+        #expect(pending.nextAttemptAt >= before.addingTimeInterval(cap - 0.01), "but honoured up to the cap")
+    }
+
     @Test func withoutRetryAfterTheBackoffStaysUnderItsCeiling() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
@@ -166,6 +184,59 @@ struct ReplayWorkerTests {
         try await ReplayFixture.sleep(until: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
         #expect(Set(fixture.requests(id).compactMap(\.idempotencyKey)) == [id.hex])
+        fixture.expectClean()
+    }
+
+    /// A backend (or a proxy) that sends its status line in time, then its body one byte at a time:
+    /// the body is read under the same deadline as the request, so the delivery ends within the
+    /// delivery timeout instead of as long as bytes keep trickling in (the read timeout restarts
+    /// with every byte); the status decides, and the escrow is delivered again with the same key.
+    @Test func aDripFedAnswerIsCutOffAtTheDeadlineAndItsStatusDecides() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in
+            count == 0 ? .dripping(503, headers: ["Retry-After": "1"], every: 0.2, bytes: 100) : .status(200)
+        }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker(lease: 5, timeout: 1)
+
+        let started = Date()
+        let first = try await bounded("a drip-fed delivery", within: 30) { try await worker.runOnce() }
+        let took = Date().timeIntervalSince(started)
+        #expect(took < 1 + 0.75, "the delivery took \(took)s, past its 1s timeout")
+        #expect(first.delivered == 1 && first.retried == 1)
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(pending.state == .pending && pending.lastStatus == 503 && pending.attempts == 1)
+        #expect(pending.nextAttemptAt.timeIntervalSince(started) >= 0.99, "Retry-After from the head")
+        #expect(fixture.harness.loggedText().contains("cut off at the deadline"))
+
+        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        #expect(try await worker.runOnce().confirmed == 1)
+        let requests = fixture.requests(id)
+        #expect(requests.map(\.attempt) == [1, 2])
+        #expect(Set(requests.compactMap(\.idempotencyKey)) == [id.hex])
+        fixture.expectClean()
+    }
+
+    /// The status line is the backend's outcome (SPEC §7): a `200` heard in time confirms, even when
+    /// the deadline cuts off the body that follows it. Delivering again would only send the profile
+    /// once more to a backend that said it has it.
+    @Test func aConfirmationWhoseBodyIsCutOffStillConfirms() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .dripping(200, every: 0.2, bytes: 100) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        let worker = try fixture.worker(lease: 5, timeout: 1)
+
+        let started = Date()
+        let summary = try await bounded("a drip-fed confirmation", within: 30) { try await worker.runOnce() }
+        let took = Date().timeIntervalSince(started)
+        #expect(took < 1 + 0.75, "the delivery took \(took)s, past its 1s timeout")
+        #expect(summary.delivered == 1 && summary.confirmed == 1)
+        #expect(try await fixture.store.record(id: id) == nil)
+        #expect(try await fixture.types(id) == ["captured", "delivery-attempted", "confirmed", "purged"])
+        #expect(fixture.requests(id).count == 1)
+        #expect(fixture.stub.answered.map(\.status) == [200])
         fixture.expectClean()
     }
 
@@ -271,6 +342,78 @@ struct ReplayWorkerTests {
         let report = try await PurgeReport.build(store: fixture.store, verify: true)
         #expect(report.purged[.expired] == 5 && report.overdue == 0 && report.live[.pending] == 1)
         #expect(try await fixture.store.record(id: fresh[0])?.state == .pending)
+    }
+
+    @Test(
+        arguments: [
+            ("https://api.example.com/register", nil), ("http://127.0.0.1:8080/register", nil),
+            ("http://127.1.2.3/register", nil), ("http://localhost:9000/register", nil),
+            ("http://LOCALHOST/register", nil), ("http://[::1]:8080/register", nil),
+            ("http://api.example.com/register", "api.example.com"), ("HTTP://10.0.0.7/register", "10.0.0.7"),
+            ("http://127.0.0.1.example.com/x", "127.0.0.1.example.com"), ("http://[2001:db8::1]/x", "[2001:db8::1]"),
+        ] as [(String, String?)]
+    )
+    func cleartextBackendsAreRecognised(url: String, host: String?) throws {
+        let configuration = try ReplayWorker.Configuration(
+            backendURL: url,
+            webhookSecret: WebhookSecret.generateText()
+        )
+        func bare(_ host: String?) -> String? {
+            host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        }
+        #expect(bare(configuration.cleartextHost) == bare(host))
+    }
+
+    /// Plain http to a host that is not loopback works (TLS may end in a proxy) but is warned about,
+    /// once, naming the host; loopback stays silent.
+    @Test func plainHTTPToARemoteHostIsWarnedAboutOnce() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(200) }
+        try await fixture.capture(0..<2)
+        #expect(try await fixture.worker().runOnce().confirmed == 2)
+        #expect(!fixture.harness.loggedText().contains("unencrypted"), "loopback: no warning")
+
+        _ = try fixture.worker(id: "w2", url: "http://backend.example.invalid/register")
+        let warnings = fixture.harness.logs.entries.filter { $0.message.description.contains("unencrypted") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.level == .warning)
+        #expect(warnings.first?.metadata["backend.host"] == "backend.example.invalid")
+    }
+
+    /// `flushesPurges` off (as `serve` sets it, where the PurgeFlusher flushes): the worker never
+    /// flushes the store; on (the default, as `replay`): it does, batched.
+    @Test(arguments: [true, false])
+    func theWorkerFlushesPurgesOnlyWhenItIsItsJob(flushes: Bool) async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, _ in .status(200) }
+        let counting = FlushCountingStore(fixture.store)
+        let escrow = Escrow(
+            store: counting,
+            keyring: fixture.harness.keyring,
+            configuration: fixture.escrow.configuration,
+            logger: Logger(label: "test")
+        )
+        try await fixture.capture(0..<5)
+        var configuration = try fixture.configuration()
+        configuration.flushesPurges = flushes
+        let worker = try ReplayWorker(escrow: escrow, configuration: configuration, logger: Logger(label: "test"))
+
+        let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        try await eventually("every escrow confirmed") {
+            try await fixture.store.summary(at: Date()).live.values.reduce(0, +) == 0
+        }
+        try await Task.sleep(for: .milliseconds(300))  // past one checkpoint interval (0.2 s)
+        await group.triggerGracefulShutdown()
+        try await bounded("shutdown", within: 20) { try await running.value }
+
+        if flushes {
+            #expect(counting.flushes >= 1)
+        } else {
+            #expect(counting.flushes == 0)
+        }
     }
 
     @Test func theServiceLoopSweepsWhileTheBackendIsDown() async throws {
