@@ -8,53 +8,76 @@ extension SQLiteEscrowStore {
     /// transaction; each returns only once that transaction is committed (`synchronous=FULL`).
     public func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
         let outcome = try await batcher.submit(record, actor: actor) { batch in
-            try await self.write { db in
-                batch.map { item in
-                    Result {
-                        var outcome: CaptureOutcome?
-                        try db.inSavepoint {
-                            outcome = try Self.capture(item.record, actor: item.actor, db)
-                            return .commit
-                        }
-                        return outcome!
+            do {
+                // The common case: the whole batch in one transaction.
+                return try self.writeSynchronously { db in
+                    var audit = try AuditAppender(db)
+                    let outcomes = try batch.map { try Self.capture($0.record, actor: $0.actor, db, audit: &audit) }
+                    try audit.finish(db)
+                    return outcomes.map { .success($0) }
+                }
+            } catch {
+                // One capture failed and rolled the batch back: give each its own transaction, so only
+                // the failing one fails.
+                var results: [Result<CaptureOutcome, any Error>] = []
+                for item in batch {
+                    do {
+                        results.append(
+                            .success(
+                                try self.writeSynchronously { db in
+                                    var audit = try AuditAppender(db)
+                                    let outcome = try Self.capture(item.record, actor: item.actor, db, audit: &audit)
+                                    try audit.finish(db)
+                                    return outcome
+                                }
+                            )
+                        )
+                    } catch {
+                        results.append(.failure(error))
                     }
                 }
+                return results
             }
         }
         if case .replaced = outcome { try await purgedOne() }
         return outcome
     }
 
-    /// One capture inside the caller's transaction.
-    static func capture(_ record: EscrowRecord, actor: AuditActor, _ db: Database) throws -> CaptureOutcome {
-        let existing = try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"), arguments: [Data(record.blindIndex.bytes)]
-        ).map(Self.record(from:))
-        if let existing, Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+    /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs
+    /// one statement); only on a blind-index conflict is the live escrow read, and kept or replaced.
+    static func capture(_ record: EscrowRecord, actor: AuditActor, _ db: Database, audit: inout AuditAppender) throws
+        -> CaptureOutcome
+    {
+        let captured = AuditDraft(
+            type: .captured, at: record.createdAt, escrowID: record.id.hex, indexPrefix: record.blindIndex.prefixHex,
+            actor: actor
+        )
+        if try Self.insert(record, db, ifNoLiveEscrow: true) {
+            try audit.append([captured], db)
+            return .created(record)
+        }
+        guard
+            let existing = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"),
+                arguments: [Data(record.blindIndex.bytes)]
+            ).map(Self.record(from:))
+        else { throw EscrowStoreError(.failed, "a blind index conflict without a live escrow") }
+        if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
             return .unchanged(existing)
         }
-        var drafts: [AuditDraft] = []
-        if let existing {
-            let replacement = AuditDraft(
-                type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
-                indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
-            )
-            guard
-                case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
-                    .purge(.replaced), on: existing, at: record.createdAt, actor: actor
-                )
-            else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
-            try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute( arguments: [Data(existing.id.bytes)])
-            drafts += [replacement] + purgeDrafts
-        }
-        try Self.insert(record, db)
-        drafts.append(
-            AuditDraft(
-                type: .captured, at: record.createdAt, escrowID: record.id.hex,
-                indexPrefix: record.blindIndex.prefixHex, actor: actor
-            )
+        let replacement = AuditDraft(
+            type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
+            indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
         )
-        try Self.append(drafts, db)
-        return existing.map { .replaced(record, previous: $0.id) } ?? .created(record)
+        guard
+            case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
+                .purge(.replaced), on: existing, at: record.createdAt, actor: actor
+            )
+        else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
+        try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute(arguments: [Data(existing.id.bytes)])
+        _ = try Self.insert(record, db)
+        try audit.append([replacement] + purgeDrafts + [captured], db)
+        return .replaced(record, previous: existing.id)
     }
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {
@@ -214,6 +237,21 @@ extension SQLiteEscrowStore {
 
     private func purgedOne() async throws {
         if configuration.checkpointAfterPurge { try await flushPurged() }
+    }
+
+    /// A write transaction that blocks the calling thread: for the group-commit queue only (never call it
+    /// from a Swift task: it would hold a cooperative thread for an fsync).
+    func writeSynchronously<T>(_ body: (Database) throws -> T) throws -> T {
+        guard !configuration.readOnly else {
+            throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
+        }
+        do {
+            return try pool.write(body)
+        } catch let error as EscrowStoreError {
+            throw error
+        } catch {
+            throw EscrowStoreError(.failed, "write transaction failed (\(Self.describe(error)))")
+        }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {

@@ -44,12 +44,16 @@ extension SQLiteEscrowStore {
         )
     }
 
-    static func insert(_ record: EscrowRecord, _ db: Database) throws {
+    /// Inserts a row. With `ifNoLiveEscrow`, a row whose blind index is already live is not inserted
+    /// (`ON CONFLICT DO NOTHING`) and the result is false.
+    @discardableResult
+    static func insert(_ record: EscrowRecord, _ db: Database, ifNoLiveEscrow: Bool = false) throws -> Bool {
         try db.cachedStatement(sql: """
                 INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
                     content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
                     confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                \(ifNoLiveEscrow ? "ON CONFLICT (blind_index) DO NOTHING" : "")
                 """).execute(
             arguments: [
                 Data(record.sealed.id.bytes), Data(record.sealed.blindIndex.bytes), Int64(record.sealed.keyVersion),
@@ -60,6 +64,7 @@ extension SQLiteEscrowStore {
                 ms(record.updatedAt), record.deadCode?.rawValue, record.lastStatus,
             ]
         )
+        return db.changesCount == 1
     }
 
     /// Rewrites a record in place if it is still at `expectedRevision`; returns whether it was.
@@ -86,26 +91,9 @@ extension SQLiteEscrowStore {
     /// Appends events to the chain inside the caller's transaction: a failure rolls the change back.
     static func append(_ drafts: [AuditDraft], _ db: Database) throws {
         guard !drafts.isEmpty else { return }
-        var head = try Row.fetchOne(try db.cachedStatement(sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1"))
-            .map { AuditHead(sequence: $0["seq"], hash: [UInt8]($0["hash"] as Data)) }
-            ?? AuditHead(sequence: 0, hash: AuditChain.genesis)
-        for draft in drafts {
-            let sequence = head.sequence + 1
-            let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft)
-            try db.cachedStatement(sql: """
-                    INSERT INTO audit_event (seq, at, type, escrow_id, index_prefix, detail, http_status, actor,
-                        age_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """).execute(
-                arguments: [
-                    sequence, ms(draft.at), draft.type.rawValue, draft.escrowID, draft.indexPrefix, draft.detail,
-                    draft.httpStatus, draft.actor.rawValue, draft.ageMilliseconds, Data(hash),
-                ]
-            )
-            head = AuditHead(sequence: sequence, hash: hash)
-        }
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (singleton, seq, hash) VALUES (1, ?, ?)").execute(
-            arguments: [head.sequence, Data(head.hash)]
-        )
+        var appender = try AuditAppender(db)
+        try appender.append(drafts, db)
+        try appender.finish(db)
     }
 
     /// The columns of an audit event, in the order ``event(from:)`` reads them by position (a lookup
