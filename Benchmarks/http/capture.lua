@@ -2,16 +2,17 @@
 --   TOKEN=<capture token> wrk -t2 -c64 -d30s --latency -s Benchmarks/http/capture.lua http://127.0.0.1:8080
 -- Each wrk thread numbers its own users; the run id keeps repeated runs from colliding.
 local counter = 0
-local thread_id = 0
 local run_id = tostring(os.time())
 local threads = {}
 
+-- thread_id is a global that setup() sets in each thread's own Lua state (a local would shadow it).
 function setup(thread)
   thread:set("thread_id", #threads + 1)
   table.insert(threads, thread)
 end
 
 function init(args)
+  thread_id = thread_id or 0
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
   wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TOKEN") or "")

@@ -15,7 +15,7 @@ work=$(mktemp -d)
 export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
 "$bin" keys init >/dev/null
 token=$("$bin" tokens add load --scope capture | tail -n 1)
-"$bin" serve --host 127.0.0.1 --port 18080 --no-worker > "$work/serve.log" 2>&1 &
+"$bin" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 > "$work/serve.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
