@@ -14,10 +14,15 @@ import Synchronization
 let metrics: [BenchmarkMetric] = [.wallClock, .throughput, .cpuTotal, .mallocCountTotal, .peakMemoryResident]
 
 func configuration(
-    _ scaling: BenchmarkScalingFactor = .one, iterations: Int = 2_000, seconds: Int = 5
+    _ scaling: BenchmarkScalingFactor = .one,
+    iterations: Int = 2_000,
+    seconds: Int = 5
 ) -> Benchmark.Configuration {
     .init(
-        metrics: metrics, warmupIterations: 3, scalingFactor: scaling, maxDuration: .seconds(seconds),
+        metrics: metrics,
+        warmupIterations: 3,
+        scalingFactor: scaling,
+        maxDuration: .seconds(seconds),
         maxIterations: iterations
     )
 }
@@ -154,7 +159,8 @@ func purgeBenchmarks() {
             }
         } setup: {
             let escrow = try Fixtures.escrow(
-                path: Fixtures.temporaryDirectory() + "/escrow.sqlite", checkpointAfterPurge: !batched
+                path: Fixtures.temporaryDirectory() + "/escrow.sqlite",
+                checkpointAfterPurge: !batched
             )
             for number in 1...(held + 10) { _ = try await escrow.capture(try Fixtures.profile(number)) }
             ours.value = escrow
@@ -167,7 +173,8 @@ func purgeBenchmarks() {
             for _ in benchmark.scaledIterations {
                 floor.counter += 1
                 floor.value!.purge(
-                    user: Fixtures.userIdentifier(floor.counter), checkpoint: !batched || floor.counter % 100 == 0
+                    user: Fixtures.userIdentifier(floor.counter),
+                    checkpoint: !batched || floor.counter % 100 == 0
                 )
             }
         } setup: {
@@ -196,7 +203,9 @@ func reportBenchmarks() {
                 var readOnly = SQLiteEscrowStore.Configuration()
                 readOnly.readOnly = true
                 store.value = try SQLiteEscrowStore(
-                    path: try Fixtures.auditDatabase(events: events), configuration: readOnly, logger: Fixtures.logger
+                    path: try Fixtures.auditDatabase(events: events),
+                    configuration: readOnly,
+                    logger: Fixtures.logger
                 )
             } teardown: {
                 store.value = nil
@@ -218,7 +227,13 @@ func floorReport(path: String, verify: Bool) -> Int {
     sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil)
     defer { sqlite3_close(db) }
     var statement: OpaquePointer?
-    sqlite3_prepare_v2(db, "SELECT seq, at, type, escrow_id, age_ms, hash FROM audit_event ORDER BY seq", -1, &statement, nil)
+    sqlite3_prepare_v2(
+        db,
+        "SELECT seq, at, type, escrow_id, age_ms, hash FROM audit_event ORDER BY seq",
+        -1,
+        &statement,
+        nil
+    )
     defer { sqlite3_finalize(statement) }
     var purged = 0
     var previous = [UInt8](repeating: 0, count: 32)

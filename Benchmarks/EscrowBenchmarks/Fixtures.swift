@@ -37,7 +37,11 @@ enum Fixtures {
         )
     }
 
-    static func escrow(path: String, checkpointAfterPurge: Bool = true, keyring: Keyring = Keyring.generate())
+    static func escrow(
+        path: String,
+        checkpointAfterPurge: Bool = true,
+        keyring: Keyring = Keyring.generate()
+    )
         throws -> Escrow
     {
         var configuration = SQLiteEscrowStore.Configuration()
@@ -65,9 +69,13 @@ enum Fixtures {
             for sequence in 1...Int64(count) {
                 let purge = sequence % 2 == 0
                 let draft = AuditDraft(
-                    type: purge ? .purged : .captured, at: start.addingTimeInterval(Double(sequence) / 100),
-                    escrowID: String(format: "%032x", sequence / 2), indexPrefix: "0011223344556677",
-                    detail: purge ? "confirmed" : nil, actor: .library, ageMilliseconds: purge ? sequence % 5000 : nil
+                    type: purge ? .purged : .captured,
+                    at: start.addingTimeInterval(Double(sequence) / 100),
+                    escrowID: String(format: "%032x", sequence / 2),
+                    indexPrefix: "0011223344556677",
+                    detail: purge ? "confirmed" : nil,
+                    actor: .library,
+                    ageMilliseconds: purge ? sequence % 5000 : nil
                 )
                 let hash = AuditChain.hash(previous: previous, sequence: sequence, draft: draft)
                 previous = hash

@@ -38,7 +38,13 @@ final class Floor: @unchecked Sendable {
         sqlite3_prepare_v2(db, "INSERT INTO escrow VALUES (?,?,?,?,?,?)", -1, &insertEscrow, nil)
         sqlite3_prepare_v2(db, "INSERT INTO audit (at, type, escrow_id, hash) VALUES (?,?,?,?)", -1, &insertAudit, nil)
         sqlite3_prepare_v2(db, "DELETE FROM escrow WHERE blind_index = ?", -1, &deleteEscrow, nil)
-        sqlite3_prepare_v2(db, "SELECT public_key, sealed_profile, sealed_key, mac, id FROM escrow WHERE blind_index = ?", -1, &selectEscrow, nil)
+        sqlite3_prepare_v2(
+            db,
+            "SELECT public_key, sealed_profile, sealed_key, mac, id FROM escrow WHERE blind_index = ?",
+            -1,
+            &selectEscrow,
+            nil
+        )
     }
 
     deinit {
@@ -85,7 +91,11 @@ final class Floor: @unchecked Sendable {
         var mac = [UInt8](repeating: 0, count: 32)
         crypto_auth(&mac, macInput, UInt64(macInput.count), rowKey)
         return Sealed(
-            id: id, blindIndex: blindIndex(user), publicKey: pk, sealedProfile: sealedProfile, sealedKey: sealedKey,
+            id: id,
+            blindIndex: blindIndex(user),
+            publicKey: pk,
+            sealedProfile: sealedProfile,
+            sealedKey: sealedKey,
             mac: mac
         )
     }
@@ -95,12 +105,24 @@ final class Floor: @unchecked Sendable {
         let macInput = sealed.id + sealed.publicKey + sealed.sealedProfile + sealed.sealedKey
         guard crypto_auth_verify(sealed.mac, macInput, UInt64(macInput.count), rowKey) == 0 else { return false }
         var keyBox = [UInt8](repeating: 0, count: sealed.sealedKey.count - 48)
-        guard crypto_box_seal_open(&keyBox, sealed.sealedKey, UInt64(sealed.sealedKey.count), masterPublicKey,
-                                   masterSecret) == 0 else { return false }
+        guard
+            crypto_box_seal_open(
+                &keyBox,
+                sealed.sealedKey,
+                UInt64(sealed.sealedKey.count),
+                masterPublicKey,
+                masterSecret
+            ) == 0
+        else { return false }
         var padded = [UInt8](repeating: 0, count: sealed.sealedProfile.count - 48)
         let sk = Array(keyBox[56...])
-        return crypto_box_seal_open(&padded, sealed.sealedProfile, UInt64(sealed.sealedProfile.count),
-                                    sealed.publicKey, sk) == 0
+        return crypto_box_seal_open(
+            &padded,
+            sealed.sealedProfile,
+            UInt64(sealed.sealedProfile.count),
+            sealed.publicKey,
+            sk
+        ) == 0
     }
 
     /// Inserts rows and one audit row each, in one transaction (one fsync).
@@ -126,8 +148,14 @@ final class Floor: @unchecked Sendable {
             guard let base = sqlite3_column_blob(selectEscrow, column) else { return [] }
             return Array(UnsafeRawBufferPointer(start: base, count: count))
         }
-        return Sealed(id: blob(4), blindIndex: index, publicKey: blob(0),
-                      sealedProfile: blob(1), sealedKey: blob(2), mac: blob(3))
+        return Sealed(
+            id: blob(4),
+            blindIndex: index,
+            publicKey: blob(0),
+            sealedProfile: blob(1),
+            sealedKey: blob(2),
+            mac: blob(3)
+        )
     }
 
     /// Delete + audit in one transaction, then (optionally) the WAL truncation.
@@ -158,7 +186,9 @@ final class Floor: @unchecked Sendable {
     }
 
     private func bindBlob(_ statement: OpaquePointer?, _ index: Int32, _ blob: [UInt8]) {
-        _ = blob.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), SQLITE_TRANSIENT_FLOOR) }
+        _ = blob.withUnsafeBytes {
+            sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), SQLITE_TRANSIENT_FLOOR)
+        }
     }
 }
 

@@ -40,8 +40,14 @@ public struct AuditDraft: Sendable, Equatable {
     public var ageMilliseconds: Int64?
 
     public init(
-        type: AuditEventType, at: Date, escrowID: String? = nil, indexPrefix: String? = nil,
-        detail: String? = nil, httpStatus: Int? = nil, actor: AuditActor, ageMilliseconds: Int64? = nil
+        type: AuditEventType,
+        at: Date,
+        escrowID: String? = nil,
+        indexPrefix: String? = nil,
+        detail: String? = nil,
+        httpStatus: Int? = nil,
+        actor: AuditActor,
+        ageMilliseconds: Int64? = nil
     ) {
         self.type = type
         self.at = at

@@ -88,14 +88,24 @@ public struct EscrowLifecycle: Sendable {
         self.confirmTimeout = confirmTimeout
     }
 
-    public func handle(_ event: LifecycleEvent, on record: EscrowRecord, at now: Date, actor: AuditActor)
+    public func handle(
+        _ event: LifecycleEvent,
+        on record: EscrowRecord,
+        at now: Date,
+        actor: AuditActor
+    )
         -> LifecycleAction
     {
         guard record.state != .purged else { return .ignore(.notDue) }
         func draft(_ type: AuditEventType, detail: String? = nil, status: Int? = nil) -> AuditDraft {
             AuditDraft(
-                type: type, at: now, escrowID: record.id.hex, indexPrefix: record.blindIndex.prefixHex,
-                detail: detail, httpStatus: status, actor: actor
+                type: type,
+                at: now,
+                escrowID: record.id.hex,
+                indexPrefix: record.blindIndex.prefixHex,
+                detail: detail,
+                httpStatus: status,
+                actor: actor
             )
         }
         func purged(_ reason: PurgeReason, before: [AuditDraft] = []) -> LifecycleAction {

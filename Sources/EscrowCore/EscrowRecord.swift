@@ -49,9 +49,20 @@ public struct EscrowRecord: Sendable, Equatable {
 
     /// Full memberwise initializer, for storage backends that read rows back.
     public init(
-        sealed: SealedEscrow, contentTag: [UInt8], state: EscrowState, revision: Int64, attempts: Int,
-        nextAttemptAt: Date, leaseOwner: String?, leaseExpiresAt: Date?, confirmDeadline: Date?,
-        createdAt: Date, expiresAt: Date, updatedAt: Date, deadCode: DeadCode?, lastStatus: Int?
+        sealed: SealedEscrow,
+        contentTag: [UInt8],
+        state: EscrowState,
+        revision: Int64,
+        attempts: Int,
+        nextAttemptAt: Date,
+        leaseOwner: String?,
+        leaseExpiresAt: Date?,
+        confirmDeadline: Date?,
+        createdAt: Date,
+        expiresAt: Date,
+        updatedAt: Date,
+        deadCode: DeadCode?,
+        lastStatus: Int?
     ) {
         self.sealed = sealed
         self.contentTag = contentTag

@@ -39,7 +39,10 @@ public struct StoreSummary: Sendable, Equatable {
     public var dead: [DeadEscrow]
 
     public init(
-        live: [EscrowState: Int], oldestLiveCreatedAt: Date?, oldestPendingCreatedAt: Date?, overdue: Int,
+        live: [EscrowState: Int],
+        oldestLiveCreatedAt: Date?,
+        oldestPendingCreatedAt: Date?,
+        overdue: Int,
         dead: [DeadEscrow]
     ) {
         self.live = live

@@ -7,7 +7,9 @@ struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
 
     func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let start = ContinuousClock.now
         let response = try await next(request, context)

@@ -22,7 +22,10 @@ public enum AccessTokens {
     /// Makes a token named `name` with `scopes`, stores its hash and returns the token, which is not
     /// kept anywhere else: show it once.
     public static func issue(
-        name: String, scopes: Set<AccessTokenScope>, store: any AccessTokenStore, now: Date = Date()
+        name: String,
+        scopes: Set<AccessTokenScope>,
+        store: any AccessTokenStore,
+        now: Date = Date()
     ) async throws -> String {
         precondition(AccessTokenRecord.isValidName(name), "token names are [A-Za-z0-9._-]{1,64}")
         let token = generate()

@@ -31,7 +31,8 @@ struct AppleJWKS: Sendable {
             let declared = entry["alg"] as? String
             switch entry["kty"] as? String {
             case "RSA":
-                guard declared == nil || declared == "RS256", let n = entry["n"] as? String, let e = entry["e"] as? String
+                guard declared == nil || declared == "RS256", let n = entry["n"] as? String,
+                    let e = entry["e"] as? String
                 else { continue }
                 let key = try Insecure.RSA.PublicKey(modulus: n, exponent: e)
                 await keys.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))

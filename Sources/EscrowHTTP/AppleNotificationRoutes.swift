@@ -18,7 +18,9 @@ struct AppleNotificationRoutes: Sendable {
     let maximumBodySize: Int
 
     static let invalid = Problem(
-        .unauthorized, code: "notification_invalid", detail: "the notification did not verify",
+        .unauthorized,
+        code: "notification_invalid",
+        detail: "the notification did not verify",
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
@@ -33,7 +35,9 @@ struct AppleNotificationRoutes: Sendable {
             let payload = object["payload"] as? String
         else {
             throw Problem(
-                .badRequest, code: "invalid_notification", detail: "the body must be {\"payload\": \"<JWS>\"}",
+                .badRequest,
+                code: "invalid_notification",
+                detail: "the body must be {\"payload\": \"<JWS>\"}",
                 field: "payload"
             )
         }
@@ -50,7 +54,9 @@ struct AppleNotificationRoutes: Sendable {
         }
         guard let event = AppleNotificationEvent(json: claims.events) else {
             throw Problem(
-                .badRequest, code: "invalid_notification", detail: "the events claim is not a valid event",
+                .badRequest,
+                code: "invalid_notification",
+                detail: "the events claim is not a valid event",
                 field: "payload.events"
             )
         }
@@ -63,7 +69,10 @@ struct AppleNotificationRoutes: Sendable {
         // never lose it.
         let outcome = try await apply(event)
         _ = try await log.recordNotification(idHash: idHash, at: Date())
-        context.logger.info("Apple notification handled", metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"])
+        context.logger.info(
+            "Apple notification handled",
+            metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"]
+        )
         return try JSONResponse.make(.ok, ["outcome": outcome])
     }
 
@@ -79,13 +88,21 @@ struct AppleNotificationRoutes: Sendable {
             guard let email = event.email else { return "ignored" }
             return try Self.answer(
                 try await escrow.updateEmail(
-                    userIdentifier: event.subject, email: email, isPrivateEmail: event.isPrivateEmail, actor: .apple
+                    userIdentifier: event.subject,
+                    email: email,
+                    isPrivateEmail: event.isPrivateEmail,
+                    actor: .apple
                 )
             )
         case .emailDisabled:
             // The relay no longer forwards to this address: the escrow stops holding it.
             return try Self.answer(
-                try await escrow.updateEmail(userIdentifier: event.subject, email: nil, isPrivateEmail: nil, actor: .apple)
+                try await escrow.updateEmail(
+                    userIdentifier: event.subject,
+                    email: nil,
+                    isPrivateEmail: nil,
+                    actor: .apple
+                )
             )
         case .unknown:
             return "ignored"
@@ -97,7 +114,9 @@ struct AppleNotificationRoutes: Sendable {
     private static func answer(_ update: Escrow.EmailUpdate) throws -> String {
         if update == .busy {
             throw Problem(
-                .serviceUnavailable, code: "escrow_busy", detail: "the escrow is being delivered; retry later",
+                .serviceUnavailable,
+                code: "escrow_busy",
+                detail: "the escrow is being delivered; retry later",
                 headers: [.retryAfter: "30"]
             )
         }

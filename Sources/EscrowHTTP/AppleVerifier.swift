@@ -46,7 +46,8 @@ public final class AppleVerifier: Sendable {
         guard claims.sub.value.utf8.elementsEqual(profile.userIdentifier.utf8) else {
             throw Rejection(reason: "sub does not match userIdentifier")
         }
-        if let tokenEmail = claims.email, let email = profile.email, !Self.asciiCaseInsensitiveEqual(tokenEmail, email) {
+        if let tokenEmail = claims.email, let email = profile.email, !Self.asciiCaseInsensitiveEqual(tokenEmail, email)
+        {
             throw Rejection(reason: "email does not match")
         }
     }

@@ -22,7 +22,9 @@ struct BearerAuthenticator: Sendable {
         }
         if let wait = rateLimiter.acquire(record.name) {
             throw Problem(
-                .tooManyRequests, code: "rate_limited", detail: "this token is over its rate limit; retry later",
+                .tooManyRequests,
+                code: "rate_limited",
+                detail: "this token is over its rate limit; retry later",
                 headers: [.retryAfter: "\(wait)"]
             )
         }

@@ -1,8 +1,8 @@
 public import EscrowCore
 public import Hummingbird
 public import Logging
-public import Prometheus
 public import ProfileEscrow
+public import Prometheus
 
 /// The HTTP API of SPEC §9 on Hummingbird 2.
 ///
@@ -22,11 +22,18 @@ public enum EscrowHTTPApplication {
     /// - Parameter registry: where `/metrics` reads from. The process that bootstraps `MetricsSystem`
     ///   with a `PrometheusMetricsFactory` over the same registry also exports the library's counters.
     public static func build(
-        escrow: Escrow, tokens: any AccessTokenStore, notifications: any NotificationLog,
-        registry: PrometheusCollectorRegistry, configuration: EscrowHTTPConfiguration, logger: Logger
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: any NotificationLog,
+        registry: PrometheusCollectorRegistry,
+        configuration: EscrowHTTPConfiguration,
+        logger: Logger
     ) -> App {
         let router = buildRouter(
-            escrow: escrow, tokens: tokens, notifications: notifications, registry: registry,
+            escrow: escrow,
+            tokens: tokens,
+            notifications: notifications,
+            registry: registry,
             configuration: configuration
         )
         return Application(
@@ -39,8 +46,11 @@ public enum EscrowHTTPApplication {
     }
 
     public static func buildRouter(
-        escrow: Escrow, tokens: any AccessTokenStore, notifications: any NotificationLog,
-        registry: PrometheusCollectorRegistry, configuration: EscrowHTTPConfiguration
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: any NotificationLog,
+        registry: PrometheusCollectorRegistry,
+        configuration: EscrowHTTPConfiguration
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccessLogMiddleware())
@@ -48,14 +58,22 @@ public enum EscrowHTTPApplication {
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
         EscrowRoutes(
-            escrow: escrow, auth: auth, apple: configuration.apple, maximumBodySize: configuration.maximumBodySize
+            escrow: escrow,
+            auth: auth,
+            apple: configuration.apple,
+            maximumBodySize: configuration.maximumBodySize
         ).register(on: router)
         AppleNotificationRoutes(
-            escrow: escrow, apple: configuration.apple, log: notifications,
+            escrow: escrow,
+            apple: configuration.apple,
+            log: notifications,
             maximumBodySize: configuration.maximumBodySize
         ).register(on: router)
         OperationalRoutes(
-            escrow: escrow, auth: auth, registry: registry, metricsRequireToken: configuration.metricsRequireToken
+            escrow: escrow,
+            auth: auth,
+            registry: registry,
+            metricsRequireToken: configuration.metricsRequireToken
         ).register(on: router)
         return router
     }

@@ -13,7 +13,9 @@ struct EscrowRoutes: Sendable {
     let maximumBodySize: Int
 
     static let identityTokenInvalid = Problem(
-        .unauthorized, code: "identity_token_invalid", detail: "a valid Apple identity token for this user is required",
+        .unauthorized,
+        code: "identity_token_invalid",
+        detail: "a valid Apple identity token for this user is required",
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
@@ -76,7 +78,8 @@ struct EscrowRoutes: Sendable {
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard !escrow.isCaptureOnly else {
             throw Problem(
-                .conflict, code: "capture_only",
+                .conflict,
+                code: "capture_only",
                 detail: "this node holds a public-only keyring: it captures but cannot open escrows"
             )
         }

@@ -3,8 +3,8 @@ import EscrowCore
 import Foundation
 import Hummingbird
 import Logging
-import Prometheus
 import ProfileEscrow
+import Prometheus
 
 /// `/healthz` (the process answers), `/readyz` (the store answers), `/metrics` (Prometheus text).
 struct OperationalRoutes: Sendable {
@@ -25,7 +25,9 @@ struct OperationalRoutes: Sendable {
         } catch {
             context.logger.warning("not ready: the store does not answer", metadata: ["error": "\(error)"])
             throw Problem(
-                .serviceUnavailable, code: "store_unavailable", detail: "the store does not answer",
+                .serviceUnavailable,
+                code: "store_unavailable",
+                detail: "the store does not answer",
                 headers: [.retryAfter: "1"]
             )
         }
@@ -41,8 +43,12 @@ struct OperationalRoutes: Sendable {
         // names (when the process bootstrapped MetricsSystem over this registry) are the same series.
         let factory = PrometheusMetricsFactory(registry: registry)
         for state in EscrowState.live {
-            factory.makeRecorder(label: "profile_escrow_live", dimensions: [("state", state.rawValue)], aggregate: false)
-                .record(Double(summary.live[state] ?? 0))
+            factory.makeRecorder(
+                label: "profile_escrow_live",
+                dimensions: [("state", state.rawValue)],
+                aggregate: false
+            )
+            .record(Double(summary.live[state] ?? 0))
         }
         let oldest = summary.oldestPendingCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
         factory.makeRecorder(label: "profile_escrow_oldest_pending_age_seconds", dimensions: [], aggregate: false)

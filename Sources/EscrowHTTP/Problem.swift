@@ -1,5 +1,5 @@
-public import Hummingbird
 import Foundation
+public import Hummingbird
 
 /// An RFC 9457 problem: every error of the HTTP API is answered as `application/problem+json` with
 /// `type`, `title`, `status`, `detail`, a stable `code` and, for validation, the `field` path.
@@ -16,7 +16,11 @@ public struct Problem: Error, HTTPResponseError, Sendable, CustomStringConvertib
     public var headers: HTTPFields
 
     public init(
-        _ status: HTTPResponse.Status, code: String, detail: String, field: String? = nil, headers: HTTPFields = [:]
+        _ status: HTTPResponse.Status,
+        code: String,
+        detail: String,
+        field: String? = nil,
+        headers: HTTPFields = [:]
     ) {
         self.status = status
         self.code = code
@@ -46,7 +50,9 @@ public struct Problem: Error, HTTPResponseError, Sendable, CustomStringConvertib
 extension Problem {
     static func unauthorized(_ detail: String = "a valid bearer token is required") -> Problem {
         Problem(
-            .unauthorized, code: "unauthorized", detail: detail,
+            .unauthorized,
+            code: "unauthorized",
+            detail: detail,
             headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
         )
     }
@@ -58,7 +64,9 @@ extension Problem {
     static let notFound = Problem(.notFound, code: "not_found", detail: "no escrow is held for this user")
 
     static let invalidUserIdentifier = Problem(
-        .badRequest, code: "invalid_user_identifier", detail: "userIdentifier must be 1-255 bytes of [0-9A-Za-z._-]",
+        .badRequest,
+        code: "invalid_user_identifier",
+        detail: "userIdentifier must be 1-255 bytes of [0-9A-Za-z._-]",
         field: "userIdentifier"
     )
 }

@@ -13,7 +13,9 @@ struct ProblemMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
 
     func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {
             return try await next(request, context)
@@ -21,7 +23,8 @@ struct ProblemMiddleware: RouterMiddleware {
             let problem = Self.problem(for: error, request: request, context: context)
             if problem.status.code >= 500 {
                 context.logger.error(
-                    "request failed", metadata: ["code": "\(problem.code)", "error": "\(Self.describe(error))"]
+                    "request failed",
+                    metadata: ["code": "\(problem.code)", "error": "\(Self.describe(error))"]
                 )
             }
             return try problem.response(from: request, context: context)
@@ -41,12 +44,15 @@ struct ProblemMiddleware: RouterMiddleware {
             case .captureOnly: return Problem(.conflict, code: "capture_only", detail: error.message)
             case .conflict:
                 return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
-            case .ciphertextInvalid: return Problem(.internalServerError, code: "ciphertext_invalid", detail: error.message)
+            case .ciphertextInvalid:
+                return Problem(.internalServerError, code: "ciphertext_invalid", detail: error.message)
             default: return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
             }
         case let error as EscrowStoreError:
             return Problem(
-                .serviceUnavailable, code: "store_unavailable", detail: "the store is unavailable (\(error.code))",
+                .serviceUnavailable,
+                code: "store_unavailable",
+                detail: "the store is unavailable (\(error.code))",
                 headers: [.retryAfter: "1"]
             )
         case is NIOTooManyBytesError:
@@ -54,7 +60,9 @@ struct ProblemMiddleware: RouterMiddleware {
         case let error as HTTPError where error.status == .notFound:
             if let allowed = RouteTable.allowedMethods(path: request.uri.path), !allowed.contains(request.method) {
                 return Problem(
-                    .methodNotAllowed, code: "method_not_allowed", detail: "this path does not answer this method",
+                    .methodNotAllowed,
+                    code: "method_not_allowed",
+                    detail: "this path does not answer this method",
                     headers: [.allow: allowed.map(\.rawValue).joined(separator: ", ")]
                 )
             }

@@ -26,7 +26,9 @@ enum RequestBodyReader {
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         guard mediaType == "application/json" else {
             throw Problem(
-                .unsupportedMediaType, code: "unsupported_media_type", detail: "the body must be application/json",
+                .unsupportedMediaType,
+                code: "unsupported_media_type",
+                detail: "the body must be application/json",
                 headers: [.accept: "application/json"]
             )
         }

@@ -1,6 +1,6 @@
 import Dispatch
-import Glibc
 import EscrowCore
+import Glibc
 import Synchronization
 
 /// Group commit for captures: concurrent captures share one write transaction (and so one fsync),
@@ -40,7 +40,8 @@ final class CaptureBatcher: Sendable {
     /// Queues one capture and waits until the batch that holds it is committed.
     /// - Parameter write: writes one batch in one transaction; returns one result per item, in order.
     func submit(
-        _ record: EscrowRecord, actor: AuditActor,
+        _ record: EscrowRecord,
+        actor: AuditActor,
         write: @escaping @Sendable ([Item]) throws -> [Result<CaptureOutcome, any Error>]
     ) async throws -> CaptureOutcome {
         try await withCheckedThrowingContinuation { continuation in

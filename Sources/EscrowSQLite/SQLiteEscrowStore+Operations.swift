@@ -45,11 +45,19 @@ extension SQLiteEscrowStore {
 
     /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs
     /// one statement); only on a blind-index conflict is the live escrow read, and kept or replaced.
-    static func capture(_ record: EscrowRecord, actor: AuditActor, _ db: Database, audit: inout AuditAppender) throws
+    static func capture(
+        _ record: EscrowRecord,
+        actor: AuditActor,
+        _ db: Database,
+        audit: inout AuditAppender
+    ) throws
         -> CaptureOutcome
     {
         let captured = AuditDraft(
-            type: .captured, at: record.createdAt, escrowID: record.id.hex, indexPrefix: record.blindIndex.prefixHex,
+            type: .captured,
+            at: record.createdAt,
+            escrowID: record.id.hex,
+            indexPrefix: record.blindIndex.prefixHex,
             actor: actor
         )
         if try Self.insert(record, db, ifNoLiveEscrow: true) {
@@ -66,12 +74,19 @@ extension SQLiteEscrowStore {
             return .unchanged(existing)
         }
         let replacement = AuditDraft(
-            type: .replaced, at: record.createdAt, escrowID: existing.id.hex,
-            indexPrefix: existing.blindIndex.prefixHex, detail: record.id.hex, actor: actor
+            type: .replaced,
+            at: record.createdAt,
+            escrowID: existing.id.hex,
+            indexPrefix: existing.blindIndex.prefixHex,
+            detail: record.id.hex,
+            actor: actor
         )
         guard
             case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
-                .purge(.replaced), on: existing, at: record.createdAt, actor: actor
+                .purge(.replaced),
+                on: existing,
+                at: record.createdAt,
+                actor: actor
             )
         else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
         try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute(arguments: [Data(existing.id.bytes)])
@@ -82,15 +97,21 @@ extension SQLiteEscrowStore {
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {
         try await read { db in
-            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE id = ?"), arguments: [Data(id.bytes)])
-                .map(Self.record(from:))
+            try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT * FROM escrow WHERE id = ?"),
+                arguments: [Data(id.bytes)]
+            )
+            .map(Self.record(from:))
         }
     }
 
     public func record(blindIndex: BlindIndex) async throws -> EscrowRecord? {
         try await read { db in
-            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"), arguments: [Data(blindIndex.bytes)])
-                .map(Self.record(from:))
+            try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"),
+                arguments: [Data(blindIndex.bytes)]
+            )
+            .map(Self.record(from:))
         }
     }
 
@@ -116,18 +137,27 @@ extension SQLiteEscrowStore {
         return applied
     }
 
-    public func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws
+    public func claimDue(
+        at now: Date,
+        limit: Int,
+        owner: String,
+        leaseDuration: Double
+    ) async throws
         -> [EscrowRecord]
     {
         try await write { db in
             let due = try Row.fetchAll(
-                db, sql: "SELECT * FROM escrow WHERE due_at <= ? ORDER BY due_at LIMIT ?",
+                db,
+                sql: "SELECT * FROM escrow WHERE due_at <= ? ORDER BY due_at LIMIT ?",
                 arguments: [Self.ms(now), limit]
             ).map(Self.record(from:))
             var leased: [EscrowRecord] = []
             for record in due {
                 let action = EscrowLifecycle().handle(
-                    .lease(owner: owner, duration: leaseDuration), on: record, at: now, actor: .worker(owner)
+                    .lease(owner: owner, duration: leaseDuration),
+                    on: record,
+                    at: now,
+                    actor: .worker(owner)
                 )
                 guard case .update(let next, let drafts) = action else { continue }
                 guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
@@ -149,7 +179,8 @@ extension SQLiteEscrowStore {
         let after = Data(cursor?.bytes ?? [])
         return try await read { db in
             try Row.fetchAll(
-                db, sql: "SELECT * FROM escrow WHERE \(condition) AND id > ? ORDER BY id LIMIT ?",
+                db,
+                sql: "SELECT * FROM escrow WHERE \(condition) AND id > ? ORDER BY id LIMIT ?",
                 arguments: arguments + [after, limit]
             ).map(Self.record(from:))
         }
@@ -158,7 +189,9 @@ extension SQLiteEscrowStore {
     public func keyVersionsInUse() async throws -> [UInt32: Int] {
         try await read { db in
             var result: [UInt32: Int] = [:]
-            for row in try Row.fetchAll(try db.cachedStatement(sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version")) {
+            for row in try Row.fetchAll(
+                try db.cachedStatement(sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version")
+            ) {
                 result[UInt32(row["key_version"] as Int64)] = row["n"]
             }
             return result
@@ -185,7 +218,6 @@ extension SQLiteEscrowStore {
         }
     }
 
-
     public func auditHead() async throws -> AuditHead? {
         try await read { db in
             try Row.fetchOne(try db.cachedStatement(sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1"))
@@ -197,27 +229,37 @@ extension SQLiteEscrowStore {
         try await read { db in
             var live: [EscrowState: Int] = [:]
             for state in EscrowState.live { live[state] = 0 }
-            for row in try Row.fetchAll(try db.cachedStatement(sql: "SELECT state, COUNT(*) AS n FROM escrow GROUP BY state")) {
+            for row in try Row.fetchAll(
+                try db.cachedStatement(sql: "SELECT state, COUNT(*) AS n FROM escrow GROUP BY state")
+            ) {
                 if let state = EscrowState(rawValue: row["state"]) { live[state] = row["n"] }
             }
             let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(created_at) FROM escrow")
             let oldestPending = try Int64.fetchOne(
-                db, sql: "SELECT MIN(created_at) FROM escrow WHERE state = ?", arguments: [EscrowState.pending.rawValue]
+                db,
+                sql: "SELECT MIN(created_at) FROM escrow WHERE state = ?",
+                arguments: [EscrowState.pending.rawValue]
             )
             let overdue =
                 try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM escrow WHERE expires_at <= ?", arguments: [Self.ms(now)]
+                    db,
+                    sql: "SELECT COUNT(*) FROM escrow WHERE expires_at <= ?",
+                    arguments: [Self.ms(now)]
                 ) ?? 0
             let dead = try Row.fetchAll(
-                db, sql: "SELECT id, dead_code FROM escrow WHERE state = ? ORDER BY created_at",
+                db,
+                sql: "SELECT id, dead_code FROM escrow WHERE state = ? ORDER BY created_at",
                 arguments: [EscrowState.dead.rawValue]
             ).compactMap { row -> DeadEscrow? in
                 guard let id = EscrowID(bytes: [UInt8](row["id"] as Data)) else { return nil }
                 return DeadEscrow(id: id, code: (row["dead_code"] as String?).map(DeadCode.init(rawValue:)))
             }
             return StoreSummary(
-                live: live, oldestLiveCreatedAt: Self.date(oldest), oldestPendingCreatedAt: Self.date(oldestPending),
-                overdue: overdue, dead: dead
+                live: live,
+                oldestLiveCreatedAt: Self.date(oldest),
+                oldestPendingCreatedAt: Self.date(oldestPending),
+                overdue: overdue,
+                dead: dead
             )
         }
     }

@@ -48,13 +48,15 @@ extension SQLiteEscrowStore {
     /// (`ON CONFLICT DO NOTHING`) and the result is false.
     @discardableResult
     static func insert(_ record: EscrowRecord, _ db: Database, ifNoLiveEscrow: Bool = false) throws -> Bool {
-        try db.cachedStatement(sql: """
+        try db.cachedStatement(
+            sql: """
                 INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
                     content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
                     confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 \(ifNoLiveEscrow ? "ON CONFLICT (blind_index) DO NOTHING" : "")
-                """).execute(
+                """
+        ).execute(
             arguments: [
                 Data(record.sealed.id.bytes), Data(record.sealed.blindIndex.bytes), Int64(record.sealed.keyVersion),
                 Data(record.sealed.publicKey), Data(record.sealed.sealedProfile), Data(record.sealed.sealedKey),
@@ -69,13 +71,15 @@ extension SQLiteEscrowStore {
 
     /// Rewrites a record in place if it is still at `expectedRevision`; returns whether it was.
     static func update(_ record: EscrowRecord, expectedRevision: Int64, _ db: Database) throws -> Bool {
-        try db.cachedStatement(sql: """
+        try db.cachedStatement(
+            sql: """
                 UPDATE escrow SET key_version = ?, public_key = ?, sealed_profile = ?, sealed_key = ?, mac = ?,
                     content_tag = ?, state = ?, revision = ?, attempts = ?, next_attempt_at = ?, lease_owner = ?,
                     lease_expires_at = ?, confirm_deadline = ?, due_at = ?, expires_at = ?, updated_at = ?,
                     dead_code = ?, last_status = ?
                 WHERE id = ? AND revision = ?
-                """).execute(
+                """
+        ).execute(
             arguments: [
                 Int64(record.sealed.keyVersion), Data(record.sealed.publicKey), Data(record.sealed.sealedProfile),
                 Data(record.sealed.sealedKey), Data(record.sealed.mac), Data(record.contentTag),
@@ -102,8 +106,13 @@ extension SQLiteEscrowStore {
 
     static func event(from row: Row) -> AuditEvent {
         let draft = AuditDraft(
-            type: AuditEventType(rawValue: row[2] ?? ""), at: date(row[1] as Int64), escrowID: row[3],
-            indexPrefix: row[4], detail: row[5], httpStatus: row[6], actor: AuditActor(rawValue: row[7] ?? ""),
+            type: AuditEventType(rawValue: row[2] ?? ""),
+            at: date(row[1] as Int64),
+            escrowID: row[3],
+            indexPrefix: row[4],
+            detail: row[5],
+            httpStatus: row[6],
+            actor: AuditActor(rawValue: row[7] ?? ""),
             ageMilliseconds: row[8]
         )
         return AuditEvent(sequence: row[0], draft: draft, hash: [UInt8]((row[9] as Data?) ?? Data()))

@@ -49,7 +49,9 @@ public final class SQLiteEscrowStore: EscrowStore {
         if !configuration.readOnly, !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
                 try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+                    atPath: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700]
                 )
             } catch {
                 throw EscrowStoreError(.unavailable, "cannot create the directory \(directory)")

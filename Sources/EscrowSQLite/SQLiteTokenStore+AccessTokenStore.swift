@@ -5,16 +5,19 @@ import GRDB
 extension SQLiteTokenStore {
     public func addToken(_ record: AccessTokenRecord) async throws {
         try await write { db in
-            let active = try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM access_token WHERE name = ? AND revoked_at IS NULL",
-                arguments: [record.name]
-            ) ?? 0
+            let active =
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM access_token WHERE name = ? AND revoked_at IS NULL",
+                    arguments: [record.name]
+                ) ?? 0
             guard active == 0 else {
                 throw EscrowStoreError(.tokenExists, "an active token with this name already exists; revoke it first")
             }
             try db.execute(sql: "DELETE FROM access_token WHERE name = ?", arguments: [record.name])
             try db.execute(
-                sql: "INSERT INTO access_token (name, token_hash, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)",
+                sql:
+                    "INSERT INTO access_token (name, token_hash, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [
                     record.name, Data(record.hash), Self.scopesText(record.scopes),
                     SQLiteEscrowStore.ms(record.createdAt), SQLiteEscrowStore.ms(record.revokedAt),
@@ -51,9 +54,13 @@ extension SQLiteTokenStore {
     }
 
     static func token(from row: Row) -> AccessTokenRecord {
-        let scopes = (row["scopes"] as String).split(separator: " ").compactMap { AccessTokenScope(rawValue: String($0)) }
+        let scopes = (row["scopes"] as String).split(separator: " ").compactMap {
+            AccessTokenScope(rawValue: String($0))
+        }
         return AccessTokenRecord(
-            name: row["name"], scopes: Set(scopes), hash: [UInt8](row["token_hash"] as Data),
+            name: row["name"],
+            scopes: Set(scopes),
+            hash: [UInt8](row["token_hash"] as Data),
             createdAt: SQLiteEscrowStore.date(row["created_at"] as Int64),
             revokedAt: SQLiteEscrowStore.date(row["revoked_at"] as Int64?)
         )

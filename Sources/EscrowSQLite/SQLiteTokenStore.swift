@@ -59,7 +59,8 @@ public final class SQLiteTokenStore: AccessTokenStore {
             throw error
         } catch {
             throw EscrowStoreError(
-                .unavailable, "cannot open the token store at \(path) (\(SQLiteEscrowStore.describe(error)))"
+                .unavailable,
+                "cannot open the token store at \(path) (\(SQLiteEscrowStore.describe(error)))"
             )
         }
         logger.info("opened token store", metadata: ["path": "\(path)", "sqlite.journal_mode": "delete"])
@@ -90,7 +91,9 @@ public final class SQLiteTokenStore: AccessTokenStore {
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
                 try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+                    atPath: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700]
                 )
             } catch {
                 throw EscrowStoreError(.unavailable, "cannot create the directory \(directory)")
@@ -101,7 +104,8 @@ public final class SQLiteTokenStore: AccessTokenStore {
             closeDescriptor(descriptor)
         } else if errno != EEXIST {  // EEXIST: another process made it first.
             throw EscrowStoreError(
-                .unavailable, "cannot create the token store \(path): \(String(cString: strerror(errno)))"
+                .unavailable,
+                "cannot create the token store \(path): \(String(cString: strerror(errno)))"
             )
         }
     }

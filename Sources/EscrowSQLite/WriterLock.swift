@@ -17,7 +17,10 @@ final class WriterLock: @unchecked Sendable {
         let path = databasePath + ".writer-lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw EscrowStoreError(.unavailable, "cannot open the writer lock \(path): \(String(cString: strerror(errno)))")
+            throw EscrowStoreError(
+                .unavailable,
+                "cannot open the writer lock \(path): \(String(cString: strerror(errno)))"
+            )
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = Self.readHolder(fd)

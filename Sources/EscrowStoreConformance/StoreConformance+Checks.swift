@@ -11,7 +11,8 @@ extension StoreConformance {
         try expect(outcome == .created(record), "a first capture is .created with the record")
         try expect(try await store.record(id: record.id) == record, "record(id:) returns the stored record unchanged")
         try expect(
-            try await store.record(blindIndex: record.blindIndex) == record, "record(blindIndex:) finds the live record"
+            try await store.record(blindIndex: record.blindIndex) == record,
+            "record(blindIndex:) finds the live record"
         )
         try expect(try await store.record(id: .random()) == nil, "an unknown id is nil")
         let events = try await fixture.allEvents(store)
@@ -83,7 +84,12 @@ extension StoreConformance {
         let fixture = Fixture()
         let record = try fixture.record(user: 1)
         _ = try await store.capture(record, actor: .library)
-        let action = EscrowLifecycle().handle(.confirm, on: record, at: fixture.start.addingTimeInterval(2), actor: .cli)
+        let action = EscrowLifecycle().handle(
+            .confirm,
+            on: record,
+            at: fixture.start.addingTimeInterval(2),
+            actor: .cli
+        )
         try expect(try await store.commit(action, id: record.id, expectedRevision: 99) == false, "stale purge refused")
         try expect(try await store.record(id: record.id) != nil, "still there after a refused purge")
         try expect(try await store.commit(action, id: record.id, expectedRevision: 1), "purge applies")
@@ -92,7 +98,10 @@ extension StoreConformance {
         let types = try await fixture.allEvents(store).map(\.draft.type)
         try expect(types == [.captured, .confirmed, .purged], "events: \(types)")
         try await store.flushPurged()
-        try expect(try await store.commit(action, id: record.id, expectedRevision: 1) == false, "a second purge is a no-op")
+        try expect(
+            try await store.commit(action, id: record.id, expectedRevision: 1) == false,
+            "a second purge is a no-op"
+        )
     }
 
     static func claimLeasesDueOnce(_ make: MakeStore) async throws {
@@ -113,7 +122,12 @@ extension StoreConformance {
         try expect(try await store.record(id: due.id) == claimed[0], "the lease is stored")
         let again = try await store.claimDue(at: now.addingTimeInterval(1), limit: 10, owner: "w2", leaseDuration: 30)
         try expect(again.isEmpty, "a leased escrow is not leased again before its lease ends")
-        let afterLater = try await store.claimDue(at: now.addingTimeInterval(61), limit: 10, owner: "w2", leaseDuration: 30)
+        let afterLater = try await store.claimDue(
+            at: now.addingTimeInterval(61),
+            limit: 10,
+            owner: "w2",
+            leaseDuration: 30
+        )
         try expect(afterLater.map(\.id) == [later.id], "the later escrow becomes due")
     }
 
@@ -129,21 +143,27 @@ extension StoreConformance {
         try expect(second.count == 1 && second[0].leaseOwner == "w2", "an expired lease is taken over")
         try expect(second[0].revision > first[0].revision, "the takeover has a newer fencing token")
         let stale = EscrowLifecycle().handle(
-            .delivered(.confirmed(status: 200), fencingToken: first[0].revision, unitRandom: 0.5), on: second[0],
-            at: now.addingTimeInterval(12), actor: .worker("w1")
+            .delivered(.confirmed(status: 200), fencingToken: first[0].revision, unitRandom: 0.5),
+            on: second[0],
+            at: now.addingTimeInterval(12),
+            actor: .worker("w1")
         )
         try expect(stale == .ignore(.staleLease), "the lifecycle refuses a stale token")
         let forced = EscrowLifecycle().handle(
-            .delivered(.confirmed(status: 200), fencingToken: second[0].revision, unitRandom: 0.5), on: second[0],
-            at: now.addingTimeInterval(12), actor: .worker("w2")
+            .delivered(.confirmed(status: 200), fencingToken: second[0].revision, unitRandom: 0.5),
+            on: second[0],
+            at: now.addingTimeInterval(12),
+            actor: .worker("w2")
         )
         try expect(
             !(try await store.commit(forced, id: record.id, expectedRevision: first[0].revision)),
             "the store refuses a commit at the stale worker's revision"
         )
         let accepted = EscrowLifecycle(confirmTimeout: 100).handle(
-            .delivered(.accepted(status: 202), fencingToken: second[0].revision, unitRandom: 0.5), on: second[0],
-            at: now.addingTimeInterval(12), actor: .worker("w2")
+            .delivered(.accepted(status: 202), fencingToken: second[0].revision, unitRandom: 0.5),
+            on: second[0],
+            at: now.addingTimeInterval(12),
+            actor: .worker("w2")
         )
         try expect(try await store.commit(accepted, id: record.id, expectedRevision: second[0].revision), "202 stored")
         let early = try await store.claimDue(at: now.addingTimeInterval(50), limit: 1, owner: "w3", leaseDuration: 10)
@@ -193,7 +213,11 @@ extension StoreConformance {
             seen += page.map(\.id)
         }
         try expect(Set(seen) == Set(records.map(\.id)) && seen.count == 9, "pagination visits each record once")
-        let expired = try await store.records(.expired(at: fixture.start.addingTimeInterval(10)), after: nil, limit: 100)
+        let expired = try await store.records(
+            .expired(at: fixture.start.addingTimeInterval(10)),
+            after: nil,
+            limit: 100
+        )
         try expect(Set(expired.map(\.id)) == Set(records.prefix(4).map(\.id)), "expired = retention passed")
         var dead = records[5]
         dead.state = .dead
@@ -225,7 +249,10 @@ extension StoreConformance {
         var verifier = AuditChain.Verifier()
         for event in events { verifier.consume(event) }
         verifier.finish(head: try await store.auditHead())
-        try expect(verifier.isIntact, "the stored chain verifies; broken at \(String(describing: verifier.firstBrokenSequence))")
+        try expect(
+            verifier.isIntact,
+            "the stored chain verifies; broken at \(String(describing: verifier.firstBrokenSequence))"
+        )
         try expect(try await store.auditHead()?.sequence == Int64(events.count), "the head names the last event")
     }
 

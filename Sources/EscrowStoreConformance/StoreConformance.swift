@@ -50,7 +50,12 @@ struct Fixture {
         "000000.conformance\(String(format: "%020d", number)).0001"
     }
 
-    func record(user number: Int, content: String = "content", at date: Date? = nil, retention: Double = 3600)
+    func record(
+        user number: Int,
+        content: String = "content",
+        at date: Date? = nil,
+        retention: Double = 3600
+    )
         throws -> EscrowRecord
     {
         let now = date ?? start
@@ -58,8 +63,10 @@ struct Fixture {
         let plaintext = SecretBytes(copying: Array("fake-profile:\(content)".utf8))
         let sealed = try keyring.seal(plaintext: plaintext, id: .random(), blindIndex: index)
         return EscrowRecord(
-            sealed: sealed, contentTag: keyring.contentTag(blindIndex: index, plaintext: plaintext),
-            createdAt: now, expiresAt: now.addingTimeInterval(retention)
+            sealed: sealed,
+            contentTag: keyring.contentTag(blindIndex: index, plaintext: plaintext),
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(retention)
         )
     }
 

@@ -16,7 +16,8 @@ extension Escrow {
     /// untouched, so it is cheap. Rows that fail to open are left as they are and counted.
     /// - Returns: how many escrows were rewrapped and how many could not be.
     public func rewrap(
-        actor: AuditActor = .cli, progress: (@Sendable (Int) -> Void)? = nil
+        actor: AuditActor = .cli,
+        progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> (rewrapped: Int, failed: Int) {
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "rewrap needs the full keyring, this one is public-only")
@@ -47,7 +48,9 @@ extension Escrow {
         }
         try await store.appendAudit([
             AuditDraft(
-                type: .keysRewrapped, at: Date(), detail: "to version \(active): \(rewrapped) rewrapped, \(failed) failed",
+                type: .keysRewrapped,
+                at: Date(),
+                detail: "to version \(active): \(rewrapped) rewrapped, \(failed) failed",
                 actor: actor
             )
         ])
@@ -62,7 +65,8 @@ extension Escrow {
         let inUse = try await store.keyVersionsInUse()[version] ?? 0
         guard inUse == 0 else {
             throw EscrowError(
-                .keyInUse, "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
+                .keyInUse,
+                "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
             )
         }
     }

@@ -31,7 +31,11 @@ extension Escrow {
     ///   - email: the new email, or nil to remove it.
     ///   - isPrivateEmail: nil derives it from the email's domain.
     public func updateEmail(
-        userIdentifier: String, email: String?, isPrivateEmail: Bool?, actor: AuditActor, now: Date = Date()
+        userIdentifier: String,
+        email: String?,
+        isPrivateEmail: Bool?,
+        actor: AuditActor,
+        now: Date = Date()
     ) async throws -> EmailUpdate {
         guard !isCaptureOnly else {
             logger.warning("email change skipped: this node holds a public-only keyring and cannot re-seal")
@@ -54,7 +58,8 @@ extension Escrow {
                 )
                 return .captureOnly
             }
-            guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail) else {
+            guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail)
+            else {
                 logger.info(
                     "email change skipped: nothing would be left to escrow",
                     metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
@@ -69,10 +74,15 @@ extension Escrow {
             next.revision = record.revision + 1
             next.updatedAt = now
             let event = AuditDraft(
-                type: .updated, at: now, escrowID: record.id.hex, indexPrefix: record.blindIndex.prefixHex,
-                detail: "email", actor: actor
+                type: .updated,
+                at: now,
+                escrowID: record.id.hex,
+                indexPrefix: record.blindIndex.prefixHex,
+                detail: "email",
+                actor: actor
             )
-            guard try await store.commit(.update(next, [event]), id: record.id, expectedRevision: record.revision) else {
+            guard try await store.commit(.update(next, [event]), id: record.id, expectedRevision: record.revision)
+            else {
                 continue  // it changed under us: read it again
             }
             logger.info(
@@ -88,8 +98,11 @@ extension Escrow {
     static func changingEmail(of profile: Profile, to email: String?, isPrivateEmail: Bool?) throws -> Profile? {
         do {
             return try Profile(
-                userIdentifier: profile.userIdentifier, fullName: profile.fullName, email: email,
-                isPrivateEmail: isPrivateEmail, realUserStatus: profile.realUserStatus
+                userIdentifier: profile.userIdentifier,
+                fullName: profile.fullName,
+                email: email,
+                isPrivateEmail: isPrivateEmail,
+                realUserStatus: profile.realUserStatus
             )
         } catch {
             if error.code == .nothingToEscrow { return nil }

@@ -20,7 +20,9 @@ public final class Escrow: Sendable {
     let lifecycle: EscrowLifecycle
 
     public init(
-        store: any EscrowStore, keyring: Keyring, configuration: EscrowConfiguration = EscrowConfiguration(),
+        store: any EscrowStore,
+        keyring: Keyring,
+        configuration: EscrowConfiguration = EscrowConfiguration(),
         logger: Logger
     ) {
         self.store = store
@@ -37,7 +39,8 @@ public final class Escrow: Sendable {
 
     /// Parses and validates a SPEC §3 JSON body, then captures it. The identity token, if any, is not
     /// checked here (see verified capture in the HTTP service); the escrow is recorded as unverified.
-    public func capture(json body: some Collection<UInt8>, actor: AuditActor = .library) async throws -> CaptureReceipt {
+    public func capture(json body: some Collection<UInt8>, actor: AuditActor = .library) async throws -> CaptureReceipt
+    {
         let input = try ProfileParser.parse(body)
         return try await capture(input.profile, verified: false, actor: actor)
     }
@@ -47,7 +50,10 @@ public final class Escrow: Sendable {
     /// At most one live escrow per user: the same content again changes nothing; new content
     /// replaces the previous escrow (purged as `replaced`).
     public func capture(
-        _ profile: Profile, verified: Bool = false, actor: AuditActor = .library, now: Date = Date()
+        _ profile: Profile,
+        verified: Bool = false,
+        actor: AuditActor = .library,
+        now: Date = Date()
     ) async throws -> CaptureReceipt {
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
         let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
@@ -68,7 +74,10 @@ public final class Escrow: Sendable {
         case .replaced(_, let previous):
             receiptOutcome = .replaced
             EscrowMetrics.purged(.replaced)
-            logger.info("escrow replaced", metadata: ["escrow.id": "\(previous)", "escrow.replacement": "\(stored.id)"])
+            logger.info(
+                "escrow replaced",
+                metadata: ["escrow.id": "\(previous)", "escrow.replacement": "\(stored.id)"]
+            )
         }
         if receiptOutcome != .unchanged { EscrowMetrics.captured() }
         logger.info(
@@ -79,7 +88,10 @@ public final class Escrow: Sendable {
             ]
         )
         return CaptureReceipt(
-            escrowID: stored.id, state: stored.state, expiresAt: stored.expiresAt, outcome: receiptOutcome
+            escrowID: stored.id,
+            state: stored.state,
+            expiresAt: stored.expiresAt,
+            outcome: receiptOutcome
         )
     }
 
@@ -143,7 +155,9 @@ public final class Escrow: Sendable {
     /// Purges the user's escrow for `reason` (`erased` by default). Returns whether one was held.
     @discardableResult
     public func erase(
-        userIdentifier: String, reason: PurgeReason = .erased, actor: AuditActor = .library
+        userIdentifier: String,
+        reason: PurgeReason = .erased,
+        actor: AuditActor = .library
     ) async throws -> Bool {
         try await apply(.purge(reason), toUser: userIdentifier, actor: actor)
     }
@@ -151,14 +165,17 @@ public final class Escrow: Sendable {
     /// Purges every escrow past its retention as `expired`; returns how many.
     @discardableResult
     public func sweep(
-        actor: AuditActor = .library, now: Date = Date(), progress: (@Sendable (Int) -> Void)? = nil
+        actor: AuditActor = .library,
+        now: Date = Date(),
+        progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> Int {
         var purged = 0
         while true {
             let batch = try await store.records(.expired(at: now), after: nil, limit: 500)
             if batch.isEmpty { break }
             var progressed = false
-            for record in batch where try await apply(.purge(.expired), to: record, actor: actor, now: now) == .applied {
+            for record in batch where try await apply(.purge(.expired), to: record, actor: actor, now: now) == .applied
+            {
                 purged += 1
                 progressed = true
             }
@@ -216,7 +233,12 @@ public final class Escrow: Sendable {
     enum ApplyResult { case applied, ignored, stale }
 
     /// Applies one lifecycle event with compare-and-set.
-    func apply(_ event: LifecycleEvent, to record: EscrowRecord, actor: AuditActor, now: Date) async throws
+    func apply(
+        _ event: LifecycleEvent,
+        to record: EscrowRecord,
+        actor: AuditActor,
+        now: Date
+    ) async throws
         -> ApplyResult
     {
         let action = lifecycle.handle(event, on: record, at: now, actor: actor)

@@ -22,11 +22,12 @@ extension PurgeReport {
             "dead": dead.map { ["escrowId": $0.id.hex, "code": $0.code?.rawValue ?? NSNull()] as [String: Any] },
         ]
         if let chain {
-            object["chain"] = [
-                "verified": chain.verified, "events": chain.events,
-                "firstBrokenSequence": chain.firstBrokenSequence.map { $0 as Any } ?? NSNull(),
-                "headHash": chain.headHash ?? NSNull(),
-            ] as [String: Any]
+            object["chain"] =
+                [
+                    "verified": chain.verified, "events": chain.events,
+                    "firstBrokenSequence": chain.firstBrokenSequence.map { $0 as Any } ?? NSNull(),
+                    "headHash": chain.headHash ?? NSNull(),
+                ] as [String: Any]
         }
         // Only plain values above: serialization cannot fail.
         return (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
@@ -37,16 +38,22 @@ extension PurgeReport {
         func seconds(_ value: Double?) -> String { value.map { Self.human($0) } ?? "-" }
         var lines: [String] = []
         lines.append("ProfileEscrow purge report")
-        lines.append("  period            \(since.map(Self.timestamp) ?? "beginning") .. \(until.map(Self.timestamp) ?? "now")")
+        lines.append(
+            "  period            \(since.map(Self.timestamp) ?? "beginning") .. \(until.map(Self.timestamp) ?? "now")"
+        )
         lines.append("  generated         \(Self.timestamp(generatedAt))")
         lines.append("")
         lines.append("  captured          \(captured)")
         lines.append("  purged            \(purged.values.reduce(0, +))")
         for reason in PurgeReason.allCases {
-            lines.append("    \(reason.rawValue.padding(toLength: 16, withPad: " ", startingAt: 0))\(purged[reason] ?? 0)")
+            lines.append(
+                "    \(reason.rawValue.padding(toLength: 16, withPad: " ", startingAt: 0))\(purged[reason] ?? 0)"
+            )
         }
-        lines.append("  time to purge     median \(seconds(timeToPurgeSeconds?.median)), "
-            + "p95 \(seconds(timeToPurgeSeconds?.p95)), max \(seconds(timeToPurgeSeconds?.max))")
+        lines.append(
+            "  time to purge     median \(seconds(timeToPurgeSeconds?.median)), "
+                + "p95 \(seconds(timeToPurgeSeconds?.p95)), max \(seconds(timeToPurgeSeconds?.max))"
+        )
         lines.append("")
         lines.append("  live now          \(live.values.reduce(0, +)) (oldest \(seconds(oldestLiveAgeSeconds)))")
         for state in EscrowState.live {
@@ -63,8 +70,10 @@ extension PurgeReport {
             if chain.verified {
                 lines.append("  audit chain       verified, \(chain.events) events, head \(chain.headHash ?? "-")")
             } else {
-                lines.append("  audit chain       BROKEN at sequence \(chain.firstBrokenSequence.map(String.init) ?? "?") "
-                    + "(\(chain.events) events read)")
+                lines.append(
+                    "  audit chain       BROKEN at sequence \(chain.firstBrokenSequence.map(String.init) ?? "?") "
+                        + "(\(chain.events) events read)"
+                )
             }
         }
         return lines.joined(separator: "\n") + "\n"

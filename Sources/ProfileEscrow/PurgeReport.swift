@@ -51,8 +51,13 @@ public struct PurgeReport: Sendable, Equatable {
     /// maximum is exact).
     /// - Parameter onPurge: called for each purge in the period, in order (the CSV rows).
     public static func build(
-        store: any EscrowStore, since: Date? = nil, until: Date? = nil, verify: Bool, now: Date = Date(),
-        pageSize: Int = 20_000, onPurge: ((Purge) -> Void)? = nil
+        store: any EscrowStore,
+        since: Date? = nil,
+        until: Date? = nil,
+        verify: Bool,
+        now: Date = Date(),
+        pageSize: Int = 20_000,
+        onPurge: ((Purge) -> Void)? = nil
     ) async throws -> PurgeReport {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
         var verifier = AuditChain.Verifier()
@@ -80,9 +85,13 @@ public struct PurgeReport: Sendable, Equatable {
                     maximumAge = max(maximumAge, age)
                     onPurge?(
                         Purge(
-                            sequence: event.sequence, at: draft.at, escrowID: draft.escrowID ?? "",
-                            indexPrefix: draft.indexPrefix ?? "", reason: draft.detail ?? "",
-                            ageSeconds: Double(age) / 1000, actor: draft.actor.rawValue
+                            sequence: event.sequence,
+                            at: draft.at,
+                            escrowID: draft.escrowID ?? "",
+                            indexPrefix: draft.indexPrefix ?? "",
+                            reason: draft.detail ?? "",
+                            ageSeconds: Double(age) / 1000,
+                            actor: draft.actor.rawValue
                         )
                     )
                 default:
@@ -92,14 +101,16 @@ public struct PurgeReport: Sendable, Equatable {
         }
         if ages.totalCount > 0 {
             report.timeToPurgeSeconds = Durations(
-                median: Double(ages.valueAtPercentile(50)) / 1000, p95: Double(ages.valueAtPercentile(95)) / 1000,
+                median: Double(ages.valueAtPercentile(50)) / 1000,
+                p95: Double(ages.valueAtPercentile(95)) / 1000,
                 max: Double(maximumAge) / 1000
             )
         }
         if verify {
             verifier.finish(head: try await store.auditHead())
             report.chain = Chain(
-                verified: verifier.isIntact, events: verifier.eventCount,
+                verified: verifier.isIntact,
+                events: verifier.eventCount,
                 firstBrokenSequence: verifier.firstBrokenSequence,
                 headHash: verifier.eventCount > 0 ? verifier.previous.map { String(format: "%02x", $0) }.joined() : nil
             )

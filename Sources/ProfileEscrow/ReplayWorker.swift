@@ -1,7 +1,7 @@
-public import Logging
-public import ServiceLifecycle
 import EscrowCore
 import Foundation
+public import Logging
+public import ServiceLifecycle
 
 /// Retry, then replay (SPEC §7): delivers captured escrows to the registration backend until it
 /// confirms them, then they are purged.

@@ -44,7 +44,8 @@ struct Keys: AsyncParsableCommand {
 
     struct ExportPublic: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "export-public", abstract: "Write a public-only keyring for capture-only nodes."
+            commandName: "export-public",
+            abstract: "Write a public-only keyring for capture-only nodes."
         )
         @OptionGroup var options: GlobalOptions
         @Option(help: "Where to write the public-only keyring.") var out: String
@@ -83,7 +84,9 @@ struct Keys: AsyncParsableCommand {
             let progress = Progress(label: "rewrapped")
             let result = try await escrow.rewrap(progress: { progress.update($0) })
             progress.finish()
-            print("rewrapped \(result.rewrapped) escrows to version \(escrow.keyring.activeVersion), \(result.failed) failed")
+            print(
+                "rewrapped \(result.rewrapped) escrows to version \(escrow.keyring.activeVersion), \(result.failed) failed"
+            )
             if result.failed > 0 { throw ExitCode(CLIFailure.problem) }
         }
     }
@@ -101,7 +104,9 @@ struct Keys: AsyncParsableCommand {
             let retired = try escrow.keyring.retiring(version: version)
             try retired.write(path: options.keyringPath, overwrite: true)
             try await escrow.recordRetirement(of: version)
-            print("retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened")
+            print(
+                "retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened"
+            )
         }
     }
 }

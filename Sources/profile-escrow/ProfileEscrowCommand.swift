@@ -1,6 +1,6 @@
 import ArgumentParser
-import Foundation
 import EscrowCrypto
+import Foundation
 import ProfileEscrow
 
 /// `profile-escrow`: thin over the library. Parse, call, print; exit codes of SPEC §8.

@@ -42,8 +42,11 @@ struct PurgeReportCommand: AsyncParsableCommand {
         let store = try options.openStore(readOnly: true, owner: "profile-escrow purge-report")
         if format == .csv { print(PurgeReport.csvHeader) }
         let report = try await PurgeReport.build(
-            store: store, since: since.flatMap { Self.parseTime($0, now: now) },
-            until: until.flatMap { Self.parseTime($0, now: now) }, verify: verify, now: now,
+            store: store,
+            since: since.flatMap { Self.parseTime($0, now: now) },
+            until: until.flatMap { Self.parseTime($0, now: now) },
+            verify: verify,
+            now: now,
             onPurge: format == .csv ? { print(PurgeReport.csvRow($0)) } : nil
         )
         switch format {

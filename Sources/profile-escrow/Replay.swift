@@ -34,7 +34,12 @@ struct Replay: AsyncParsableCommand {
         storeConfiguration.checkpointAfterPurge = false
         let logger = options.logger
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
-        let escrow = Escrow(store: store, keyring: keyring, configuration: try worker.escrowConfiguration(options), logger: logger)
+        let escrow = Escrow(
+            store: store,
+            keyring: keyring,
+            configuration: try worker.escrowConfiguration(options),
+            logger: logger
+        )
         let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
 
         if once {

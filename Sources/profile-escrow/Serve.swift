@@ -6,8 +6,8 @@ import EscrowSQLite
 import Foundation
 import Logging
 import Metrics
-import Prometheus
 import ProfileEscrow
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -34,7 +34,10 @@ struct Serve: AsyncParsableCommand {
         help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=1)."
     )
     var metricsToken = false
-    @Option(name: .customLong("apple-audience"), help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE).")
+    @Option(
+        name: .customLong("apple-audience"),
+        help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE)."
+    )
     var appleAudience: String?
     @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
     var appleJWKS: String?
@@ -91,7 +94,10 @@ struct Serve: AsyncParsableCommand {
         storeConfiguration.checkpointAfterPurge = false
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
         let escrow = Escrow(
-            store: store, keyring: keyring, configuration: try worker.escrowConfiguration(options), logger: logger
+            store: store,
+            keyring: keyring,
+            configuration: try worker.escrowConfiguration(options),
+            logger: logger
         )
         logger.notice(
             "starting profile-escrow serve",
@@ -125,7 +131,11 @@ struct Serve: AsyncParsableCommand {
         }
 
         let app = EscrowHTTPApplication.build(
-            escrow: escrow, tokens: tokens, notifications: store, registry: registry, configuration: configuration,
+            escrow: escrow,
+            tokens: tokens,
+            notifications: store,
+            registry: registry,
+            configuration: configuration,
             logger: logger
         )
 

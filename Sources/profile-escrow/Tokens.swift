@@ -27,7 +27,8 @@ struct Tokens: AsyncParsableCommand {
         @OptionGroup var tokenStore: TokenStoreOptions
         @Argument(help: "Token name, [A-Za-z0-9._-]{1,64}; the audit actor is http:<name>.") var name: String
         @Option(
-            name: .customLong("scope"), parsing: .upToNextOption,
+            name: .customLong("scope"),
+            parsing: .upToNextOption,
             help: "One or more of: capture, read, replay, confirm, erase, metrics."
         )
         var scopes: [String] = []
@@ -47,7 +48,9 @@ struct Tokens: AsyncParsableCommand {
             let token: String
             do {
                 token = try await AccessTokens.issue(
-                    name: name, scopes: Set(scopes.compactMap(AccessTokenScope.init(rawValue:))), store: store
+                    name: name,
+                    scopes: Set(scopes.compactMap(AccessTokenScope.init(rawValue:))),
+                    store: store
                 )
             } catch let error as EscrowStoreError where error.code == .tokenExists {
                 throw ValidationError("a token named \(name) is active; revoke it first or choose another name")
@@ -72,7 +75,9 @@ struct Tokens: AsyncParsableCommand {
             for token in tokens {
                 let status = token.revokedAt.map { "revoked \(iso($0))" } ?? "active"
                 let scopes = token.scopes.sorted().map(\.rawValue).joined(separator: ",")
-                print("\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)  \(scopes)")
+                print(
+                    "\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)  \(scopes)"
+                )
             }
         }
     }

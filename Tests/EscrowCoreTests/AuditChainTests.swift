@@ -9,9 +9,12 @@ struct AuditChainTests {
         var previous = AuditChain.genesis
         return (1...Int64(count)).map { sequence in
             let draft = AuditDraft(
-                type: sequence % 2 == 0 ? .purged : .captured, at: Date(timeIntervalSince1970: Double(sequence)),
-                escrowID: String(repeating: "a", count: 32), indexPrefix: "0011223344556677",
-                detail: sequence % 2 == 0 ? "confirmed" : nil, actor: .cli,
+                type: sequence % 2 == 0 ? .purged : .captured,
+                at: Date(timeIntervalSince1970: Double(sequence)),
+                escrowID: String(repeating: "a", count: 32),
+                indexPrefix: "0011223344556677",
+                detail: sequence % 2 == 0 ? "confirmed" : nil,
+                actor: .cli,
                 ageMilliseconds: sequence % 2 == 0 ? 1000 : nil
             )
             let hash = AuditChain.hash(previous: previous, sequence: sequence, draft: draft)

@@ -18,9 +18,14 @@ struct LifecycleTests {
     }
 
     func leased(_ record: EscrowRecord, at time: Date? = nil) throws -> EscrowRecord {
-        guard case .update(let next, let events) = lifecycle.handle(
-            .lease(owner: "w1", duration: 30), on: record, at: time ?? now, actor: .worker("w1")
-        ) else {
+        guard
+            case .update(let next, let events) = lifecycle.handle(
+                .lease(owner: "w1", duration: 30),
+                on: record,
+                at: time ?? now,
+                actor: .worker("w1")
+            )
+        else {
             throw LeaseFailed()
         }
         #expect(events.isEmpty)
@@ -42,10 +47,17 @@ struct LifecycleTests {
     @Test func leaseRefusesWhatIsNotDue() throws {
         var record = try record()
         record.nextAttemptAt = now.addingTimeInterval(10)
-        #expect(lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library) == .ignore(.notDue))
+        #expect(
+            lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library) == .ignore(.notDue)
+        )
         let leased = try leased(try self.record())
         #expect(
-            lifecycle.handle(.lease(owner: "w2", duration: 5), on: leased, at: now.addingTimeInterval(29), actor: .library)
+            lifecycle.handle(
+                .lease(owner: "w2", duration: 5),
+                on: leased,
+                at: now.addingTimeInterval(29),
+                actor: .library
+            )
                 == .ignore(.notDue)
         )
         // After the lease ran out, another worker may take it, with a new fencing token.
@@ -58,7 +70,9 @@ struct LifecycleTests {
         let leased = try leased(try record())
         let action = lifecycle.handle(
             .delivered(.classify(status: status, retryAfter: nil), fencingToken: leased.revision, unitRandom: 0),
-            on: leased, at: now.addingTimeInterval(3), actor: .worker("w1")
+            on: leased,
+            at: now.addingTimeInterval(3),
+            actor: .worker("w1")
         )
         guard case .purge(.confirmed, let events) = action else {
             Issue.record("expected a confirmed purge, got \(action)")
@@ -74,7 +88,9 @@ struct LifecycleTests {
         let leased = try leased(try record())
         let action = lifecycle.handle(
             .delivered(.classify(status: 202, retryAfter: nil), fencingToken: leased.revision, unitRandom: 0),
-            on: leased, at: now, actor: .worker("w1")
+            on: leased,
+            at: now,
+            actor: .worker("w1")
         )
         guard case .update(let next, let events) = action else {
             Issue.record("expected update, got \(action)")
@@ -93,7 +109,9 @@ struct LifecycleTests {
         let leased = try leased(try record())
         let action = lifecycle.handle(
             .delivered(.classify(status: status, retryAfter: nil), fencingToken: leased.revision, unitRandom: 0.5),
-            on: leased, at: now, actor: .worker("w1")
+            on: leased,
+            at: now,
+            actor: .worker("w1")
         )
         guard case .update(let next, let events) = action else {
             Issue.record("expected update, got \(action)")
@@ -111,7 +129,9 @@ struct LifecycleTests {
         let leased = try leased(try record())
         let action = lifecycle.handle(
             .delivered(.retry(status: 503, retryAfter: 42), fencingToken: leased.revision, unitRandom: 0.9),
-            on: leased, at: now, actor: .worker("w1")
+            on: leased,
+            at: now,
+            actor: .worker("w1")
         )
         guard case .update(let next, _) = action else {
             Issue.record("expected update")
@@ -125,7 +145,9 @@ struct LifecycleTests {
         let leased = try leased(try record())
         let action = lifecycle.handle(
             .delivered(.classify(status: status, retryAfter: nil), fencingToken: leased.revision, unitRandom: 0),
-            on: leased, at: now, actor: .worker("w1")
+            on: leased,
+            at: now,
+            actor: .worker("w1")
         )
         guard case .update(let next, let events) = action else {
             Issue.record("expected update")
@@ -145,7 +167,9 @@ struct LifecycleTests {
             #expect(record.attempts == attempt)
             let action = lifecycle.handle(
                 .delivered(.retry(status: nil, retryAfter: nil), fencingToken: record.revision, unitRandom: 1),
-                on: record, at: record.nextAttemptAt, actor: .worker("w1")
+                on: record,
+                at: record.nextAttemptAt,
+                actor: .worker("w1")
             )
             guard case .update(let next, _) = action else {
                 Issue.record("expected update")
@@ -170,9 +194,14 @@ struct LifecycleTests {
 
     @Test func releaseGivesTheAttemptBack() throws {
         let leased = try leased(try record())
-        guard case .update(let next, let events) = lifecycle.handle(
-            .release(fencingToken: leased.revision), on: leased, at: now.addingTimeInterval(2), actor: .worker("w1")
-        ) else {
+        guard
+            case .update(let next, let events) = lifecycle.handle(
+                .release(fencingToken: leased.revision),
+                on: leased,
+                at: now.addingTimeInterval(2),
+                actor: .worker("w1")
+            )
+        else {
             Issue.record("expected update")
             return
         }
@@ -200,7 +229,8 @@ struct LifecycleTests {
     }
 
     @Test func tamperedGoesDeadOnce() throws {
-        guard case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library)
+        guard
+            case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library)
         else {
             Issue.record("expected update")
             return

@@ -1,14 +1,15 @@
 import EscrowCore
-import ProfileEscrow
-import EscrowSQLite
 import EscrowCrypto
-@testable import EscrowHTTP
+import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import ProfileEscrow
 import Testing
+
+@testable import EscrowHTTP
 
 @Suite("POST /v1/apple/notifications")
 struct AppleNotificationTests {
@@ -24,25 +25,36 @@ struct AppleNotificationTests {
     func post(_ harness: HTTPHarness, _ jws: String) async throws -> TestResponse {
         try await harness.app().test(.router) { client async throws in
             try await client.execute(
-                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                uri: "/v1/apple/notifications",
+                method: .post,
+                headers: [.contentType: "application/json"],
                 body: Fake.body(["payload": jws])
             )
         }
     }
 
-    func notification(_ type: String, number: Int = 1, email: String? = nil, jti: String = UUID().uuidString)
+    func notification(
+        _ type: String,
+        number: Int = 1,
+        email: String? = nil,
+        jti: String = UUID().uuidString
+    )
         async throws -> String
     {
         try await keys.sign(
             AppleTestKeys.NotificationClaims(
-                jti: jti, events: AppleTestKeys.events(type, sub: Fake.userIdentifier(number), email: email)
+                jti: jti,
+                events: AppleTestKeys.events(type, sub: Fake.userIdentifier(number), email: email)
             )
         )
     }
 
     @Test("consent-revoked purges as revoked; account-delete and account-deleted as account-deleted")
     func purges() async throws {
-        for (type, reason) in [("consent-revoked", "revoked"), ("account-delete", "account-deleted"), ("account-deleted", "account-deleted")] {
+        for (type, reason) in [
+            ("consent-revoked", "revoked"), ("account-delete", "account-deleted"),
+            ("account-deleted", "account-deleted"),
+        ] {
             let harness = try await harnessWithEscrow()
             let response = try await post(harness, try await notification(type))
             #expect(response.status == .ok)
@@ -58,7 +70,11 @@ struct AppleNotificationTests {
     @Test("email-disabled removes the email, email-enabled sets it: re-sealed under the same escrow id")
     func emailChanges() async throws {
         let harness = try await harnessWithEscrow()
-        let before = try #require(try await harness.store.record(blindIndex: harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(1))))
+        let before = try #require(
+            try await harness.store.record(
+                blindIndex: harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(1))
+            )
+        )
 
         let disabled = try await post(harness, try await notification("email-disabled", email: Fake.email(1)))
         #expect(disabled.status == .ok)
@@ -69,7 +85,10 @@ struct AppleNotificationTests {
         #expect(after.sealed.sealedProfile != before.sealed.sealedProfile)
         #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email == nil)
 
-        let enabled = try await post(harness, try await notification("email-enabled", email: "canarymailnew@privaterelay.appleid.com"))
+        let enabled = try await post(
+            harness,
+            try await notification("email-enabled", email: "canarymailnew@privaterelay.appleid.com")
+        )
         #expect(enabled.json["outcome"] as? String == "updated")
         let profile = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile
         #expect(profile.email == "canarymailnew@privaterelay.appleid.com")
@@ -129,12 +148,16 @@ struct AppleNotificationTests {
         let harness = try await harnessWithEscrow()
         try await harness.app().test(.router) { client async throws in
             let bad = try await client.execute(
-                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                uri: "/v1/apple/notifications",
+                method: .post,
+                headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: "{\"nope\":1}")
             )
             #expect(bad.status == .badRequest)
             let wrongType = try await client.execute(
-                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "text/plain"],
+                uri: "/v1/apple/notifications",
+                method: .post,
+                headers: [.contentType: "text/plain"],
                 body: ByteBuffer(string: "{}")
             )
             #expect(wrongType.status == .unsupportedMediaType)
@@ -156,13 +179,16 @@ struct AppleNotificationOrderingTests {
         #expect(leased.count == 1)
         let jws = try await keys.sign(
             AppleTestKeys.NotificationClaims(
-                jti: "jti-busy", events: AppleTestKeys.events("email-disabled", sub: Fake.userIdentifier(1))
+                jti: "jti-busy",
+                events: AppleTestKeys.events("email-disabled", sub: Fake.userIdentifier(1))
             )
         )
         let post = { @Sendable () async throws -> TestResponse in
             try await harness.app().test(.router) { client async throws in
                 try await client.execute(
-                    uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                    uri: "/v1/apple/notifications",
+                    method: .post,
+                    headers: [.contentType: "application/json"],
                     body: Fake.body(["payload": jws])
                 )
             }
@@ -175,7 +201,10 @@ struct AppleNotificationOrderingTests {
         #expect(unchanged.revision == leased[0].revision)
         // The worker gives the lease back; Apple retries the same notification (same jti).
         let release = EscrowLifecycle().handle(
-            .release(fencingToken: leased[0].revision), on: leased[0], at: Date(), actor: .worker("w1")
+            .release(fencingToken: leased[0].revision),
+            on: leased[0],
+            at: Date(),
+            actor: .worker("w1")
         )
         #expect(try await harness.store.commit(release, id: receipt.escrowID, expectedRevision: leased[0].revision))
         let retried = try await post()

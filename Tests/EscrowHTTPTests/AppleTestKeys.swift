@@ -1,8 +1,9 @@
 import CryptoExtras
-@testable import EscrowHTTP
 import EscrowCrypto
 import Foundation
 import JWTKit
+
+@testable import EscrowHTTP
 
 /// A locally generated RSA key (and an EC P-256 key) standing in for Apple's, with the JWKS file
 /// that publishes their public halves, and helpers that sign identity tokens and notifications.
@@ -34,7 +35,10 @@ final class AppleTestKeys: Sendable {
                     "kty": "RSA", "kid": Self.rsaKid, "use": "sig", "alg": "RS256",
                     "n": AccessTokens.base64URL([UInt8](modulus)), "e": AccessTokens.base64URL([UInt8](exponent)),
                 ],
-                ["kty": "EC", "kid": Self.ecKid, "use": "sig", "crv": "P-256", "x": ecParameters.x, "y": ecParameters.y],
+                [
+                    "kty": "EC", "kid": Self.ecKid, "use": "sig", "crv": "P-256", "x": ecParameters.x,
+                    "y": ecParameters.y,
+                ],
             ]
         ]
         jwks = [UInt8](try! JSONSerialization.data(withJSONObject: object))
@@ -81,7 +85,8 @@ final class AppleTestKeys: Sendable {
         let headerPart = AccessTokens.base64URL([UInt8](try JSONSerialization.data(withJSONObject: header)))
         let payloadPart = AccessTokens.base64URL([UInt8](try JSONEncoder().encode(claims)))
         let input = headerPart + "." + payloadPart
-        let signature = hmacKey.map { AccessTokens.base64URL(Hashing.hmacSHA256(key: $0, message: Array(input.utf8))) } ?? ""
+        let signature =
+            hmacKey.map { AccessTokens.base64URL(Hashing.hmacSHA256(key: $0, message: Array(input.utf8))) } ?? ""
         return input + "." + signature
     }
 

@@ -1,14 +1,15 @@
 import EscrowCore
-import ProfileEscrow
-import EscrowSQLite
 import EscrowCrypto
-@testable import EscrowHTTP
+import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import ProfileEscrow
 import Testing
+
+@testable import EscrowHTTP
 
 @Suite("Bearer tokens, rate limit and problem+json errors")
 struct AuthAndErrorTests {
@@ -35,7 +36,10 @@ struct AuthAndErrorTests {
             for (path, method, scope) in routes {
                 let other = scope == "read" ? "capture" : "read"
                 let response = try await client.execute(
-                    uri: path, method: method, headers: harness.headers(other, json: true), body: Fake.body(1)
+                    uri: path,
+                    method: method,
+                    headers: harness.headers(other, json: true),
+                    body: Fake.body(1)
                 )
                 #expect(response.status == .forbidden, "\(method) \(path)")
                 #expect(response.json["code"] as? String == "forbidden")
@@ -70,7 +74,10 @@ struct AuthAndErrorTests {
         try await harness.app().test(.router) { client async throws in
             let big = ByteBuffer(bytes: Array(repeating: UInt8(ascii: " "), count: 16 * 1024 + 1))
             let tooLarge = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: big
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: big
             )
             #expect(tooLarge.status == .contentTooLarge)
             #expect(tooLarge.json["code"] as? String == "body_too_large")
@@ -78,13 +85,23 @@ struct AuthAndErrorTests {
             for contentType in [nil, "text/plain", "application/x-www-form-urlencoded"] {
                 var headers = harness.headers()
                 if let contentType { headers[.contentType] = contentType }
-                let response = try await client.execute(uri: "/v1/escrows", method: .post, headers: headers, body: Fake.body(1))
+                let response = try await client.execute(
+                    uri: "/v1/escrows",
+                    method: .post,
+                    headers: headers,
+                    body: Fake.body(1)
+                )
                 #expect(response.status == .unsupportedMediaType)
                 #expect(response.json["code"] as? String == "unsupported_media_type")
             }
             var charset = harness.headers()
             charset[.contentType] = "application/json; charset=utf-8"
-            let withCharset = try await client.execute(uri: "/v1/escrows", method: .post, headers: charset, body: Fake.body(1))
+            let withCharset = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: charset,
+                body: Fake.body(1)
+            )
             #expect(withCharset.status == .created)
 
             let unknown = try await client.execute(uri: "/v2/nothing", method: .get)
@@ -106,19 +123,49 @@ struct AuthAndErrorTests {
         "bad input: 400 problem with code and field, nothing stored",
         arguments: [
             ("{", "malformed_json", nil),
-            ("{\"userIdentifier\": \"000000.canaryuid1.0001\", \"email\": \"canarymail@example.invalid\"", "malformed_json", nil),
+            (
+                "{\"userIdentifier\": \"000000.canaryuid1.0001\", \"email\": \"canarymail@example.invalid\"",
+                "malformed_json", nil
+            ),
             ("[]", "invalid_type", nil),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"userIdentifier\":\"000000.canaryuid2.0001\",\"email\":\"canarymail@example.invalid\"}", "malformed_json", "userIdentifier"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail@example.invalid\",\"extra\":1}", "unknown_field", "<key>"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\",\"age\":3}}", "unknown_field", "fullName.<key>"),
-            ("{\"userIdentifier\":\"bad id canaryuid\",\"email\":\"canarymail@example.invalid\"}", "invalid_value", "userIdentifier"),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"userIdentifier\":\"000000.canaryuid2.0001\",\"email\":\"canarymail@example.invalid\"}",
+                "malformed_json", "userIdentifier"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail@example.invalid\",\"extra\":1}",
+                "unknown_field", "<key>"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\",\"age\":3}}",
+                "unknown_field", "fullName.<key>"
+            ),
+            (
+                "{\"userIdentifier\":\"bad id canaryuid\",\"email\":\"canarymail@example.invalid\"}", "invalid_value",
+                "userIdentifier"
+            ),
             ("{\"userIdentifier\":\"000000.canaryuid1.0001\"}", "nothing_to_escrow", nil),
             ("{\"email\":\"canarymail@example.invalid\"}", "missing_field", "userIdentifier"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail at example.invalid\"}", "invalid_value", "email"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\\r\\nX\"}}", "invalid_value", "fullName.givenName"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\\u202e\"}}", "invalid_value", "fullName.givenName"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"familyName\":\"CANARYFAMILY\\u0085\"}}", "invalid_value", "fullName.familyName"),
-            ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail@example.invalid\",\"realUserStatus\":\"bot\"}", "invalid_value", "realUserStatus"),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail at example.invalid\"}",
+                "invalid_value", "email"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\\r\\nX\"}}",
+                "invalid_value", "fullName.givenName"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"givenName\":\"CANARYGIVEN\\u202e\"}}",
+                "invalid_value", "fullName.givenName"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"fullName\":{\"familyName\":\"CANARYFAMILY\\u0085\"}}",
+                "invalid_value", "fullName.familyName"
+            ),
+            (
+                "{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":\"canarymail@example.invalid\",\"realUserStatus\":\"bot\"}",
+                "invalid_value", "realUserStatus"
+            ),
             ("{\"userIdentifier\":\"000000.canaryuid1.0001\",\"email\":5}", "invalid_type", "email"),
         ] as [(String, String, String?)]
     )
@@ -126,7 +173,10 @@ struct AuthAndErrorTests {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
             let response = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: ByteBuffer(string: body)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: ByteBuffer(string: body)
             )
             #expect(response.status == .badRequest)
             #expect(response.headers[.contentType] == "application/problem+json")
@@ -151,7 +201,10 @@ struct AuthAndErrorTests {
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
             _ = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: open.headers(json: true), body: Fake.body(1)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: open.headers(json: true),
+                body: Fake.body(1)
             )
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             #expect(metrics.status == .ok)
@@ -163,8 +216,14 @@ struct AuthAndErrorTests {
         let closed = harness
         try await closed.app().test(.router) { client async throws in
             #expect(try await client.execute(uri: "/metrics", method: .get).status == .unauthorized)
-            #expect(try await client.execute(uri: "/metrics", method: .get, headers: closed.headers("read")).status == .forbidden)
-            #expect(try await client.execute(uri: "/metrics", method: .get, headers: closed.headers("metrics")).status == .ok)
+            #expect(
+                try await client.execute(uri: "/metrics", method: .get, headers: closed.headers("read")).status
+                    == .forbidden
+            )
+            #expect(
+                try await client.execute(uri: "/metrics", method: .get, headers: closed.headers("metrics")).status
+                    == .ok
+            )
         }
     }
 }

@@ -1,14 +1,15 @@
 import EscrowCore
-import ProfileEscrow
-import EscrowSQLite
 import EscrowCrypto
-@testable import EscrowHTTP
+import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import ProfileEscrow
 import Testing
+
+@testable import EscrowHTTP
 
 @Suite("POST/GET/DELETE /v1/escrows")
 struct EscrowRoutesTests {
@@ -17,7 +18,10 @@ struct EscrowRoutesTests {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
             let first = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
             )
             #expect(first.status == .created)
             #expect(first.headers[.contentType] == "application/json")
@@ -27,13 +31,18 @@ struct EscrowRoutesTests {
             #expect(Set(first.json.keys) == ["escrowId", "state", "expiresAt"])
 
             let again = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
             )
             #expect(again.status == .ok)
             #expect(again.json["escrowId"] as? String == id)
 
             let replaced = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true),
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
                 body: Fake.body(1, given: "CANARYGIVENOTHER")
             )
             #expect(replaced.status == .ok)
@@ -50,10 +59,15 @@ struct EscrowRoutesTests {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
             _ = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(2)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(2)
             )
             let found = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(2))", method: .get, headers: harness.headers("read")
+                uri: "/v1/escrows/\(Fake.userIdentifier(2))",
+                method: .get,
+                headers: harness.headers("read")
             )
             #expect(found.status == .ok)
             #expect(found.json["state"] as? String == "pending")
@@ -64,19 +78,27 @@ struct EscrowRoutesTests {
             for canary in Fake.tokens { #expect(!found.text.contains(canary)) }
 
             let missing = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(3))", method: .get, headers: harness.headers("read")
+                uri: "/v1/escrows/\(Fake.userIdentifier(3))",
+                method: .get,
+                headers: harness.headers("read")
             )
             #expect(missing.status == .notFound)
             #expect(missing.headers[.contentType] == "application/problem+json")
             #expect(missing.json["code"] as? String == "not_found")
             #expect(missing.json["status"] as? Int == 404)
 
-            let bad = try await client.execute(uri: "/v1/escrows/bad%20id", method: .get, headers: harness.headers("read"))
+            let bad = try await client.execute(
+                uri: "/v1/escrows/bad%20id",
+                method: .get,
+                headers: harness.headers("read")
+            )
             #expect(bad.status == .badRequest)
             #expect(bad.json["code"] as? String == "invalid_user_identifier")
             #expect(bad.json["field"] as? String == "userIdentifier")
             let long = try await client.execute(
-                uri: "/v1/escrows/\(String(repeating: "a", count: 256))", method: .get, headers: harness.headers("read")
+                uri: "/v1/escrows/\(String(repeating: "a", count: 256))",
+                method: .get,
+                headers: harness.headers("read")
             )
             #expect(long.status == .badRequest)
         }
@@ -87,10 +109,15 @@ struct EscrowRoutesTests {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
             _ = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(4)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(4)
             )
             let response = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(4))/replay", method: .post, headers: harness.headers("replay")
+                uri: "/v1/escrows/\(Fake.userIdentifier(4))/replay",
+                method: .post,
+                headers: harness.headers("replay")
             )
             #expect(response.status == .ok)
             #expect(response.headers[.cacheControl] == "no-store")
@@ -100,7 +127,9 @@ struct EscrowRoutesTests {
             #expect(response.json["verified"] as? Bool == false)
 
             let missing = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(5))/replay", method: .post, headers: harness.headers("replay")
+                uri: "/v1/escrows/\(Fake.userIdentifier(5))/replay",
+                method: .post,
+                headers: harness.headers("replay")
             )
             #expect(missing.status == .notFound)
         }
@@ -111,11 +140,16 @@ struct EscrowRoutesTests {
         let harness = try await HTTPHarness(keyring: Keyring.generate().publicOnly())
         try await harness.app().test(.router) { client async throws in
             let capture = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(6)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(6)
             )
             #expect(capture.status == .created)
             let replay = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(6))/replay", method: .post, headers: harness.headers("replay")
+                uri: "/v1/escrows/\(Fake.userIdentifier(6))/replay",
+                method: .post,
+                headers: harness.headers("replay")
             )
             #expect(replay.status == .conflict)
             #expect(replay.json["code"] as? String == "capture_only")
@@ -130,26 +164,37 @@ struct EscrowRoutesTests {
         try await harness.app().test(.router) { client async throws in
             for number in [7, 8] {
                 _ = try await client.execute(
-                    uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(number)
+                    uri: "/v1/escrows",
+                    method: .post,
+                    headers: harness.headers(json: true),
+                    body: Fake.body(number)
                 )
             }
             let confirmed = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm", method: .post, headers: harness.headers("confirm")
+                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm",
+                method: .post,
+                headers: harness.headers("confirm")
             )
             #expect(confirmed.status == .ok)
             #expect(confirmed.json["purged"] as? Bool == true)
             let again = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm", method: .post, headers: harness.headers("confirm")
+                uri: "/v1/escrows/\(Fake.userIdentifier(7))/confirm",
+                method: .post,
+                headers: harness.headers("confirm")
             )
             #expect(again.json["purged"] as? Bool == false)
 
             let erased = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(8))", method: .delete, headers: harness.headers("erase")
+                uri: "/v1/escrows/\(Fake.userIdentifier(8))",
+                method: .delete,
+                headers: harness.headers("erase")
             )
             #expect(erased.status == .noContent)
             #expect(erased.body.readableBytes == 0)
             let nothing = try await client.execute(
-                uri: "/v1/escrows/\(Fake.userIdentifier(8))", method: .delete, headers: harness.headers("erase")
+                uri: "/v1/escrows/\(Fake.userIdentifier(8))",
+                method: .delete,
+                headers: harness.headers("erase")
             )
             #expect(nothing.status == .noContent)
         }
@@ -170,7 +215,10 @@ struct IdentifierRouteLogTests {
         let bodies = try await harness.app().test(.router) { client async throws -> [String] in
             var bodies: [String] = []
             _ = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(7)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(7)
             )
             for (uri, method) in [
                 ("/v1/escrows/\(user)", HTTPRequest.Method.get), ("/v1/escrows/\(user)/replay", .post),

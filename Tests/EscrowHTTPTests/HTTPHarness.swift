@@ -1,6 +1,5 @@
 import EscrowCore
 import EscrowCrypto
-@testable import EscrowHTTP
 import EscrowSQLite
 import Foundation
 import HTTPTypes
@@ -9,8 +8,10 @@ import HummingbirdTesting
 import InMemoryLogging
 import Logging
 import NIOCore
-import Prometheus
 import ProfileEscrow
+import Prometheus
+
+@testable import EscrowHTTP
 
 /// A directory removed when the value is released.
 final class TemporaryDirectory: Sendable {
@@ -46,7 +47,9 @@ struct HTTPHarness {
     var tokensPath: String { directory.path + "/tokens.sqlite" }
 
     init(
-        keyring: Keyring = Keyring.generate(), apple: AppleVerifier? = nil, rateLimit: RateLimit = RateLimit(),
+        keyring: Keyring = Keyring.generate(),
+        apple: AppleVerifier? = nil,
+        rateLimit: RateLimit = RateLimit(),
         checkpointAfterPurge: Bool = true
     ) async throws {
         self.keyring = keyring
@@ -55,7 +58,11 @@ struct HTTPHarness {
         logger = Logger(label: "http-test") { _ in handler }
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.checkpointAfterPurge = checkpointAfterPurge
-        store = try SQLiteEscrowStore(path: directory.path + "/escrow.sqlite", configuration: storeConfiguration, logger: logger)
+        store = try SQLiteEscrowStore(
+            path: directory.path + "/escrow.sqlite",
+            configuration: storeConfiguration,
+            logger: logger
+        )
         tokenStore = try SQLiteTokenStore(path: directory.path + "/tokens.sqlite", logger: logger)
         escrow = Escrow(store: store, keyring: keyring, logger: logger)
         configuration.apple = apple
@@ -63,10 +70,16 @@ struct HTTPHarness {
         var tokens: [String: String] = [:]
         for scope in AccessTokenScope.allCases {
             tokens[scope.rawValue] = try await AccessTokens.issue(
-                name: "scope-\(scope.rawValue)", scopes: [scope], store: tokenStore
+                name: "scope-\(scope.rawValue)",
+                scopes: [scope],
+                store: tokenStore
             )
         }
-        tokens["all"] = try await AccessTokens.issue(name: "all", scopes: Set(AccessTokenScope.allCases), store: tokenStore)
+        tokens["all"] = try await AccessTokens.issue(
+            name: "all",
+            scopes: Set(AccessTokenScope.allCases),
+            store: tokenStore
+        )
         self.tokens = tokens
     }
 
@@ -74,7 +87,11 @@ struct HTTPHarness {
         var configuration = configuration
         configuration.port = 0
         return EscrowHTTPApplication.build(
-            escrow: escrow, tokens: tokenStore, notifications: store, registry: registry, configuration: configuration,
+            escrow: escrow,
+            tokens: tokenStore,
+            notifications: store,
+            registry: registry,
+            configuration: configuration,
             logger: logger
         )
     }

@@ -1,16 +1,17 @@
 import EscrowCore
-import ProfileEscrow
-import EscrowSQLite
 import EscrowCrypto
-@testable import EscrowHTTP
+import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import ProfileEscrow
 import ServiceLifecycle
 import Testing
+
+@testable import EscrowHTTP
 
 /// The same API over real sockets, one test per endpoint group.
 @Suite("Live server")
@@ -21,7 +22,10 @@ struct LiveServerTests {
         let uri = "/v1/escrows/\(Fake.userIdentifier(1))"
         try await harness.app().test(.live) { client async throws in
             let capture = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: Fake.body(1)
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
             )
             #expect(capture.status == .created)
             #expect(try await client.execute(uri: uri, method: .get, headers: harness.headers()).status == .ok)
@@ -29,10 +33,15 @@ struct LiveServerTests {
             #expect(replay.json["email"] as? String == Fake.email(1))
             let confirm = try await client.execute(uri: uri + "/confirm", method: .post, headers: harness.headers())
             #expect(confirm.json["purged"] as? Bool == true)
-            #expect(try await client.execute(uri: uri, method: .delete, headers: harness.headers()).status == .noContent)
+            #expect(
+                try await client.execute(uri: uri, method: .delete, headers: harness.headers()).status == .noContent
+            )
             let big = ByteBuffer(bytes: Array(repeating: UInt8(ascii: "a"), count: 64 * 1024))
             let tooLarge = try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers(json: true), body: big
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: big
             )
             #expect(tooLarge.status == .contentTooLarge)
         }
@@ -44,11 +53,15 @@ struct LiveServerTests {
         let harness = try await HTTPHarness(apple: try await keys.verifier())
         _ = try await harness.escrow.capture(try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile)
         let jws = try await keys.sign(
-            AppleTestKeys.NotificationClaims(events: AppleTestKeys.events("consent-revoked", sub: Fake.userIdentifier(1)))
+            AppleTestKeys.NotificationClaims(
+                events: AppleTestKeys.events("consent-revoked", sub: Fake.userIdentifier(1))
+            )
         )
         try await harness.app().test(.live) { client async throws in
             let response = try await client.execute(
-                uri: "/v1/apple/notifications", method: .post, headers: [.contentType: "application/json"],
+                uri: "/v1/apple/notifications",
+                method: .post,
+                headers: [.contentType: "application/json"],
                 body: Fake.body(["payload": jws])
             )
             #expect(response.status == .ok)

@@ -1,12 +1,13 @@
 import EscrowCore
 import EscrowCrypto
-@testable import EscrowHTTP
 import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import EscrowHTTP
 
 /// The operator's case: the service runs (it holds the database's single writer slot) and a leaked
 /// token must be revoked now, without a restart. The real `profile-escrow` binary changes the token
@@ -49,7 +50,8 @@ struct TokenRevocationWhileServingTests {
         let err = error.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Result(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            status: process.terminationStatus,
+            stdout: String(decoding: out, as: UTF8.self),
             stderr: String(decoding: err, as: UTF8.self)
         )
     }
@@ -67,7 +69,8 @@ struct TokenRevocationWhileServingTests {
         // what follows is not passing by accident.
         if harness.store.holdsWriterSlot {
             let sweep = try Self.run(
-                ["sweep", "--database", harness.databasePath, "--keyring", keyring], in: directory
+                ["sweep", "--database", harness.databasePath, "--keyring", keyring],
+                in: directory
             )
             #expect(sweep.status == 4, "\(sweep.stderr)")
             #expect(sweep.stderr.contains("open for writing by another process"))
@@ -75,7 +78,10 @@ struct TokenRevocationWhileServingTests {
 
         // `--tokens` explicitly.
         let add = try Self.run(
-            ["tokens", "add", "leaky", "--scope", "read", "--database", harness.databasePath, "--tokens", harness.tokensPath],
+            [
+                "tokens", "add", "leaky", "--scope", "read", "--database", harness.databasePath, "--tokens",
+                harness.tokensPath,
+            ],
             in: directory
         )
         #expect(add.status == 0, "\(add.stderr)")
@@ -98,7 +104,9 @@ struct TokenRevocationWhileServingTests {
             // The environment variable names the token file too.
             let revoke = try Self.run(
                 ["tokens", "revoke", "leaky"],
-                environment: ["PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_TOKENS": harness.tokensPath],
+                environment: [
+                    "PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_TOKENS": harness.tokensPath,
+                ],
                 in: directory
             )
             #expect(revoke.status == 0, "\(revoke.stderr)")
@@ -114,7 +122,8 @@ struct TokenRevocationWhileServingTests {
         }
 
         let again = try Self.run(
-            ["tokens", "revoke", "leaky", "--database", harness.databasePath], in: directory
+            ["tokens", "revoke", "leaky", "--database", harness.databasePath],
+            in: directory
         )
         #expect(again.status == 3, "nothing active to revoke any more")
         let after = try Self.run(["tokens", "list", "--database", harness.databasePath], in: directory)

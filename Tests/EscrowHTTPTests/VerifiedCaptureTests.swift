@@ -1,15 +1,16 @@
 import EscrowCore
-import ProfileEscrow
-import EscrowSQLite
 import EscrowCrypto
-@testable import EscrowHTTP
+import EscrowSQLite
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import JWTKit
 import NIOCore
+import ProfileEscrow
 import Testing
+
+@testable import EscrowHTTP
 
 @Suite("Verified capture: Apple identity tokens checked against a local RSA/EC key and JWKS")
 struct VerifiedCaptureTests {
@@ -22,7 +23,9 @@ struct VerifiedCaptureTests {
     func capture(_ harness: HTTPHarness, token: String?, number: Int = 1) async throws -> TestResponse {
         try await harness.app().test(.router) { client async throws in
             try await client.execute(
-                uri: "/v1/escrows", method: .post, headers: harness.headers("capture", json: true),
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers("capture", json: true),
                 body: Fake.body(number, identityToken: token)
             )
         }

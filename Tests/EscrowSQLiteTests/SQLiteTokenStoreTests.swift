@@ -1,9 +1,10 @@
 import EscrowCore
-@testable import EscrowSQLite
 import Foundation
 import GRDB
 import Logging
 import Testing
+
+@testable import EscrowSQLite
 
 /// The token file: a real SQLite file in rollback-journal mode, apart from the escrow database.
 @Suite("SQLite token store")
@@ -14,12 +15,18 @@ struct SQLiteTokenStoreTests {
     func open(_ path: String? = nil, busyTimeout: Double = 5) throws -> SQLiteTokenStore {
         var configuration = SQLiteTokenStore.Configuration()
         configuration.busyTimeout = busyTimeout
-        return try SQLiteTokenStore(path: path ?? self.path, configuration: configuration, logger: Logger(label: "test"))
+        return try SQLiteTokenStore(
+            path: path ?? self.path,
+            configuration: configuration,
+            logger: Logger(label: "test")
+        )
     }
 
     static func record(_ name: String, _ scopes: Set<AccessTokenScope> = [.read], hash: UInt8) -> AccessTokenRecord {
         AccessTokenRecord(
-            name: name, scopes: scopes, hash: [UInt8](repeating: hash, count: 32),
+            name: name,
+            scopes: scopes,
+            hash: [UInt8](repeating: hash, count: 32),
             createdAt: Date(timeIntervalSince1970: 1_700_000_000)
         )
     }

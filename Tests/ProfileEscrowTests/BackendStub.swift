@@ -264,7 +264,11 @@ final class BackendStub: Sendable {
                 context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(byte))), promise: nil)
                 if left > 1 {
                     handler.drip(
-                        left: left - 1, every: interval, request: request, keepAlive: keepAlive, context: context
+                        left: left - 1,
+                        every: interval,
+                        request: request,
+                        keepAlive: keepAlive,
+                        context: context
                     )
                     return
                 }

@@ -17,7 +17,9 @@ struct CLITests {
         let candidates = [
             bundle.appendingPathComponent("profile-escrow"),
             bundle.deletingLastPathComponent().appendingPathComponent("profile-escrow"),
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("profile-escrow"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "profile-escrow"
+            ),
         ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
     }
@@ -49,7 +51,8 @@ struct CLITests {
         let err = error.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Result(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            status: process.terminationStatus,
+            stdout: String(decoding: out, as: UTF8.self),
             stderr: String(decoding: err, as: UTF8.self)
         )
     }
@@ -131,8 +134,11 @@ struct CLITests {
         #expect(try run(["purge-report", "--verify"]).status == 0)
         let sqlite = Process()
         sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        sqlite.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
-            + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database]
+        sqlite.arguments = [
+            "python3", "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+                + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database,
+        ]
         try sqlite.run()
         sqlite.waitUntilExit()
         #expect(sqlite.terminationStatus == 0)
@@ -147,9 +153,12 @@ struct CLITests {
         // Hold the writer slot from another process, exactly as a running writer does.
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import fcntl,sys,time; f=open(sys.argv[1],'a+'); "
-            + "fcntl.flock(f, fcntl.LOCK_EX); f.write('pid 4242, test holder'); f.flush(); "
-            + "print('locked', flush=True); time.sleep(30)", database + ".writer-lock"]
+        process.arguments = [
+            "python3", "-c",
+            "import fcntl,sys,time; f=open(sys.argv[1],'a+'); "
+                + "fcntl.flock(f, fcntl.LOCK_EX); f.write('pid 4242, test holder'); f.flush(); "
+                + "print('locked', flush=True); time.sleep(30)", database + ".writer-lock",
+        ]
         let ready = Pipe()
         process.standardOutput = ready
         try process.run()

@@ -27,8 +27,10 @@ struct GroupCommitDurabilityTests {
 
         let serve = Process()
         serve.executableURL = CLITests.binary
-        serve.arguments = ["serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
-                           "--rate-burst", "100000"]
+        serve.arguments = [
+            "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
+            "--rate-burst", "100000",
+        ]
         serve.currentDirectoryURL = URL(fileURLWithPath: cli.directory.path)
         var environment = ProcessInfo.processInfo.environment
         environment["PROFILE_ESCROW_DATABASE"] = cli.database
@@ -54,7 +56,8 @@ struct GroupCommitDurabilityTests {
                     let response = try await client.execute(request, timeout: .seconds(30))
                     let body = try await response.body.collect(upTo: 4096)
                     guard response.status == .created,
-                        let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+                        let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                            as? [String: Any]
                     else { return nil }
                     return json["escrowId"] as? String
                 }
@@ -96,7 +99,9 @@ struct GroupCommitDurabilityTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
@@ -106,7 +111,8 @@ struct GroupCommitDurabilityTests {
     static func waitUntilHealthy(_ client: HTTPClient, port: Int) async throws {
         for _ in 0..<150 {
             if let response = try? await client.execute(
-                HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"), timeout: .seconds(1)
+                HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"),
+                timeout: .seconds(1)
             ), response.status == .ok {
                 return
             }

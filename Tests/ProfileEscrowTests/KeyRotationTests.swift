@@ -17,7 +17,11 @@ struct KeyRotationTests {
 
         let rotated = harness.keyring.rotated(now: Date())
         try rotated.write(path: keyringPath, overwrite: true)
-        let escrow2 = Escrow(store: harness.store, keyring: try Keyring.load(path: keyringPath), logger: .init(label: "t"))
+        let escrow2 = Escrow(
+            store: harness.store,
+            keyring: try Keyring.load(path: keyringPath),
+            logger: .init(label: "t")
+        )
         try await escrow2.recordRotation(to: 2)
         for number in 10..<13 { _ = try await escrow2.capture(try Fake.profile(number)) }
         #expect(try await harness.store.keyVersionsInUse() == [1: 10, 2: 3])
@@ -38,7 +42,9 @@ struct KeyRotationTests {
         #expect(reloaded.keys.first { $0.version == 1 }?.hasSecretKey == false)
         let escrow3 = Escrow(store: harness.store, keyring: reloaded, logger: .init(label: "t"))
         for number in 0..<13 {
-            #expect(try await escrow3.replay(userIdentifier: Fake.userIdentifier(number)).profile == Fake.profile(number))
+            #expect(
+                try await escrow3.replay(userIdentifier: Fake.userIdentifier(number)).profile == Fake.profile(number)
+            )
         }
         let report = try await PurgeReport.build(store: harness.store, verify: true)
         #expect(report.chain?.verified == true)

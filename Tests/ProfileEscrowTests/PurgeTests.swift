@@ -2,8 +2,8 @@ import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
 import Foundation
-import Logging
 import GRDB
+import Logging
 import ProfileEscrow
 import Testing
 
@@ -27,9 +27,13 @@ struct PurgeTests {
         }
         switch path {
         case .confirm:
-            for number in 0..<20 { #expect(try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(number))) }
+            for number in 0..<20 {
+                #expect(try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(number)))
+            }
         case .erase:
-            for number in 0..<20 { #expect(try await harness.escrow.erase(userIdentifier: Fake.userIdentifier(number))) }
+            for number in 0..<20 {
+                #expect(try await harness.escrow.erase(userIdentifier: Fake.userIdentifier(number)))
+            }
         case .sweep:
             #expect(try await harness.escrow.sweep() == 20)
         }
@@ -90,8 +94,10 @@ struct PurgeTests {
         let changed = try await harness.escrow.capture(try Fake.profile(1, email: "canarymail-new@example.invalid"))
         #expect(changed.outcome == .replaced)
         #expect(changed.escrowID != first.escrowID)
-        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email
-            == "canarymail-new@example.invalid")
+        #expect(
+            try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email
+                == "canarymail-new@example.invalid"
+        )
         let report = try await PurgeReport.build(store: harness.store, verify: true)
         #expect(report.purged[.replaced] == 1)
         #expect(report.captured == 2)
@@ -126,14 +132,20 @@ struct PurgeTests {
         try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(0))
         try await harness.escrow.erase(userIdentifier: Fake.userIdentifier(1))
         var rows: [String] = []
-        let report = try await PurgeReport.build(store: harness.store, verify: true) { rows.append(PurgeReport.csvRow($0)) }
+        let report = try await PurgeReport.build(store: harness.store, verify: true) {
+            rows.append(PurgeReport.csvRow($0))
+        }
         let json = try #require(try JSONSerialization.jsonObject(with: report.json()) as? [String: Any])
-        for key in ["since", "until", "captured", "purged", "timeToPurgeSeconds", "live", "oldestLiveAgeSeconds",
-                    "overdue", "dead", "chain"] {
+        for key in [
+            "since", "until", "captured", "purged", "timeToPurgeSeconds", "live", "oldestLiveAgeSeconds",
+            "overdue", "dead", "chain",
+        ] {
             #expect(json[key] != nil, "json has \(key)")
         }
         let purged = try #require(json["purged"] as? [String: Int])
-        #expect(purged == ["confirmed": 1, "expired": 0, "revoked": 0, "account-deleted": 0, "erased": 1, "replaced": 0])
+        #expect(
+            purged == ["confirmed": 1, "expired": 0, "revoked": 0, "account-deleted": 0, "erased": 1, "replaced": 0]
+        )
         let live = try #require(json["live"] as? [String: Int])
         #expect(live == ["pending": 2, "leased": 0, "awaiting-confirmation": 0, "dead": 0])
         #expect(rows.count == 2)

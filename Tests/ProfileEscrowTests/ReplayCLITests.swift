@@ -7,7 +7,7 @@ import ProfileEscrow
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// `profile-escrow replay`, run as an operator would, against the loopback backend stub.

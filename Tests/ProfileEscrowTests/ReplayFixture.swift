@@ -4,10 +4,11 @@ import EscrowSQLite
 import Foundation
 import InMemoryLogging
 import Logging
-@testable import ProfileEscrow
 import ServiceLifecycle
 import Synchronization
 import Testing
+
+@testable import ProfileEscrow
 
 /// A store with captured fake profiles, a backend stub, and workers pointed at it.
 struct ReplayFixture {

@@ -3,9 +3,10 @@ import EscrowCrypto
 import EscrowSQLite
 import Foundation
 import Logging
-@testable import ProfileEscrow
 import ServiceLifecycle
 import Testing
+
+@testable import ProfileEscrow
 
 /// Leases, fencing tokens, several workers and shutdown.
 @Suite("Replay worker leases", .serialized)

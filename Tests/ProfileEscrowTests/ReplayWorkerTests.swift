@@ -4,9 +4,10 @@ import EscrowSQLite
 import Foundation
 import InMemoryLogging
 import Logging
-@testable import ProfileEscrow
 import ServiceLifecycle
 import Testing
+
+@testable import ProfileEscrow
 
 /// Each outcome of SPEC §7 against a real HTTP server on loopback (no mocked client).
 @Suite("Replay worker outcomes", .serialized)

@@ -1,11 +1,12 @@
 import EscrowCore
 import EscrowCrypto
-@testable import EscrowSQLite
-import GRDB
 import Foundation
+import GRDB
 import Logging
 import ProfileEscrow
 import Testing
+
+@testable import EscrowSQLite
 
 @Suite("Store safety")
 struct StoreSafetyTests {
@@ -21,7 +22,11 @@ struct StoreSafetyTests {
         }
         var readOnly = SQLiteEscrowStore.Configuration()
         readOnly.readOnly = true
-        let reader = try SQLiteEscrowStore(path: harness.databasePath, configuration: readOnly, logger: Logger(label: "t"))
+        let reader = try SQLiteEscrowStore(
+            path: harness.databasePath,
+            configuration: readOnly,
+            logger: Logger(label: "t")
+        )
         #expect(try await reader.summary(at: Date()).live[.pending] == 1)
         await #expect(throws: EscrowStoreError.self) {
             try await reader.appendAudit([AuditDraft(type: .keysRotated, at: Date(), actor: .cli)])
@@ -65,7 +70,9 @@ struct StoreSafetyTests {
             String(repeating: " ", count: 16 * 1024 + 1),
         ]
         for body in bodies {
-            await #expect(throws: ProfileValidationError.self) { _ = try await harness.escrow.capture(json: Array(body.utf8)) }
+            await #expect(throws: ProfileValidationError.self) {
+                _ = try await harness.escrow.capture(json: Array(body.utf8))
+            }
         }
         #expect(try await harness.store.auditHead() == nil)
         #expect(try await harness.store.summary(at: Date()).live.values.reduce(0, +) == 0)

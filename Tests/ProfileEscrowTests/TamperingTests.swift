@@ -2,8 +2,8 @@ import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
 import Foundation
-import Logging
 import GRDB
+import Logging
 import ProfileEscrow
 import Testing
 
@@ -87,7 +87,8 @@ struct TamperingTests {
         let attacker = Keyring.generate()
         let forged = try attacker.seal(
             plaintext: EscrowPlaintext(profile: try Fake.profile(99), verified: true, capturedAt: Date()).encoded(),
-            id: receipt.escrowID, blindIndex: harness.keyring.blindIndex(userIdentifier: profile.userIdentifier)
+            id: receipt.escrowID,
+            blindIndex: harness.keyring.blindIndex(userIdentifier: profile.userIdentifier)
         )
         try await harness.tamper(
             "UPDATE escrow SET public_key = ?, sealed_profile = ?, sealed_key = ?, mac = ? WHERE id = ?",

@@ -1,11 +1,12 @@
 import EscrowCore
 import EscrowCrypto
-@testable import EscrowSQLite
 import Foundation
 import GRDB
 import InMemoryLogging
 import Logging
 import ProfileEscrow
+
+@testable import EscrowSQLite
 
 /// A directory removed when the value is released.
 final class TemporaryDirectory: Sendable {
