@@ -109,6 +109,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "EscrowTestSupport",
+            path: "Tests/EscrowTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "EscrowCryptoTests",
             dependencies: ["EscrowCrypto"],
@@ -122,6 +127,7 @@ let package = Package(
         .testTarget(
             name: "EscrowSQLiteTests",
             dependencies: [
+                "EscrowTestSupport",
                 "EscrowSQLite",
                 "EscrowStoreConformance",
                 "EscrowCore",
@@ -134,6 +140,7 @@ let package = Package(
         .testTarget(
             name: "ProfileEscrowTests",
             dependencies: [
+                "EscrowTestSupport",
                 "ProfileEscrow",
                 "EscrowSQLite",
                 "EscrowCore",
@@ -153,6 +160,7 @@ let package = Package(
         .testTarget(
             name: "EscrowHTTPTests",
             dependencies: [
+                "EscrowTestSupport",
                 "EscrowHTTP",
                 // Built before these tests: they run the real binary beside an in-process server.
                 "profile-escrow",

@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -12,20 +13,6 @@ import ProfileEscrow
 import Prometheus
 
 @testable import EscrowHTTP
-
-/// A directory removed when the value is released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init() {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("pe-http-\(UUID().uuidString)").path
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}
 
 /// A real SQLite store and keyring behind the HTTP application, logs captured in memory, and one
 /// token per scope (`scope-<name>`) plus `all` with every scope.

@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -14,46 +15,14 @@ import Testing
 /// file; the application built in this process, over the same files, sees it at the next request.
 @Suite("Tokens change while the service runs")
 struct TokenRevocationWhileServingTests {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
-
-    /// The `profile-escrow` binary built beside the tests (as `CLITests.binary` finds it).
-    static var binary: URL {
-        let bundle = Bundle.main.bundleURL
-        let candidates = [
-            bundle.appendingPathComponent("profile-escrow"),
-            bundle.deletingLastPathComponent().appendingPathComponent("profile-escrow"),
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                .appendingPathComponent("profile-escrow"),
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
-    }
-
-    static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String) throws -> Result {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        var env = ProcessInfo.processInfo.environment
-        for key in ["PROFILE_ESCROW_DATABASE", "PROFILE_ESCROW_KEYRING", "PROFILE_ESCROW_TOKENS"] { env[key] = nil }
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus,
-            stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self)
-        )
+    static func run(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        in directory: String
+    ) throws
+        -> ProfileEscrowCLI.Result
+    {
+        try ProfileEscrowCLI.run(arguments, environment: environment, in: directory)
     }
 
     @Test("tokens add and revoke succeed beside the writer; the running app accepts, then refuses, the token")

@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowSQLite
 import EscrowStoreConformance
+import EscrowTestSupport
 import Foundation
 import Logging
 import Testing
@@ -13,19 +14,5 @@ struct SQLiteConformanceTests {
         try await check.run {
             try SQLiteEscrowStore(path: directory.path + "/escrow.sqlite", logger: Logger(label: "test"))
         }
-    }
-}
-
-/// A directory removed when the value is released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init() {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("pe-test-\(UUID().uuidString)").path
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
     }
 }

@@ -1,4 +1,5 @@
 import EscrowCore
+import EscrowTestSupport
 import Foundation
 import GRDB
 import Logging

@@ -1,59 +1,26 @@
 import EscrowCrypto
+import EscrowTestSupport
 import Foundation
 import Testing
 
 /// The `profile-escrow` binary, run as an operator would: real files, real exit codes.
 @Suite("CLI")
 struct CLITests {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Result = ProfileEscrowCLI.Result
 
-    static var binary: URL {
-        // Tests run from .build/<configuration>/; the CLI is built beside them.
-        let bundle = Bundle.main.bundleURL
-        let candidates = [
-            bundle.appendingPathComponent("profile-escrow"),
-            bundle.deletingLastPathComponent().appendingPathComponent("profile-escrow"),
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
-                "profile-escrow"
-            ),
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
-    }
+    static var binary: URL { ProfileEscrowCLI.binary }
 
     let directory = TemporaryDirectory()
     var database: String { directory.path + "/escrow.sqlite" }
     var keyring: String { directory.path + "/keyring" }
 
     func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
-        var env = ProcessInfo.processInfo.environment
-        env["PROFILE_ESCROW_DATABASE"] = database
-        env["PROFILE_ESCROW_KEYRING"] = keyring
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        input.fileHandleForWriting.write(Data(stdin.utf8))
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus,
-            stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self)
+        let base = ["PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring]
+        return try ProfileEscrowCLI.run(
+            arguments,
+            stdin: stdin,
+            environment: base.merging(environment) { $1 },
+            in: directory.path
         )
     }
 

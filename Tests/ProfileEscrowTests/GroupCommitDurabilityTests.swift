@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import Logging
 import NIOCore

@@ -1,5 +1,6 @@
 import EscrowCore
 import EscrowCrypto
+import EscrowTestSupport
 import Foundation
 import GRDB
 import InMemoryLogging
@@ -7,20 +8,6 @@ import Logging
 import ProfileEscrow
 
 @testable import EscrowSQLite
-
-/// A directory removed when the value is released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init() {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("pe-test-\(UUID().uuidString)").path
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}
 
 /// A real SQLite file, a real keyring and the facade over them, with logs captured in memory.
 struct Harness {
