@@ -28,7 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
-        // Already resolved through async-http-client; named so the tests can run a real HTTP server.
+        // Already resolved through async-http-client: its HTTP server for tests, its pthread-backed locks
+        // (which ThreadSanitizer understands, unlike Synchronization.Mutex's futex on Linux).
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
@@ -44,7 +45,10 @@ let package = Package(
         ),
         .target(
             name: "EscrowCrypto",
-            dependencies: ["CSodium"],
+            dependencies: [
+                "CSodium",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -55,6 +59,7 @@ let package = Package(
         .target(
             name: "EscrowSQLite",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "EscrowCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -64,6 +69,7 @@ let package = Package(
         .target(
             name: "ProfileEscrow",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "EscrowCrypto",
                 "EscrowCore",
                 "EscrowSQLite",
@@ -83,6 +89,7 @@ let package = Package(
         .target(
             name: "EscrowHTTP",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "ProfileEscrow",
                 "EscrowCore",
                 "EscrowCrypto",

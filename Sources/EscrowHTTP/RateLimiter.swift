@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// In-memory token buckets, one per token name (so bounded by the number of tokens).
 final class RateLimiter: Sendable {
@@ -8,7 +8,7 @@ final class RateLimiter: Sendable {
     }
 
     let limit: RateLimit
-    private let buckets = Mutex<[String: Bucket]>([:])
+    private let buckets = NIOLockedValueBox<[String: Bucket]>([:])
 
     init(limit: RateLimit) {
         self.limit = limit
@@ -16,7 +16,7 @@ final class RateLimiter: Sendable {
 
     /// Takes one request from `key`'s bucket. Returns nil when allowed, otherwise the seconds to wait.
     func acquire(_ key: String, now: ContinuousClock.Instant = .now) -> Int? {
-        buckets.withLock { buckets in
+        buckets.withLockedValue { buckets in
             var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
             let elapsed = now - bucket.updated
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

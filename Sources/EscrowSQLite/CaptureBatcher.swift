@@ -1,7 +1,7 @@
 import Dispatch
 import EscrowCore
 import Glibc
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Group commit for captures: concurrent captures share one write transaction (and so one fsync),
 /// while every caller still gets its answer only after that transaction is durable.
@@ -30,7 +30,7 @@ final class CaptureBatcher: Sendable {
     let maximumBatch: Int
     /// How long a drain under load waits for more captures before its next commit.
     let gatherMicroseconds: UInt32 = 200
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     private let queue = DispatchQueue(label: "profile-escrow.group-commit")
 
     init(maximumBatch: Int = 256) {
@@ -45,7 +45,7 @@ final class CaptureBatcher: Sendable {
         write: @escaping @Sendable ([Item]) throws -> [Result<CaptureOutcome, any Error>]
     ) async throws -> CaptureOutcome {
         try await withCheckedThrowingContinuation { continuation in
-            let startDrain = state.withLock { state -> Bool in
+            let startDrain = state.withLockedValue { state -> Bool in
                 state.pending.append(Item(record: record, actor: actor, continuation: continuation))
                 guard !state.draining else { return false }
                 state.draining = true
@@ -62,11 +62,11 @@ final class CaptureBatcher: Sendable {
         while true {
             // After the first round, captures that arrived during a commit show load: wait a moment so the
             // next commit carries more of them (one fsync each). A lone capture never waits.
-            if round > 0, state.withLock({ $0.pending.count }) < maximumBatch / 4 {
+            if round > 0, state.withLockedValue({ $0.pending.count }) < maximumBatch / 4 {
                 usleep(gatherMicroseconds)
             }
             round += 1
-            let batch = state.withLock { state -> [Item] in
+            let batch = state.withLockedValue { state -> [Item] in
                 let batch = Array(state.pending.prefix(maximumBatch))
                 state.pending.removeFirst(batch.count)
                 if batch.isEmpty { state.draining = false }

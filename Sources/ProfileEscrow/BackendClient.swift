@@ -2,9 +2,9 @@ import AsyncHTTPClient
 import EscrowCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import Synchronization
 
 /// POSTs one escrow to the registration backend (SPEC §7) and classifies the answer.
 ///
@@ -101,7 +101,7 @@ struct BackendClient: Sendable {
             // Cancelling the exchange cancels the request and closes its connection at once.
             group.cancelAll()
             if let first { return first }
-            if var answer = heard.answer.withLock({ $0 }) {
+            if var answer = heard.answer.withLockedValue({ $0 }) {
                 answer.bodyCutOff = true
                 return answer
             }
@@ -121,7 +121,7 @@ struct BackendClient: Sendable {
             let status = Int(response.status.code)
             let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: Date())
             let answer = Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
-            heard.answer.withLock { $0 = answer }
+            heard.answer.withLockedValue { $0 = answer }
             // The status has decided; the body is drained (bounded) only so the connection can be
             // reused. Too large, or a failure while reading it: the connection is closed instead.
             var read = 0
@@ -146,6 +146,6 @@ struct BackendClient: Sendable {
 
     /// The answer as soon as its head came in, shared between the exchange and its deadline.
     final class Heard: Sendable {
-        let answer = Mutex<Answer?>(nil)
+        let answer = NIOLockedValueBox<Answer?>(nil)
     }
 }

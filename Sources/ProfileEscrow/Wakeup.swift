@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A doorbell for one waiter: ``wait(seconds:)`` returns when ``signal()`` rings or the time is up,
 /// whichever comes first. A ring with nobody waiting is kept for the next wait, so a signal between
@@ -9,10 +9,10 @@ final class Wakeup: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter else {
                 state.rung = true
                 return nil
@@ -36,12 +36,12 @@ final class Wakeup: Sendable {
             await group.waitForAll()
         }
         // Whatever rang during the wait woke it; the caller re-checks its state next.
-        state.withLock { $0.rung = false }
+        state.withLockedValue { $0.rung = false }
     }
 
     private func waitForRing() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
+            let now = state.withLockedValue { state -> Bool in
                 if state.rung {
                     state.rung = false
                     return true
