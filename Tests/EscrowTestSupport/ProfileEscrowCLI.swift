@@ -44,21 +44,29 @@ public enum ProfileEscrowCLI {
         try process.run()
         // Read standard error on another thread, so a child that fills one pipe never blocks on it.
         let errorData = ErrorCollector()
-        let reader = Thread { errorData.data = error.fileHandleForReading.readDataToEndOfFile() }
-        reader.start()
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            errorData.set(error.fileHandleForReading.readDataToEndOfFile())
+            finished.signal()
+        }.start()
         input.fileHandleForWriting.write(Data(stdin.utf8))
         try input.fileHandleForWriting.close()
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !reader.isFinished { usleep(1_000) }
+        finished.wait()
         return Result(
             status: process.terminationStatus,
             stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: errorData.data, as: UTF8.self)
+            stderr: String(decoding: errorData.get(), as: UTF8.self)
         )
     }
 
+    /// Written by the reader thread, read after it signalled: the lock makes that visible to TSAN too.
     private final class ErrorCollector: @unchecked Sendable {
-        var data = Data()
+        private let lock = NSLock()
+        private var data = Data()
+
+        func set(_ value: Data) { lock.withLock { data = value } }
+        func get() -> Data { lock.withLock { data } }
     }
 }
