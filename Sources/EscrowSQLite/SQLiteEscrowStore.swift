@@ -45,18 +45,7 @@ public final class SQLiteEscrowStore: EscrowStore {
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path
         self.configuration = configuration
-        let directory = (path as NSString).deletingLastPathComponent
-        if !configuration.readOnly, !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory,
-                    withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: 0o700]
-                )
-            } catch {
-                throw EscrowStoreError(.unavailable, "cannot create the directory \(directory)")
-            }
-        }
+        if !configuration.readOnly { try StoreFiles.createParentDirectory(of: path) }
         if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
             throw EscrowStoreError(.unavailable, "no store at \(path)")
         }

@@ -87,18 +87,7 @@ public final class SQLiteTokenStore: AccessTokenStore {
     /// file's mode: make the file first, 0600.
     private static func createFileIfMissing(_ path: String) throws(EscrowStoreError) {
         guard !FileManager.default.fileExists(atPath: path) else { return }
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory,
-                    withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: 0o700]
-                )
-            } catch {
-                throw EscrowStoreError(.unavailable, "cannot create the directory \(directory)")
-            }
-        }
+        try StoreFiles.createParentDirectory(of: path)
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
             closeDescriptor(descriptor)
