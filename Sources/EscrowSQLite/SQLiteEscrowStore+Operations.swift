@@ -284,46 +284,35 @@ extension SQLiteEscrowStore {
     /// A write transaction that blocks the calling thread: for the group-commit queue only (never call it
     /// from a Swift task: it would hold a cooperative thread for an fsync).
     func writeSynchronously<T>(_ body: (Database) throws -> T) throws -> T {
-        guard !configuration.readOnly else {
-            throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
-        }
-        do {
-            return try pool.write(body)
-        } catch let error as EscrowStoreError {
-            throw error
-        } catch {
-            throw EscrowStoreError(.failed, "write transaction failed (\(Self.describe(error)))")
-        }
+        try requireWritable()
+        do { return try pool.write(body) } catch { throw Self.storeError(error, "write transaction failed") }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        guard !configuration.readOnly else {
-            throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
-        }
-        do {
-            return try await pool.write(body)
-        } catch let error as EscrowStoreError {
-            throw error
-        } catch {
-            throw EscrowStoreError(.failed, "write transaction failed (\(Self.describe(error)))")
-        }
+        try requireWritable()
+        do { return try await pool.write(body) } catch { throw Self.storeError(error, "write transaction failed") }
     }
 
     /// Reads run synchronously on the calling thread: a read is a few indexed lookups (microseconds),
     /// and GRDB's async read costs a queue hop and a continuation that weigh more than the read itself
     /// (measured: `Component: store.record(blindIndex:)` in Benchmarks). Writes stay async: a write may
     /// wait for a group commit's fsync.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try readSynchronously(body) } catch { throw Self.storeError(error, "read failed") }
+    }
+
     private func readSynchronously<T>(_ body: (Database) throws -> T) throws -> T {
         try pool.read(body)
     }
 
-    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do {
-            return try readSynchronously(body)
-        } catch let error as EscrowStoreError {
-            throw error
-        } catch {
-            throw EscrowStoreError(.failed, "read failed (\(Self.describe(error)))")
+    private func requireWritable() throws(EscrowStoreError) {
+        guard !configuration.readOnly else {
+            throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
         }
+    }
+
+    /// Our own errors pass through; anything else (GRDB, SQLite) becomes a PII-free `failed`.
+    private static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+        (error as? EscrowStoreError) ?? EscrowStoreError(.failed, "\(what) (\(describe(error)))")
     }
 }

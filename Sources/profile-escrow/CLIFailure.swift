@@ -30,7 +30,7 @@ enum CLIFailure {
             case .ciphertextInvalid: return problem
             default: return badInput
             }
-        case let error as Found: return error.found ? 0 : notFound
+        case is NothingHeld: return notFound
         default:
             // argument-parser's usage and validation errors.
             let code = ProfileEscrowCommand.exitCode(for: error)
@@ -45,14 +45,16 @@ enum CLIFailure {
         case let error as CryptoError: "error: \(error.message)"
         case let error as EscrowStoreError: "error: \(error.message)"
         case let error as EscrowError: "error: \(error.message)"
-        case let error as Found: error.message
+        case let error as NothingHeld: error.message
         default: ProfileEscrowCommand.fullMessage(for: error)
         }
     }
 }
 
-/// "Nothing is held for this user": exit 3 with a message, no stack, no identifier.
-struct Found: Error {
-    var found: Bool
+/// Nothing is held (no escrow for this user, no such token): exit 3 with a message that names no
+/// identifier.
+struct NothingHeld: Error {
     var message: String
+
+    init(_ message: String) { self.message = message }
 }

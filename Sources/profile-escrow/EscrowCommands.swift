@@ -41,7 +41,7 @@ struct Confirm: AsyncParsableCommand {
     func run() async throws {
         let escrow = try options.openEscrow(owner: "profile-escrow confirm")
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .cli)
-        guard purged else { throw Found(found: false, message: "nothing is held for this user") }
+        guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (confirmed)")
     }
 }
@@ -56,7 +56,7 @@ struct Erase: AsyncParsableCommand {
     func run() async throws {
         let escrow = try options.openEscrow(owner: "profile-escrow erase")
         let purged = try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .cli)
-        guard purged else { throw Found(found: false, message: "nothing is held for this user") }
+        guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (erased)")
     }
 }
@@ -75,7 +75,7 @@ struct Status: AsyncParsableCommand {
         // Read-only: works beside a running writer. Needs the keyring only for the blind index.
         let escrow = try options.openEscrow(readOnly: true, owner: "profile-escrow status")
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else {
-            throw Found(found: false, message: "nothing is held for this user")
+            throw NothingHeld("nothing is held for this user")
         }
         let fields: [(String, String)] = [
             ("escrowId", status.escrowID.hex), ("state", status.state.rawValue), ("attempts", "\(status.attempts)"),

@@ -93,7 +93,7 @@ struct Tokens: AsyncParsableCommand {
         func run() async throws {
             let store = try tokenStore.open(options)
             guard try await store.revokeToken(name: name, at: Date()) else {
-                throw Found(found: false, message: "no active token with this name")
+                throw NothingHeld("no active token with this name")
             }
             print("revoked \(name)")
         }
