@@ -72,7 +72,9 @@ func captureBenchmarks() {
         concurrent.counter += benchmark.scaledIterations.count
         await withThrowingTaskGroup(of: Void.self) { group in
             for number in benchmark.scaledIterations {
-                group.addTask { blackHole(try await escrow.capture(try Fixtures.profile(base + number))) }
+                group.addTask(executorPreference: WorkerExecutor.shared) {
+                    blackHole(try await escrow.capture(try Fixtures.profile(base + number)))
+                }
             }
             try? await group.waitForAll()
         }

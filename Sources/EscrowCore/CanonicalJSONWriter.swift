@@ -1,5 +1,5 @@
 /// Where ``CanonicalJSONWriter`` puts its bytes.
-protocol CanonicalJSONSink {
+package protocol CanonicalJSONSink {
     mutating func append(_ byte: UInt8)
 }
 
@@ -29,6 +29,19 @@ struct CanonicalJSONBufferSink: CanonicalJSONSink {
     }
 }
 
+/// Appends to a growing byte array: for documents that hold nothing secret (HTTP responses).
+package struct CanonicalJSONArraySink: CanonicalJSONSink {
+    package private(set) var bytes: [UInt8] = []
+
+    package init(capacity: Int = 128) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    package mutating func append(_ byte: UInt8) {
+        bytes.append(byte)
+    }
+}
+
 /// A document that writes itself with a ``CanonicalJSONWriter``, the same way on every pass.
 protocol CanonicalJSONDocument {
     func write<Sink: CanonicalJSONSink>(to writer: inout CanonicalJSONWriter<Sink>)
@@ -39,27 +52,27 @@ protocol CanonicalJSONDocument {
 ///
 /// Strings escape `"` as `\"`, `\` as `\\` and every byte below 0x20 as `\u00XX` (lowercase hex); every other
 /// character is written as raw UTF-8. Integers are plain decimal. Commas are inserted automatically.
-struct CanonicalJSONWriter<Sink: CanonicalJSONSink> {
-    private(set) var sink: Sink
+package struct CanonicalJSONWriter<Sink: CanonicalJSONSink> {
+    package private(set) var sink: Sink
     /// For each open object, whether a member has been written yet.
     private var hasMembers: [Bool] = []
 
-    init(sink: Sink) {
+    package init(sink: Sink) {
         self.sink = sink
     }
 
-    mutating func beginObject() {
+    package mutating func beginObject() {
         sink.append(UInt8(ascii: "{"))
         hasMembers.append(false)
     }
 
-    mutating func endObject() {
+    package mutating func endObject() {
         hasMembers.removeLast()
         sink.append(UInt8(ascii: "}"))
     }
 
     /// Writes a member name (and the comma before it when needed); a value must follow.
-    mutating func key(_ name: String) {
+    package mutating func key(_ name: String) {
         precondition(!hasMembers.isEmpty, "a key outside an object")
         if hasMembers[hasMembers.count - 1] {
             sink.append(UInt8(ascii: ","))
@@ -69,7 +82,7 @@ struct CanonicalJSONWriter<Sink: CanonicalJSONSink> {
         sink.append(UInt8(ascii: ":"))
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         sink.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
             switch byte {
@@ -87,20 +100,20 @@ struct CanonicalJSONWriter<Sink: CanonicalJSONSink> {
         sink.append(UInt8(ascii: "\""))
     }
 
-    mutating func bool(_ value: Bool) {
+    package mutating func bool(_ value: Bool) {
         raw(value ? "true" : "false")
     }
 
-    mutating func null() {
+    package mutating func null() {
         raw("null")
     }
 
-    mutating func integer(_ value: Int64) {
+    package mutating func integer(_ value: Int64) {
         raw(String(value))
     }
 
     /// `value`, or `null` when it is `nil`.
-    mutating func stringOrNull(_ value: String?) {
+    package mutating func stringOrNull(_ value: String?) {
         if let value { string(value) } else { null() }
     }
 
@@ -140,25 +153,7 @@ enum CanonicalJSON {
     }
 
     /// `unixSeconds` as ISO 8601 in UTC with seconds precision: `2026-11-21T10:00:00Z`.
-    /// Computed by hand (days-from-civil, proleptic Gregorian) so that it needs no formatter or locale.
     static func iso8601(unixSeconds: Int64) -> String {
-        let (days, secondOfDay) = unixSeconds.quotientAndRemainder(dividingBy: 86_400)
-        let (dayNumber, second) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
-        // Howard Hinnant's civil_from_days.
-        let shifted = dayNumber + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func padded(_ value: Int64, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return padded(year, 4) + "-" + padded(month, 2) + "-" + padded(day, 2) + "T" + padded(second / 3_600, 2)
-            + ":" + padded(second / 60 % 60, 2) + ":" + padded(second % 60, 2) + "Z"
+        Timestamp.seconds(unixSeconds: unixSeconds)
     }
 }

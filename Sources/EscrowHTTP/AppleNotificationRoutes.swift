@@ -63,7 +63,7 @@ struct AppleNotificationRoutes: Sendable {
         let idHash = Hashing.blake2b256(Array(claims.jti.value.utf8))
         guard try await !log.hasNotification(idHash: idHash) else {
             context.logger.info("Apple notification ignored: duplicate", metadata: ["event": "\(event.kind.name)"])
-            return try JSONResponse.make(.ok, ["outcome": "duplicate"])
+            return JSONResponse.make(.ok, ["outcome": "duplicate"])
         }
         // Apply, then record: a crash in between makes Apple's retry apply it again (idempotent),
         // never lose it.
@@ -73,7 +73,7 @@ struct AppleNotificationRoutes: Sendable {
             "Apple notification handled",
             metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"]
         )
-        return try JSONResponse.make(.ok, ["outcome": outcome])
+        return JSONResponse.make(.ok, ["outcome": .string(outcome)])
     }
 
     private func apply(_ event: AppleNotificationEvent) async throws -> String {

@@ -48,11 +48,11 @@ struct EscrowRoutes: Sendable {
         }
         let receipt = try await escrow.capture(input.profile, verified: verified, actor: .http(token: caller.name))
         let status: HTTPResponse.Status = receipt.outcome == .created ? .created : .ok
-        return try JSONResponse.make(
+        return JSONResponse.make(
             status,
             [
-                "escrowId": receipt.escrowID.hex, "state": receipt.state.rawValue,
-                "expiresAt": JSONResponse.timestamp(receipt.expiresAt),
+                "escrowId": .string(receipt.escrowID.hex), "state": .string(receipt.state.rawValue),
+                "expiresAt": .timestamp(receipt.expiresAt),
             ]
         )
     }
@@ -61,14 +61,14 @@ struct EscrowRoutes: Sendable {
         _ = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else { throw Problem.notFound }
-        return try JSONResponse.make(
+        return JSONResponse.make(
             .ok,
             [
-                "escrowId": status.escrowID.hex, "state": status.state.rawValue, "attempts": status.attempts,
-                "nextAttemptAt": status.nextAttemptAt.map(JSONResponse.timestamp) ?? NSNull(),
-                "createdAt": JSONResponse.timestamp(status.createdAt),
-                "expiresAt": JSONResponse.timestamp(status.expiresAt), "keyVersion": status.keyVersion,
-                "deadCode": status.deadCode?.rawValue ?? NSNull(), "lastStatus": status.lastStatus ?? NSNull(),
+                "escrowId": .string(status.escrowID.hex), "state": .string(status.state.rawValue),
+                "attempts": .integer(status.attempts), "nextAttemptAt": .timestamp(status.nextAttemptAt),
+                "createdAt": .timestamp(status.createdAt), "expiresAt": .timestamp(status.expiresAt),
+                "keyVersion": .integer(Int64(status.keyVersion)), "deadCode": .string(status.deadCode?.rawValue),
+                "lastStatus": .integer(status.lastStatus),
             ]
         )
     }
@@ -91,7 +91,7 @@ struct EscrowRoutes: Sendable {
         let caller = try await auth.authorize(request, scope: .confirm)
         let userIdentifier = try UserIdentifierParameter.require(context)
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
-        return try JSONResponse.make(.ok, ["purged": purged])
+        return JSONResponse.make(.ok, ["purged": .bool(purged)])
     }
 
     /// `204` whether or not an escrow was held: erasing is idempotent, and the answer does not tell

@@ -14,7 +14,7 @@ struct OperationalRoutes: Sendable {
     let metricsRequireToken: Bool
 
     func register(on router: Router<BasicRequestContext>) {
-        router.get("/healthz") { _, _ in try JSONResponse.make(.ok, ["status": "ok"]) }
+        router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }
         router.get("/readyz") { _, context in try await ready(context) }
         router.get("/metrics") { request, _ in try await metrics(request) }
     }
@@ -31,7 +31,7 @@ struct OperationalRoutes: Sendable {
                 headers: [.retryAfter: "1"]
             )
         }
-        return try JSONResponse.make(.ok, ["status": "ready", "captureOnly": escrow.isCaptureOnly])
+        return JSONResponse.make(.ok, ["status": "ready", "captureOnly": .bool(escrow.isCaptureOnly)])
     }
 
     func metrics(_ request: Request) async throws -> Response {

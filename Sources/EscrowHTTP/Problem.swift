@@ -35,11 +35,12 @@ public struct Problem: Error, HTTPResponseError, Sendable, CustomStringConvertib
     public var type: String { "urn:profile-escrow:problem:\(code)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var object: [String: Any] = [
-            "type": type, "title": status.reasonPhrase, "status": status.code, "detail": detail, "code": code,
+        var members: [String: JSONValue] = [
+            "type": .string(type), "title": .string(status.reasonPhrase), "status": .integer(status.code),
+            "detail": .string(detail), "code": .string(code),
         ]
-        if let field { object["field"] = field }
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        if let field { members["field"] = .string(field) }
+        let data = JSONResponse.encode(members)
         var headers = headers
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"

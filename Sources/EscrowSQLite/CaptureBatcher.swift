@@ -28,8 +28,12 @@ final class CaptureBatcher: Sendable {
 
     /// The most captures written in one transaction.
     let maximumBatch: Int
-    /// How long a drain under load waits for more captures before its next commit.
-    let gatherMicroseconds: UInt32 = 200
+    /// Under load, a drain waits for more captures before its next commit in steps of this length, as long as
+    /// captures keep arriving ...
+    let gatherStepNanoseconds: UInt64 = 250_000
+    /// ... and at most this long in all. A commit costs about the same for one capture as for a hundred
+    /// (its pages and its fsync), so under a burst fewer, fuller commits leave more CPU to sealing.
+    let maximumGatherNanoseconds: UInt64 = 2_000_000
     private let state = NIOLockedValueBox(State())
     private let queue = DispatchQueue(label: "profile-escrow.group-commit")
 
@@ -60,11 +64,9 @@ final class CaptureBatcher: Sendable {
     private func drain(_ write: @Sendable ([Item]) throws -> [Result<CaptureOutcome, any Error>]) {
         var round = 0
         while true {
-            // After the first round, captures that arrived during a commit show load: wait a moment so the
-            // next commit carries more of them (one fsync each). A lone capture never waits.
-            if round > 0, state.withLockedValue({ $0.pending.count }) < maximumBatch / 4 {
-                usleep(gatherMicroseconds)
-            }
+            // After the first round, captures that arrived during a commit show load: gather more for the next
+            // commit while they keep coming. A lone capture never waits, nor does the first of a burst.
+            if round > 0 { gather() }
             round += 1
             let batch = state.withLockedValue { state -> [Item] in
                 let batch = Array(state.pending.prefix(maximumBatch))
@@ -79,6 +81,20 @@ final class CaptureBatcher: Sendable {
             } catch {
                 for item in batch { item.continuation.resume(throwing: error) }
             }
+        }
+    }
+
+    /// Waits while captures keep arriving: returns at once when none is queued, after a step in which none
+    /// arrived, when a full batch is queued, or after ``maximumGatherNanoseconds``.
+    private func gather() {
+        var queued = state.withLockedValue { $0.pending.count }
+        guard queued > 0 else { return }
+        let start = DispatchTime.now().uptimeNanoseconds
+        while queued < maximumBatch, DispatchTime.now().uptimeNanoseconds - start < maximumGatherNanoseconds {
+            usleep(UInt32(gatherStepNanoseconds / 1_000))
+            let now = state.withLockedValue { $0.pending.count }
+            if now == queued { return }
+            queued = now
         }
     }
 }

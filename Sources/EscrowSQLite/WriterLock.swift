@@ -33,8 +33,7 @@ final class WriterLock: @unchecked Sendable {
                     + "and token management (tokens add|list|revoke) keep working."
             )
         }
-        let formatter = ISO8601DateFormatter()
-        let text = "pid \(getpid()), \(owner), since \(formatter.string(from: Date()))"
+        let text = "pid \(getpid()), \(owner), since \(Timestamp.seconds(Date()))"
         _ = ftruncate(fd, 0)
         _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
         self.descriptor = fd

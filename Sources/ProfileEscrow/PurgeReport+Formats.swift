@@ -90,9 +90,7 @@ extension PurgeReport {
     }
 
     static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        Timestamp.milliseconds(date)
     }
 
     static func human(_ seconds: Double) -> String {

@@ -137,5 +137,5 @@ struct Requeue: AsyncParsableCommand {
 }
 
 func iso(_ date: Date) -> String {
-    ISO8601DateFormatter().string(from: date)
+    Timestamp.seconds(date)
 }
