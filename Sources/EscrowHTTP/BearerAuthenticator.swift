@@ -32,9 +32,3 @@ struct BearerAuthenticator: Sendable {
         return record
     }
 }
-
-extension Substring {
-    fileprivate func trimmingSpaces() -> String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
-    }
-}

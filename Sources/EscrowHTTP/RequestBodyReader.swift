@@ -23,7 +23,7 @@ enum RequestBodyReader {
     /// Refuses a body whose media type is not `application/json` (parameters such as `charset` allowed).
     static func requireJSON(_ request: Request) throws {
         let mediaType = request.headers[.contentType]?.split(separator: ";").first
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .map { $0.trimmingSpaces().lowercased() }
         guard mediaType == "application/json" else {
             throw Problem(
                 .unsupportedMediaType,

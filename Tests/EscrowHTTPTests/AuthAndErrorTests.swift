@@ -50,6 +50,28 @@ struct AuthAndErrorTests {
         }
     }
 
+    @Test("the scheme is case-insensitive and optional whitespace around the token and media type is allowed")
+    func headerWhitespace() async throws {
+        let harness = try await HTTPHarness()
+        let token = try #require(harness.tokens["all"])
+        try await harness.app().test(.router) { client async throws in
+            let captured = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: [.authorization: "bearer  \t\(token) \t", .contentType: " Application/JSON ; charset=utf-8"],
+                body: Fake.body(1)
+            )
+            #expect(captured.status == .created)
+            // Whitespace inside the token is not trimmed away: it is another token.
+            let inside = try await client.execute(
+                uri: "/v1/escrows/\(Fake.userIdentifier(1))",
+                method: .get,
+                headers: [.authorization: "Bearer \(token.prefix(10)) \(token.dropFirst(10))"]
+            )
+            #expect(inside.status == .unauthorized)
+        }
+    }
+
     @Test("per-token rate limit: 429 with Retry-After, other tokens unaffected")
     func rateLimit() async throws {
         let harness = try await HTTPHarness(rateLimit: RateLimit(requestsPerSecond: 0.5, burst: 2))
