@@ -29,6 +29,7 @@ func configuration(
 
 let benchmarks: @Sendable () -> Void = {
     captureBenchmarks()
+    ceilingBenchmarks()
     replayBenchmarks()
     purgeBenchmarks()
     reportBenchmarks()
@@ -109,6 +110,26 @@ func captureBenchmarks() {
         concurrentFloor.value = Floor(path: Fixtures.temporaryDirectory() + "/floor.sqlite")
     } teardown: {
         concurrentFloor.value = nil
+    }
+}
+
+// MARK: - The crypto ceiling: what the throughput target is a share of
+
+func ceilingBenchmarks() {
+    // Key pair + two sealed boxes on every core, 1,000 per iteration, and nothing else: no capture can be faster.
+    let ceiling = Box<Floor>()
+    Benchmark("Capture, crypto ceiling (keypair + 2 seals, all cores)", configuration: configuration(.kilo, iterations: 20)) {
+        benchmark in
+        let floor = ceiling.value!
+        let count = benchmark.scaledIterations.count
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        DispatchQueue.concurrentPerform(iterations: cores) { core in
+            for _ in stride(from: core, to: count, by: cores) { blackHole(floor.keypairAndTwoSeals()) }
+        }
+    } setup: {
+        ceiling.value = Floor(path: Fixtures.temporaryDirectory() + "/ceiling.sqlite")
+    } teardown: {
+        ceiling.value = nil
     }
 }
 

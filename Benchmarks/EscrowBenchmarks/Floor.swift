@@ -100,6 +100,21 @@ final class Floor: @unchecked Sendable {
         )
     }
 
+    /// The crypto ceiling's unit of work: a key pair and the two sealed boxes, nothing else (no MAC, no blind
+    /// index, no storage).
+    func keypairAndTwoSeals() -> Int {
+        var pk = [UInt8](repeating: 0, count: 32)
+        var sk = [UInt8](repeating: 0, count: 32)
+        crypto_box_keypair(&pk, &sk)
+        let padded = plaintext + [UInt8](repeating: 0, count: 56)
+        var sealedProfile = [UInt8](repeating: 0, count: padded.count + 48)
+        crypto_box_seal(&sealedProfile, padded, UInt64(padded.count), pk)
+        let keyBox = [UInt8](repeating: 1, count: 56) + sk
+        var sealedKey = [UInt8](repeating: 0, count: keyBox.count + 48)
+        crypto_box_seal(&sealedKey, keyBox, UInt64(keyBox.count), masterPublicKey)
+        return sealedProfile.count + sealedKey.count
+    }
+
     /// MAC check and the two opens.
     func open(_ sealed: Sealed) -> Bool {
         let macInput = sealed.id + sealed.publicKey + sealed.sealedProfile + sealed.sealedKey
