@@ -118,8 +118,10 @@ func captureBenchmarks() {
 func ceilingBenchmarks() {
     // Key pair + two sealed boxes on every core, 1,000 per iteration, and nothing else: no capture can be faster.
     let ceiling = Box<Floor>()
-    Benchmark("Capture, crypto ceiling (keypair + 2 seals, all cores)", configuration: configuration(.kilo, iterations: 20)) {
-        benchmark in
+    Benchmark(
+        "Capture, crypto ceiling (keypair + 2 seals, all cores)",
+        configuration: configuration(.kilo, iterations: 20)
+    ) { benchmark in
         let floor = ceiling.value!
         let count = benchmark.scaledIterations.count
         let cores = ProcessInfo.processInfo.activeProcessorCount
