@@ -18,7 +18,7 @@ public enum AuditChain {
     /// Milliseconds since 1970, the precision at which event times are stored and hashed: truncated, except
     /// that a time within a microsecond below a whole millisecond counts as that millisecond. A stored time
     /// read back as a `Date` (a binary fraction of a second) can land just below its millisecond, and must
-    /// give back the same number (measured: 0.6% of the milliseconds before 2001 did not).
+    /// give back the same number (measured: 16% of the milliseconds of 1970–2000 and 0.9% of 2001–2023 did not).
     public static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down))
     }
