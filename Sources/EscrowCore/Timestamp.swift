@@ -40,7 +40,7 @@ public enum Timestamp {
             var divisor: Int64 = 1
             for _ in 1..<digits { divisor *= 10 }
             var rest = value
-            while divisor < value / 10 { divisor *= 10 }
+            while divisor <= value / 10 { divisor *= 10 }
             while divisor > 0 {
                 text.unicodeScalars.append(Unicode.Scalar(UInt8(ascii: "0") + UInt8(rest / divisor)))
                 rest %= divisor

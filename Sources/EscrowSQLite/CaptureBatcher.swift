@@ -31,8 +31,9 @@ final class CaptureBatcher: Sendable {
     /// Under load, a drain waits for more captures before its next commit in steps of this length, as long as
     /// captures keep arriving ...
     let gatherStepNanoseconds: UInt64 = 250_000
-    /// ... and at most this long in all. A commit costs about the same for one capture as for a hundred
-    /// (its pages and its fsync), so under a burst fewer, fuller commits leave more CPU to sealing.
+    /// ... and at most this long in all. Every commit has a fixed cost (its fsync; the ends of the tables, the
+    /// interior pages and the audit head written again), so under a burst fewer, fuller commits leave more CPU
+    /// to sealing.
     let maximumGatherNanoseconds: UInt64 = 2_000_000
     private let state = NIOLockedValueBox(State())
     private let queue = DispatchQueue(label: "profile-escrow.group-commit")
@@ -40,6 +41,9 @@ final class CaptureBatcher: Sendable {
     init(maximumBatch: Int = 256) {
         self.maximumBatch = maximumBatch
     }
+
+    /// Captures queued and not yet taken by a commit.
+    var queuedCount: Int { state.withLockedValue { $0.pending.count } }
 
     /// Queues one capture and waits until the batch that holds it is committed.
     /// - Parameter write: writes one batch in one transaction; returns one result per item, in order.

@@ -17,6 +17,9 @@ struct TimestampTests {
         // Before 1970: floor, not truncation toward zero.
         #expect(Timestamp.milliseconds(Date(timeIntervalSince1970: -0.001)) == "1969-12-31T23:59:59.999Z")
         #expect(Timestamp.seconds(unixSeconds: -86_400) == "1969-12-31T00:00:00Z")
+        // Years outside 0...9999 keep all their digits (and a sign).
+        #expect(Timestamp.seconds(unixSeconds: 253_402_300_800) == "10000-01-01T00:00:00Z")
+        #expect(Timestamp.seconds(unixSeconds: -451_729_497_600).hasPrefix("-12345-"))
     }
 
     @Test("Agrees with ISO8601DateFormatter over many instants")
