@@ -151,9 +151,4 @@ enum CanonicalJSON {
             initializedCount = count
         }
     }
-
-    /// `unixSeconds` as ISO 8601 in UTC with seconds precision: `2026-11-21T10:00:00Z`.
-    static func iso8601(unixSeconds: Int64) -> String {
-        Timestamp.seconds(unixSeconds: unixSeconds)
-    }
 }

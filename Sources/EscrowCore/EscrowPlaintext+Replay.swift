@@ -51,7 +51,7 @@ private struct ReplayBody: CanonicalJSONDocument {
         writer.key("realUserStatus")
         writer.stringOrNull(profile.realUserStatus?.rawValue)
         writer.key("capturedAt")
-        writer.string(CanonicalJSON.iso8601(unixSeconds: plaintext.capturedAtUnixSeconds))
+        writer.string(Timestamp.seconds(unixSeconds: plaintext.capturedAtUnixSeconds))
         writer.key("verified")
         writer.bool(plaintext.verified)
         if let attempt {

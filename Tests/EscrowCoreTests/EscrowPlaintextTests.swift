@@ -296,7 +296,7 @@ struct EscrowPlaintextTests {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = TimeZone(identifier: "UTC")
         let expected = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
-        #expect(CanonicalJSON.iso8601(unixSeconds: seconds) == expected)
+        #expect(Timestamp.seconds(unixSeconds: seconds) == expected)
     }
 
     // MARK: redaction
