@@ -62,63 +62,59 @@ struct CaptureBatcherTests {
         #expect(batcher.queuedCount == 0)
     }
 
-    @Test("a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer")
-    func burst() async throws {
-        let batcher = CaptureBatcher(maximumBatch: 16)
-        let commits = Commits()
-        let firstCommitMayFinish = DispatchSemaphore(value: 0)
-        let write: @Sendable ([CaptureBatcher.Item]) throws -> [Result<CaptureOutcome, any Error>] = { items in
-            if commits.record(items) == 1 { firstCommitMayFinish.wait() }
-            return Self.created(items)
-        }
-        let records = try (0...100).map(Self.record)
-        try await withThrowingTaskGroup(of: (EscrowID, EscrowID).self) { group in
-            group.addTask {
-                (records[0].id, try await batcher.submit(records[0], actor: .library, write: write).record.id)
-            }
-            // The first commit is under way (and held): everything submitted now queues behind it.
-            while commits.sizes.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
-            for record in records.dropFirst() {
-                group.addTask { (record.id, try await batcher.submit(record, actor: .library, write: write).record.id) }
-            }
-            while batcher.queuedCount < 100 { try await Task.sleep(for: .milliseconds(1)) }
-            firstCommitMayFinish.signal()
-            for try await (submitted, answered) in group {
-                #expect(submitted == answered)
-            }
-        }
-        #expect(commits.sizes == [1, 16, 16, 16, 16, 16, 16, 4])
-        #expect(Set(commits.all) == Set(records.map(\.id)) && commits.all.count == 101)
-        #expect(batcher.queuedCount == 0)
-    }
-
-    @Test("a commit that fails fails its own callers only; the next commit goes on")
-    func failingCommit() async throws {
-        let batcher = CaptureBatcher(maximumBatch: 8)
+    /// Submits `records[0]`, holds its commit until every other record is queued behind it, then lets it finish.
+    /// Commit number `failing` (from 1), if given, throws. Returns what each caller got back: the id of the record
+    /// in its outcome, or nil when its commit failed.
+    static func burst(
+        _ records: [EscrowRecord],
+        maximumBatch: Int,
+        failing: Int? = nil
+    ) async throws -> (commits: Commits, answers: [EscrowID: EscrowID?]) {
+        let batcher = CaptureBatcher(maximumBatch: maximumBatch)
         let commits = Commits()
         let firstCommitMayFinish = DispatchSemaphore(value: 0)
         let write: @Sendable ([CaptureBatcher.Item]) throws -> [Result<CaptureOutcome, any Error>] = { items in
             let number = commits.record(items)
             if number == 1 { firstCommitMayFinish.wait() }
-            if number == 2 { throw WriteFailed() }
+            if number == failing { throw WriteFailed() }
             return Self.created(items)
         }
-        let records = try (0..<13).map(Self.record)
-        let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
-            group.addTask { (0, (try? await batcher.submit(records[0], actor: .library, write: write)) != nil) }
-            while commits.sizes.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
-            for (position, record) in records.enumerated().dropFirst() {
-                group.addTask { (position, (try? await batcher.submit(record, actor: .library, write: write)) != nil) }
+        let answers = try await withThrowingTaskGroup(of: (EscrowID, EscrowID?).self) { group in
+            func submit(_ record: EscrowRecord) {
+                group.addTask {
+                    (record.id, try? await batcher.submit(record, actor: .library, write: write).record.id)
+                }
             }
-            while batcher.queuedCount < 12 { try await Task.sleep(for: .milliseconds(1)) }
+            submit(records[0])
+            // The first commit is under way (and held): everything submitted now queues behind it.
+            while commits.sizes.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+            records.dropFirst().forEach(submit)
+            while batcher.queuedCount < records.count - 1 { try await Task.sleep(for: .milliseconds(1)) }
             firstCommitMayFinish.signal()
-            var outcomes: [EscrowID: Bool] = [:]
-            for try await (position, succeeded) in group { outcomes[records[position].id] = succeeded }
-            return outcomes
+            var answers: [EscrowID: EscrowID?] = [:]
+            for try await (submitted, answered) in group { answers[submitted] = answered }
+            return answers
         }
+        #expect(batcher.queuedCount == 0)
+        return (commits, answers)
+    }
+
+    @Test("a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer")
+    func burst() async throws {
+        let records = try (0...100).map(Self.record)
+        let (commits, answers) = try await Self.burst(records, maximumBatch: 16)
+        #expect(commits.sizes == [1, 16, 16, 16, 16, 16, 16, 4])
+        #expect(Set(commits.all) == Set(records.map(\.id)) && commits.all.count == 101)
+        #expect(answers.count == 101 && answers.allSatisfy { $0.key == $0.value })
+    }
+
+    @Test("a commit that fails fails its own callers only; the next commit goes on")
+    func failingCommit() async throws {
+        let records = try (0..<13).map(Self.record)
+        let (commits, answers) = try await Self.burst(records, maximumBatch: 8, failing: 2)
         #expect(commits.sizes == [1, 8, 4])
-        let failed = Set(outcomes.filter { !$0.value }.keys)
+        let failed = Set(answers.filter { $0.value == nil }.keys)
         #expect(failed == Set(commits.batch(2)), "exactly the second commit's callers fail")
-        #expect(outcomes.count == 13)
+        #expect(answers.count == 13 && answers.allSatisfy { $0.value == nil || $0.key == $0.value })
     }
 }
