@@ -7,9 +7,9 @@ extension PurgeReport {
     public func json() -> Data {
         func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
         var object: [String: Any] = [
-            "since": since.map(Self.timestamp) ?? NSNull(),
-            "until": until.map(Self.timestamp) ?? NSNull(),
-            "generatedAt": Self.timestamp(generatedAt),
+            "since": since.map(Timestamp.milliseconds) ?? NSNull(),
+            "until": until.map(Timestamp.milliseconds) ?? NSNull(),
+            "generatedAt": Timestamp.milliseconds(generatedAt),
             "captured": captured,
             "purged": Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, purged[$0] ?? 0) }),
             "timeToPurgeSeconds": [
@@ -38,10 +38,9 @@ extension PurgeReport {
         func seconds(_ value: Double?) -> String { value.map { Self.human($0) } ?? "-" }
         var lines: [String] = []
         lines.append("ProfileEscrow purge report")
-        lines.append(
-            "  period            \(since.map(Self.timestamp) ?? "beginning") .. \(until.map(Self.timestamp) ?? "now")"
-        )
-        lines.append("  generated         \(Self.timestamp(generatedAt))")
+        let from = since.map(Timestamp.milliseconds) ?? "beginning"
+        lines.append("  period            \(from) .. \(until.map(Timestamp.milliseconds) ?? "now")")
+        lines.append("  generated         \(Timestamp.milliseconds(generatedAt))")
         lines.append("")
         lines.append("  captured          \(captured)")
         lines.append("  purged            \(purged.values.reduce(0, +))")
@@ -85,12 +84,9 @@ extension PurgeReport {
     public static func csvRow(_ purge: Purge) -> String {
         // Ids, prefixes, reasons and actors never hold commas or quotes; quote the actor anyway.
         let actor = "\"" + purge.actor.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-        return "\(purge.sequence),\(timestamp(purge.at)),\(purge.escrowID),\(purge.indexPrefix),\(purge.reason),"
+        let at = Timestamp.milliseconds(purge.at)
+        return "\(purge.sequence),\(at),\(purge.escrowID),\(purge.indexPrefix),\(purge.reason),"
             + "\(String(format: "%.3f", purge.ageSeconds)),\(actor)"
-    }
-
-    static func timestamp(_ date: Date) -> String {
-        Timestamp.milliseconds(date)
     }
 
     static func human(_ seconds: Double) -> String {

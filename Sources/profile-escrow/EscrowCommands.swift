@@ -79,8 +79,9 @@ struct Status: AsyncParsableCommand {
         }
         let fields: [(String, String)] = [
             ("escrowId", status.escrowID.hex), ("state", status.state.rawValue), ("attempts", "\(status.attempts)"),
-            ("nextAttemptAt", status.nextAttemptAt.map(iso) ?? "-"), ("createdAt", iso(status.createdAt)),
-            ("expiresAt", iso(status.expiresAt)), ("keyVersion", "\(status.keyVersion)"),
+            ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
+            ("createdAt", Timestamp.seconds(status.createdAt)),
+            ("expiresAt", Timestamp.seconds(status.expiresAt)), ("keyVersion", "\(status.keyVersion)"),
             ("deadCode", status.deadCode?.rawValue ?? "-"), ("lastStatus", status.lastStatus.map(String.init) ?? "-"),
         ]
         switch format {
@@ -134,8 +135,4 @@ struct Requeue: AsyncParsableCommand {
             print("requeued \(id.hex)")
         }
     }
-}
-
-func iso(_ date: Date) -> String {
-    Timestamp.seconds(date)
 }

@@ -73,10 +73,10 @@ struct Tokens: AsyncParsableCommand {
             let tokens = FileManager.default.fileExists(atPath: path) ? try await tokenStore.open(options).tokens() : []
             if tokens.isEmpty { print("no tokens") }
             for token in tokens {
-                let status = token.revokedAt.map { "revoked \(iso($0))" } ?? "active"
+                let status = token.revokedAt.map { "revoked \(Timestamp.seconds($0))" } ?? "active"
                 let scopes = token.scopes.sorted().map(\.rawValue).joined(separator: ",")
                 print(
-                    "\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(iso(token.createdAt))  \(status)  \(scopes)"
+                    "\(token.name.padding(toLength: 24, withPad: " ", startingAt: 0)) created \(Timestamp.seconds(token.createdAt))  \(status)  \(scopes)"
                 )
             }
         }
