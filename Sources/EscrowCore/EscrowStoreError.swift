@@ -13,6 +13,9 @@ public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
         public static let readOnly = Code(rawValue: "read_only")
         /// The schema is newer than this program, or a migration failed.
         public static let schema = Code(rawValue: "schema")
+        /// A stored row does not decode (a value out of range, a wrong length): it is moved to `dead`
+        /// (`ciphertext_invalid`) when a worker meets it, and never stops the others.
+        public static let malformedRow = Code(rawValue: "malformed_row")
         /// A query or transaction failed.
         public static let failed = Code(rawValue: "store_failed")
     }
