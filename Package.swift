@@ -46,6 +46,12 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // sqlite3_db_config is variadic and cannot be called from Swift: one C function that sets a connection's
+        // "no checkpoint on close" flag (see docs/architecture.md, "Many processes on one SQLite store").
+        .target(
+            name: "CSQLiteShim",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
         .target(
             name: "EscrowCrypto",
             dependencies: [
@@ -62,6 +68,7 @@ let package = Package(
         .target(
             name: "EscrowSQLite",
             dependencies: [
+                "CSQLiteShim",
                 "EscrowCore",
                 "EscrowCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -7,8 +7,8 @@ public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
 
         /// The store cannot be opened or reached.
         public static let unavailable = Code(rawValue: "store_unavailable")
-        /// Another process holds the single writer slot (SQLite before 3.51.3).
-        public static let writerLocked = Code(rawValue: "writer_locked")
+        /// Another process kept the store's write lock past the wait bound; the operation did nothing.
+        public static let busy = Code(rawValue: "store_busy")
         /// The store was opened read-only and a change was asked for.
         public static let readOnly = Code(rawValue: "read_only")
         /// The schema is newer than this program, or a migration failed.

@@ -21,10 +21,17 @@ extension SQLiteEscrowStore {
     /// transaction is rolled back and each capture is written again in its own transaction, so that only
     /// the failing one fails (rare: a broken row in the way, a full disk). Blocks the calling thread: for
     /// the group-commit queue only.
-    static func writeCaptures(_ batch: [CaptureBatcher.Item], pool: DatabasePool) -> [Result<CaptureOutcome, any Error>]
-    {
+    static func writeCaptures(
+        _ batch: [CaptureBatcher.Item],
+        pool: DatabasePool,
+        lock: WriteLock?
+    ) -> [Result<CaptureOutcome, any Error>] {
         func write<T>(_ body: (Database) throws -> T) throws -> T {
-            do { return try pool.write(body) } catch { throw storeError(error, "write transaction failed") }
+            do {
+                return try pool.writeWithoutTransaction { db in try transaction(db, lock: lock, body) }
+            } catch {
+                throw storeError(error, "write transaction failed")
+            }
         }
         do {
             return try write { db in
@@ -268,8 +275,9 @@ extension SQLiteEscrowStore {
     public func flushPurged() async throws {
         guard !configuration.readOnly else { return }
         do {
+            let lock = writeLock
             _ = try await pool.barrierWriteWithoutTransaction { db in
-                try db.checkpoint(.truncate)
+                try lock?.withLock { try db.checkpoint(.truncate) }
             }
         } catch {
             throw EscrowStoreError(.failed, "WAL checkpoint failed (\(Self.describe(error)))")
@@ -284,7 +292,28 @@ extension SQLiteEscrowStore {
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try requireWritable()
-        do { return try await pool.write(body) } catch { throw Self.storeError(error, "write transaction failed") }
+        let lock = writeLock
+        do {
+            return try await pool.writeWithoutTransaction { db in try Self.transaction(db, lock: lock, body) }
+        } catch {
+            throw Self.storeError(error, "write transaction failed")
+        }
+    }
+
+    /// One `BEGIN IMMEDIATE … COMMIT` under the cross-process write lock: the commit, and the automatic
+    /// checkpoint SQLite may run at commit, happen while the lock is held.
+    static func transaction<T>(_ db: Database, lock: WriteLock?, _ body: (Database) throws -> T) throws -> T {
+        func run() throws -> T {
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try body(db)
+                return .commit
+            }
+            guard let result else { throw EscrowStoreError(.failed, "the transaction returned nothing") }
+            return result
+        }
+        guard let lock else { return try run() }
+        return try lock.withLock(run)
     }
 
     /// Reads run synchronously on the calling thread: a read is a few indexed lookups (microseconds),

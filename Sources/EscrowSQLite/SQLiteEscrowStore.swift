@@ -1,29 +1,35 @@
+import CSQLiteShim
 public import EscrowCore
 import EscrowCrypto
 import Foundation
 import GRDB
 public import Logging
+import NIOConcurrencyHelpers
 
-/// The embedded default store: one SQLite file through GRDB (SPEC §5).
+/// The embedded default store: one SQLite file through GRDB.
 ///
 /// WAL mode, `synchronous=FULL` (a capture returns only once its commit is on disk),
 /// `secure_delete=ON`, foreign keys on. Purges are followed by a `wal_checkpoint(TRUNCATE)` so no
 /// copy of a purged ciphertext survives in the `-wal` file.
 ///
-/// SQLite before 3.51.3 can corrupt a WAL database when two connections write or checkpoint at
-/// once, so on such a version a writable store takes the file's single writer slot (``WriterLock``):
-/// a second writing process gets ``EscrowStoreError/Code/writerLocked``; read-only stores always open.
+/// Any number of processes may open one store for writing at once (the service, separate replay
+/// workers, CLI commands). SQLite before 3.51.3 can corrupt a WAL database when two connections write
+/// or checkpoint at once, so every write transaction and every checkpoint of every process takes one
+/// cross-process lock (``WriteLock``), and no connection checkpoints when it closes: writers wait for
+/// each other (bounded), and callers never see `SQLITE_BUSY`. Read-only stores never write and open
+/// even in a read-only folder.
 public final class SQLiteEscrowStore: EscrowStore {
     public struct Configuration: Sendable {
-        /// Open without writing anything: for `status` and `purge-report` beside a running writer.
+        /// Open without writing anything: for `status` and `purge-report`, also on a read-only folder.
         public var readOnly: Bool = false
         /// Checkpoint (TRUNCATE) after every purge. A busy service turns this off and calls
         /// ``flushPurged()`` every few seconds instead (batched).
         public var checkpointAfterPurge: Bool = true
-        /// Who holds the writer slot, for the error a second writer gets (e.g. "profile-escrow serve").
-        public var ownerDescription: String = "profile-escrow"
-        /// How long a statement waits for a lock held by another connection.
+        /// How long a statement waits for a lock held by another connection (readers, a checkpoint).
         public var busyTimeout: Double = 5
+        /// How long a write waits for another process's write transaction or checkpoint to end before it
+        /// fails with ``EscrowStoreError/Code/busy`` (nothing written).
+        public var writeLockTimeout: Double = 30
 
         public init() {}
     }
@@ -35,12 +41,18 @@ public final class SQLiteEscrowStore: EscrowStore {
     public let configuration: Configuration
     /// `sqlite_version()` as a number, e.g. 3040001.
     public let sqliteVersion: Int
-    /// Whether this store holds the single writer slot (false when read-only or on a fixed SQLite).
-    public let holdsWriterSlot: Bool
+    /// How this store writes, for the startup log.
+    public var mode: String {
+        configuration.readOnly
+            ? "read-only (never writes or checkpoints)"
+            : "serialized writes: one cross-process lock around every write transaction and checkpoint"
+    }
 
     let pool: DatabasePool
     let batcher: CaptureBatcher
-    private let writerLock: WriterLock?
+    /// Nil when read-only.
+    let writeLock: WriteLock?
+    private let closed = NIOLockedValueBox(false)
 
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path
@@ -49,23 +61,22 @@ public final class SQLiteEscrowStore: EscrowStore {
         if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
             throw EscrowStoreError(.unavailable, "no store at \(path)")
         }
-
         let version = Self.libraryVersion()
         self.sqliteVersion = version
-        let needsSingleWriter = version < Self.walResetFixedVersion
-        if !configuration.readOnly && needsSingleWriter {
-            self.writerLock = try WriterLock(databasePath: path, owner: configuration.ownerDescription)
-            self.holdsWriterSlot = true
-        } else {
-            self.writerLock = nil
-            self.holdsWriterSlot = false
-        }
+        let lock =
+            configuration.readOnly ? nil : try WriteLock(databasePath: path, timeout: configuration.writeLockTimeout)
+        self.writeLock = lock
 
         var config = GRDB.Configuration()
         config.readonly = configuration.readOnly
         config.busyMode = .timeout(configuration.busyTimeout)
         config.label = "escrow"
         config.prepareDatabase { db in
+            // No connection, reader or writer, ever checkpoints when it closes: a checkpoint runs only under
+            // the write lock (at commit, or from flushPurged).
+            guard profile_escrow_sqlite3_disable_checkpoint_on_close(db.sqliteConnection) == 0 else {
+                throw EscrowStoreError(.unavailable, "SQLite refused to disable the checkpoint on close")
+            }
             if !db.configuration.readonly {
                 try db.execute(sql: "PRAGMA secure_delete = ON")
                 try db.execute(sql: "PRAGMA synchronous = FULL")
@@ -73,45 +84,93 @@ public final class SQLiteEscrowStore: EscrowStore {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         do {
-            self.pool = try DatabasePool(path: path, configuration: config)
-            if !configuration.readOnly {
-                // GRDB sets synchronous=NORMAL on the pool's writer after `prepareDatabase` (its WAL
-                // default). A capture must be durable when acknowledged: FULL, on the one writer
-                // connection the pool keeps for its whole life.
-                try pool.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA synchronous = FULL")
-                    guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                        throw EscrowStoreError(.unavailable, "SQLite refused synchronous=FULL")
+            if let lock {
+                // Opening sets WAL mode and migrations write: under the lock, like every write.
+                self.pool = try lock.withLock {
+                    let pool = try DatabasePool(path: path, configuration: config)
+                    // GRDB sets synchronous=NORMAL on the pool's writer after `prepareDatabase` (its WAL
+                    // default). A capture must be durable when acknowledged: FULL, on the one writer
+                    // connection the pool keeps for its whole life.
+                    try pool.writeWithoutTransaction { db in
+                        try db.execute(sql: "PRAGMA synchronous = FULL")
+                        guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                            throw EscrowStoreError(.unavailable, "SQLite refused synchronous=FULL")
+                        }
                     }
+                    try SQLiteSchema.migrator.migrate(pool)
+                    return pool
                 }
-                try SQLiteSchema.migrator.migrate(pool)
             } else {
+                self.pool = try DatabasePool(path: try Self.readOnlyLocation(path), configuration: config)
                 let known = try pool.read { try SQLiteSchema.migrator.hasCompletedMigrations($0) }
                 if !known {
                     throw EscrowStoreError(.schema, "the store at \(path) has an unknown or incomplete schema")
                 }
             }
-            self.batcher = CaptureBatcher { [pool] batch in Self.writeCaptures(batch, pool: pool) }
         } catch let error as EscrowStoreError {
             throw error
         } catch {
             throw EscrowStoreError(.unavailable, "cannot open the store at \(path) (\(Self.describe(error)))")
         }
+        self.batcher = CaptureBatcher { [pool] batch in Self.writeCaptures(batch, pool: pool, lock: lock) }
 
-        let mode =
-            configuration.readOnly
-            ? "read-only" : needsSingleWriter ? "single writer (SQLite < 3.51.3 WAL-reset bug)" : "multi-writer"
         logger.info(
             "opened SQLite store",
-            metadata: [
-                "path": "\(path)", "sqlite.version": "\(Self.versionString(version))", "mode": "\(mode)",
-            ]
+            metadata: ["path": "\(path)", "sqlite.version": "\(Self.versionString(version))", "mode": "\(mode)"]
         )
     }
 
-    /// Closes the database and gives the writer slot back.
+    /// Empties the WAL into the database file (under the write lock, as every checkpoint), then closes the
+    /// database's connections. No connection checkpoints by itself when it closes; releasing a writable store
+    /// without calling this checkpoints the same way. A process killed before either leaves its last
+    /// transactions in the `-wal` file, where any later open reads them.
     public func close() throws {
+        checkpointOnce()
         try pool.close()
+    }
+
+    deinit {
+        checkpointOnce()
+    }
+
+    /// Closes the connections without the store's checkpoint, as a killed process leaves them (for tests).
+    func closeConnectionsOnly() throws {
+        closed.withLockedValue { $0 = true }
+        try pool.close()
+    }
+
+    private func checkpointOnce() {
+        guard let writeLock,
+            !closed.withLockedValue({ closed in
+                defer { closed = true }
+                return closed
+            })
+        else { return }
+        _ = try? pool.writeWithoutTransaction { db in try writeLock.withLock { try db.checkpoint(.truncate) } }
+    }
+
+    /// Where a read-only store opens `path`. In a folder it cannot write, SQLite cannot create the `-wal` and
+    /// `-shm` files a WAL database needs; when they are missing and no WAL content can be missed (no `-wal`,
+    /// or an empty one), the file opens as immutable. A non-empty `-wal` without its `-shm` in a read-only
+    /// folder holds transactions the main file lacks: refused, with the reason.
+    static func readOnlyLocation(_ path: String) throws -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        let folderWritable = access(directory.isEmpty ? "." : directory, W_OK) == 0
+        let files = FileManager.default
+        let walSize = (try? files.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? nil
+        let hasShm = files.fileExists(atPath: path + "-shm")
+        guard !folderWritable, walSize == nil || !hasShm else { return path }
+        if let walSize, walSize > 0 {
+            throw EscrowStoreError(
+                .unavailable,
+                "the store at \(path) has a write-ahead log but no -shm file, in a folder that cannot be written: "
+                    + "copy the folder somewhere writable, or run a checkpoint where it was written"
+            )
+        }
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "?#%")
+        let absolute = (path as NSString).isAbsolutePath ? path : files.currentDirectoryPath + "/" + path
+        return "file:\(absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute)?immutable=1"
     }
 
     static func libraryVersion() -> Int {

@@ -77,7 +77,6 @@ struct GlobalOptions: ParsableArguments {
     func openStore(readOnly: Bool = false, owner: String) throws -> SQLiteEscrowStore {
         var configuration = SQLiteEscrowStore.Configuration()
         configuration.readOnly = readOnly
-        configuration.ownerDescription = owner
         return try SQLiteEscrowStore(path: databasePath, configuration: configuration, logger: logger)
     }
 

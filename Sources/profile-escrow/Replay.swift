@@ -27,7 +27,6 @@ struct Replay: AsyncParsableCommand {
         let workerConfiguration = try worker.workerConfiguration()
         let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
-        storeConfiguration.ownerDescription = "profile-escrow replay"
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         storeConfiguration.checkpointAfterPurge = false
         let logger = options.logger

@@ -87,7 +87,6 @@ struct Serve: AsyncParsableCommand {
         // would leave every escrow sealed to the real one unopenable.
         let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
-        storeConfiguration.ownerDescription = "profile-escrow serve"
         // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
         storeConfiguration.checkpointAfterPurge = false
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
@@ -101,7 +100,7 @@ struct Serve: AsyncParsableCommand {
             "starting profile-escrow serve",
             metadata: [
                 "sqlite.version": "\(Self.version(store.sqliteVersion))",
-                "sqlite.mode": "\(store.holdsWriterSlot ? "single writer (SQLite < 3.51.3)" : "multi-writer")",
+                "sqlite.mode": "\(store.mode)",
                 "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                 "address": "\(host):\(port)",
                 "tokens.path": "\(tokenStore.path(options))",

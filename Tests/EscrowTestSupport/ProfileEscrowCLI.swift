@@ -20,16 +20,17 @@ public enum ProfileEscrowCLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
     }
 
-    /// Runs one command to completion. The `PROFILE_ESCROW_*` variables of the test process are not passed
+    /// Runs one command to completion (of `executable`, the CLI by default). The `PROFILE_ESCROW_*` variables of the test process are not passed
     /// on; `environment` sets the ones the command should see.
     public static func run(
         _ arguments: [String],
         stdin: String = "",
         environment: [String: String] = [:],
+        executable: String? = nil,
         in directory: String
     ) throws -> Result {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable.map { URL(fileURLWithPath: $0) } ?? binary
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }

@@ -1,0 +1,73 @@
+import EscrowCore
+import Foundation
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Serialises every write transaction and every checkpoint on one SQLite file across all the processes
+/// that open it: an exclusive `flock` on `<database>.write-lock`, held for one transaction at a time.
+///
+/// SQLite before 3.51.3 can corrupt a WAL database when two connections write or checkpoint at once (the
+/// WAL-reset bug). SQLite's own locks do not prevent it, so every writer of this store takes this lock
+/// around each `BEGIN IMMEDIATE … COMMIT` (the automatic checkpoint at commit runs inside it) and around
+/// each explicit checkpoint; readers never checkpoint (their connections are opened with "no checkpoint
+/// on close"). The kernel releases the lock however a process ends, SIGKILL included.
+///
+/// Waiting is bounded: a writer polls for the lock for at most ``timeout`` seconds, then fails with
+/// ``EscrowStoreError/Code/busy`` naming the wait, never with `SQLITE_BUSY`.
+final class WriteLock: Sendable {
+    let path: String
+    let timeout: Double
+    private let descriptor: Int32
+    /// One holder per process at a time: `flock` locks belong to the open file, not to a thread.
+    private let inProcess = NIOLock()
+
+    init(databasePath: String, timeout: Double) throws(EscrowStoreError) {
+        let path = databasePath + ".write-lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw EscrowStoreError(
+                .unavailable,
+                "cannot open the write lock \(path): \(String(cString: strerror(errno)))"
+            )
+        }
+        self.path = path
+        self.timeout = timeout
+        self.descriptor = fd
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// Runs `body` holding the lock. Blocks the calling thread: call it on a database queue, never on a
+    /// Swift concurrency thread.
+    func withLock<T>(_ body: () throws -> T) throws -> T {
+        try inProcess.withLock {
+            try acquire()
+            defer { _ = flock(descriptor, LOCK_UN) }
+            return try body()
+        }
+    }
+
+    private func acquire() throws(EscrowStoreError) {
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let bound = UInt64(max(0, timeout) * 1e9)
+        var pause: UInt32 = 100  // microseconds, doubling to 5 ms
+        while DispatchTime.now().uptimeNanoseconds - start < bound {
+            usleep(pause)
+            pause = min(pause * 2, 5_000)
+            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return }
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw EscrowStoreError(.unavailable, "cannot lock \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        throw EscrowStoreError(
+            .busy,
+            "another process held the store's write lock for more than \(Int(timeout.rounded(.up))) s; try again"
+        )
+    }
+}
