@@ -29,6 +29,9 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
         public static let unknownKeyVersion = Code("unknown_key_version")
         /// The master key version is known but its secret key is absent (public-only keyring or retired version).
         public static let secretKeyUnavailable = Code("secret_key_unavailable")
+        /// A key operation that would lose or leak a key was refused (rotating a public-only keyring, past the
+        /// highest version, writing a keyring file that has other hard links).
+        public static let keyringRefused = Code("keyring_refused")
         /// The active master key version cannot be retired.
         public static let keyVersionActive = Code("key_version_active")
         /// The master key version still wraps escrow keys (raised by callers that know the store).

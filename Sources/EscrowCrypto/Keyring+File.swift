@@ -19,7 +19,8 @@ extension Keyring {
     /// ``CryptoError/Code/keyringMalformed`` (naming the line number) when it is not in the format.
     public static func load(path: String) throws(CryptoError) -> Keyring {
         Sodium.ensureInitialized()
-        let descriptor = systemOpen(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO (or another special file) at the path must not hang the open; it is refused below.
+        let descriptor = systemOpen(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             let code = errno
             switch code {
@@ -78,22 +79,41 @@ extension Keyring {
 
     /// Writes the keyring file atomically with mode 0600.
     ///
-    /// Creates the directory (mode 0700) when missing, writes a temporary file in it (`O_CREAT | O_EXCL`, 0600),
-    /// `fsync`s it, renames it over `path` and `fsync`s the directory. Throws ``CryptoError/Code/keyringExists``
-    /// when `path` exists and `overwrite` is false.
-    public func write(path: String, overwrite: Bool) throws(CryptoError) {
+    /// A `path` that is a symbolic link (a mounted secret, a file managed by configuration management) is
+    /// written through: the file it points to is replaced, the link stays. Creates the directory (mode 0700)
+    /// when missing, writes a temporary file beside the real file (`O_CREAT | O_EXCL`, 0600), `fsync`s it,
+    /// renames it over the real file, then overwrites the old file's bytes through a descriptor kept open
+    /// across the rename (the old secrets do not linger in its freed blocks) and `fsync`s the directory.
+    ///
+    /// Throws ``CryptoError/Code/keyringExists`` when `path` exists and `overwrite` is false, and
+    /// ``CryptoError/Code/keyringRefused`` when the real file has other hard links: replacing it would leave
+    /// the old secrets readable under the other names.
+    public func write(path requestedPath: String, overwrite: Bool) throws(CryptoError) {
         Sodium.ensureInitialized()
+        let path = try Self.resolvingSymbolicLinks(requestedPath)
         let (directory, name) = Self.split(path)
         guard !name.isEmpty, name != ".", name != ".." else {
             throw CryptoError(.keyringIO, "the keyring path \(path) does not name a file")
         }
         try Self.makeDirectory(directory)
-        if !overwrite {
-            var existing = stat()
-            if lstat(path, &existing) == 0 {
-                throw CryptoError(.keyringExists, "a keyring file already exists at \(path); it was not overwritten")
-            }
+        var existing = stat()
+        let exists = lstat(path, &existing) == 0
+        if exists, !overwrite {
+            throw CryptoError(
+                .keyringExists,
+                "a keyring file already exists at \(requestedPath); it was not overwritten"
+            )
         }
+        if exists, existing.st_nlink > 1 {
+            throw CryptoError(
+                .keyringRefused,
+                "the keyring file \(requestedPath) has \(existing.st_nlink) hard links: replacing it would leave the old "
+                    + "secrets readable under the other names; remove the other links first"
+            )
+        }
+        // The old file, kept open across the rename so its bytes can be overwritten afterwards.
+        let old = exists && existing.st_mode & 0o170000 == 0o100000 ? systemOpen(path, O_WRONLY | O_CLOEXEC) : -1
+        defer { if old >= 0 { _ = systemClose(old) } }
 
         let contents = fileContents()
         let temporaryPath = directory + "/." + name + "." + Hex.encode(Hashing.randomBytes(count: 8)) + ".tmp"
@@ -129,6 +149,7 @@ extension Keyring {
             throw CryptoError(.keyringIO, "cannot move the keyring file to \(path): \(Self.errnoText(errno))")
         }
         renamed = true
+        if old >= 0 { Self.overwrite(old, size: Int(existing.st_size)) }
         let directoryDescriptor = systemOpen(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard directoryDescriptor >= 0 else {
             throw CryptoError(.keyringIO, "cannot open \(directory) to fsync it: \(Self.errnoText(errno))")
@@ -191,6 +212,38 @@ extension Keyring {
     }
 
     /// Splits a path into its directory (`.` when none) and its last component.
+    /// `path` with symbolic links resolved (the file they point to), or `path` itself when it is no link.
+    /// A dangling link resolves to its target's path, created by the write.
+    private static func resolvingSymbolicLinks(_ path: String) throws(CryptoError) -> String {
+        var resolved = path
+        for _ in 0..<16 {
+            var info = stat()
+            guard lstat(resolved, &info) == 0, info.st_mode & 0o170000 == 0o120000 else { return resolved }
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink(resolved, &buffer, Int(PATH_MAX))
+            guard count > 0 else {
+                throw CryptoError(.keyringIO, "cannot read the link \(resolved): \(errnoText(errno))")
+            }
+            let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            resolved = target.hasPrefix("/") ? target : split(resolved).directory + "/" + target
+        }
+        throw CryptoError(.keyringIO, "the keyring path \(path) is a loop of symbolic links")
+    }
+
+    /// Overwrites `size` bytes of an open file with zeros and syncs them: best effort, the new keyring is
+    /// already in place.
+    private static func overwrite(_ descriptor: Int32, size: Int) {
+        let zeros = [UInt8](repeating: 0, count: 4096)
+        var offset = 0
+        while offset < size {
+            let count = min(zeros.count, size - offset)
+            let written = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, count, off_t(offset)) }
+            if written <= 0 { break }
+            offset += written
+        }
+        _ = fsync(descriptor)
+    }
+
     private static func split(_ path: String) -> (directory: String, name: String) {
         guard let slash = path.lastIndex(of: "/") else { return (".", path) }
         let directory = String(path[..<slash])

@@ -4,11 +4,17 @@ extension Keyring {
     /// A keyring with a new master key pair, version `max + 1`, which becomes the active version. Older versions
     /// stay (so existing escrows still open) until ``retiring(version:)``.
     ///
-    /// - Precondition: the keyring is not public-only (a capture-only node cannot hold the new secret key; check
-    ///   ``isPublicOnly`` first).
-    public func rotated(now: Date) -> Keyring {
-        precondition(!isPublicOnly, "a public-only keyring cannot be rotated")
-        let nextVersion = (masterKeys.map(\.version).max() ?? 0) + 1
+    /// Throws ``CryptoError/Code/keyringRefused`` for a public-only keyring (a capture-only node cannot hold the
+    /// new secret key) and when the highest version is already 4294967295.
+    public func rotated(now: Date) throws(CryptoError) -> Keyring {
+        guard !isPublicOnly else {
+            throw CryptoError(.keyringRefused, "a public-only keyring cannot be rotated: rotate the full keyring")
+        }
+        let highest = masterKeys.map(\.version).max() ?? 0
+        guard highest < UInt32.max else {
+            throw CryptoError(.keyringRefused, "the keyring already holds the highest version, \(UInt32.max)")
+        }
+        let nextVersion = highest + 1
         return Keyring(
             masterKeys: masterKeys + [MasterKey.generate(version: nextVersion, now: now)],
             activeVersion: nextVersion,

@@ -70,7 +70,9 @@ struct KeyringFileParser {
         let expectation = "expected `key <version> <created unix seconds> <public key base64> <secret key base64 or ->`"
         let fields = tokens(range)
         guard fields.count == 5, equals(fields[0], "key"), let version = version(fields[1]),
-            let seconds = unsignedInteger(fields[2], maximum: UInt64(Int64.max))
+            // At most the last second of year 9999: every later step (dates, RFC 3339, the file written back)
+            // stays in range.
+            let seconds = unsignedInteger(fields[2], maximum: Self.latestCreatedAt)
         else { throw malformed(line: line, expectation) }
         let publicKey = SecretBytes(count: Sodium.boxPublicKeyBytes)
         guard decodeBase64(fields[3], into: publicKey) else { throw malformed(line: line, expectation) }
@@ -155,6 +157,9 @@ struct KeyringFileParser {
     }
 
     /// Decimal digits only, no leading zero (but "0"), at most `maximum`.
+    /// 9999-12-31T23:59:59Z, the latest creation time a key may carry.
+    static let latestCreatedAt: UInt64 = 253_402_300_799
+
     private func unsignedInteger(_ token: Token, maximum: UInt64) -> UInt64? {
         guard !token.isEmpty, token.count <= 20 else { return nil }
         if token.count > 1, buffer[token.lowerBound] == UInt8(ascii: "0") { return nil }

@@ -12,7 +12,7 @@ extension Escrow {
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
         }
-        let rotated = keyring.rotated(now: clock.now())
+        let rotated = try keyring.rotated(now: clock.now())
         try rotated.write(path: keyringPath, overwrite: true)
         try await store.appendAudit([
             AuditDraft(

@@ -5,10 +5,76 @@ import Testing
 
 @Suite("Keyring file")
 struct KeyringFileTests {
+    /// Through a symbolic link (a mounted secret, configuration management), a rotation and a retirement write
+    /// the real file; the link stays; no file keeps the retired secret.
+    @Test func writesThroughASymbolicLinkAndLeavesNoOldSecret() throws {
+        try withTemporaryDirectory { directory in
+            try FileManager.default.createDirectory(atPath: directory + "/real", withIntermediateDirectories: true)
+            let real = directory + "/real/keyring"
+            let link = directory + "/keyring"
+            let original = Keyring.generate()
+            try original.write(path: real, overwrite: false)
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "real/keyring")
+            let oldSecret = base64(try #require(original.masterKeys[0].secretKey))
+
+            let retired = try original.rotated(now: Date()).retiring(version: 1)
+            try retired.write(path: link, overwrite: true)
+
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "real/keyring")
+            #expect(try Keyring.load(path: link).keys.map(\.hasSecretKey) == [false, true])
+            #expect(try fileMode(real) == 0o600)
+            for name in try FileManager.default.subpathsOfDirectory(atPath: directory) {
+                let data = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
+                #expect(!String(decoding: data, as: UTF8.self).contains(oldSecret), "\(name) keeps the old secret")
+            }
+        }
+    }
+
+    /// A hard link would keep the old secrets under its other name: refused, nothing changed.
+    @Test func refusesAFileWithOtherHardLinks() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/keyring"
+            let original = Keyring.generate()
+            try original.write(path: path, overwrite: false)
+            try FileManager.default.linkItem(atPath: path, toPath: directory + "/backup-link")
+            let before = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(
+                cryptoErrorCode { try original.rotated(now: Date()).write(path: path, overwrite: true) }
+                    == .keyringRefused
+            )
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == before)
+        }
+    }
+
+    /// A FIFO at the keyring path is refused at once instead of blocking the open forever.
+    @Test func aFIFOIsRefusedWithoutHanging() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/keyring"
+            #expect(mkfifo(path, 0o600) == 0)
+            #expect(cryptoErrorCode { _ = try Keyring.load(path: path) } == .keyringMalformed)
+        }
+    }
+
+    /// The highest version cannot be rotated past, and a public-only keyring cannot be rotated: errors, not traps.
+    @Test func rotationRefusesWhatItCannotDo() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/keyring"
+            try Keyring.generate().write(path: path, overwrite: false)
+            var lines = try String(contentsOfFile: path, encoding: .utf8).components(separatedBy: "\n")
+            lines[2] = "active 4294967295"
+            lines[5] = lines[5].replacingOccurrences(of: "key 1 ", with: "key 4294967295 ")
+            try lines.joined(separator: "\n").write(toFile: path, atomically: false, encoding: .utf8)
+            let highest = try Keyring.load(path: path)
+            #expect(highest.activeVersion == UInt32.max)
+            #expect(cryptoErrorCode { _ = try highest.rotated(now: Date()) } == .keyringRefused)
+            #expect(cryptoErrorCode { _ = try Keyring.generate().publicOnly().rotated(now: Date()) } == .keyringRefused)
+        }
+    }
+
     @Test func writeLoadRoundTrip() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/keys/keyring"
-            let keyring = Keyring.generate(now: Date(timeIntervalSince1970: 1_700_000_000.75)).rotated(
+            let keyring = try Keyring.generate(now: Date(timeIntervalSince1970: 1_700_000_000.75)).rotated(
                 now: Date(timeIntervalSince1970: 1_800_000_000)
             )
             try keyring.write(path: path, overwrite: false)
@@ -59,7 +125,7 @@ struct KeyringFileTests {
     @Test func publicOnlyFileHoldsNoSecretKey() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/public-keyring"
-            let full = Keyring.generate().rotated(now: Date())
+            let full = try Keyring.generate().rotated(now: Date())
             try full.publicOnly().write(path: path, overwrite: false)
             let text = try String(contentsOfFile: path, encoding: .utf8)
             #expect(text.contains("\nmode public-only\n"))
@@ -141,7 +207,7 @@ struct KeyringFileTests {
     func rejectsMalformedFiles(testCase: MalformedCase) throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/keyring"
-            let keyring = Keyring.generate(now: Date(timeIntervalSince1970: 1_700_000_000))
+            let keyring = try Keyring.generate(now: Date(timeIntervalSince1970: 1_700_000_000))
                 .rotated(now: Date(timeIntervalSince1970: 1_700_000_100))
             try keyring.write(path: path, overwrite: false)
             let original = try String(contentsOfFile: path, encoding: .utf8)
@@ -211,6 +277,9 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
         },
         lines("negative created time", line: 6) {
             $0[5] = $0[5].replacingOccurrences(of: " 1700000000 ", with: " -1 ")
+        },
+        lines("created time past year 9999", line: 6) {
+            $0[5] = $0[5].replacingOccurrences(of: " 1700000000 ", with: " 9223372036854775807 ")
         },
         lines("public key mismatch", line: 6) { lines in
             lines[5] = "key 1 1700000000 \(zeroKey) \(field(lines, 6, 4))"

@@ -14,7 +14,7 @@ struct RotationTests {
             let oldToRewrap = try version1.seal(plaintext: secret("rewrapped"), id: .random(), blindIndex: index)
             #expect(old.keyVersion == 1)
 
-            let version2 = version1.rotated(now: Date(timeIntervalSince1970: 1_700_000_500))
+            let version2 = try version1.rotated(now: Date(timeIntervalSince1970: 1_700_000_500))
             #expect(version2.activeVersion == 2)
             #expect(version2.keys.map(\.version) == [1, 2])
             #expect(version2.keys.allSatisfy { $0.hasSecretKey })
@@ -54,7 +54,7 @@ struct RotationTests {
     }
 
     @Test func retiringRefusesActiveAndUnknownVersions() throws {
-        let keyring = Keyring.generate().rotated(now: Date())
+        let keyring = try Keyring.generate().rotated(now: Date())
         #expect(cryptoErrorCode { try keyring.retiring(version: 2) } == .keyVersionActive)
         #expect(cryptoErrorCode { try keyring.retiring(version: 3) } == .unknownKeyVersion)
         #expect(cryptoErrorCode { try keyring.retiring(version: 0) } == .unknownKeyVersion)
@@ -66,7 +66,7 @@ struct RotationTests {
     @Test func rotationVersionIsMaxPlusOne() throws {
         let keyring = try Keyring.generate().rotated(now: Date()).rotated(now: Date()).retiring(version: 2)
         #expect(keyring.activeVersion == 3)
-        #expect(keyring.rotated(now: Date()).activeVersion == 4)
+        #expect(try keyring.rotated(now: Date()).activeVersion == 4)
     }
 
     @Test func rewrapRejectsTamperedRows() throws {
@@ -82,7 +82,7 @@ struct RotationTests {
 
     @Test func rowFromANewerKeyringNamesTheUnknownVersion() throws {
         let version1 = Keyring.generate()
-        let version2 = version1.rotated(now: Date())
+        let version2 = try version1.rotated(now: Date())
         let sealed = try version2.seal(
             plaintext: secret("x"),
             id: .random(),

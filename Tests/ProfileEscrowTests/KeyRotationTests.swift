@@ -51,7 +51,7 @@ struct KeyRotationTests {
 
     @Test func aKeyringWithoutTheRowsVersionNeverMarksTheRowDead() async throws {
         let original = Keyring.generate()
-        let rotated = original.rotated(now: Date())
+        let rotated = try original.rotated(now: Date())
         let harness = try Harness(keyring: rotated)
         let receipt = try await harness.escrow.capture(try Fake.profile(1))  // sealed to version 2
         // An out-of-date keyring file (version 1 only) and a retired one: intact row, no key.
