@@ -108,9 +108,11 @@ public final class SQLiteEscrowStore: EscrowStore {
         )
     }
 
-    /// Closes the database and gives the writer slot back.
+    /// Closes the database and gives the writer slot back (only once the pool is closed: a pool that
+    /// refuses to close could still write).
     public func close() throws {
         try pool.close()
+        writerLock?.release()
     }
 
     static func libraryVersion() -> Int {

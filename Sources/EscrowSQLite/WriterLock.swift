@@ -1,5 +1,6 @@
 import EscrowCore
 import Foundation
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -9,9 +10,9 @@ import Glibc
 /// released by the kernel when the process ends, however it ends (SIGKILL included).
 ///
 /// The lock file names its holder (pid, command, since) so a refused process can say who owns it.
-final class WriterLock: @unchecked Sendable {
-    // Only touched in init and deinit: no concurrent access.
-    private let descriptor: Int32
+final class WriterLock: Sendable {
+    /// The lock file's descriptor while the slot is held; `nil` once released.
+    private let descriptor: NIOLockedValueBox<Int32?>
 
     init(databasePath: String, owner: String) throws(EscrowStoreError) {
         let path = databasePath + ".writer-lock"
@@ -36,13 +37,22 @@ final class WriterLock: @unchecked Sendable {
         let text = "pid \(getpid()), \(owner), since \(Timestamp.seconds(Date()))"
         _ = ftruncate(fd, 0)
         _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
-        self.descriptor = fd
+        self.descriptor = NIOLockedValueBox(fd)
+    }
+
+    /// Gives the slot back: another writer may open the store at once. Idempotent.
+    func release() {
+        descriptor.withLockedValue { descriptor in
+            guard let fd = descriptor else { return }
+            _ = ftruncate(fd, 0)
+            _ = flock(fd, LOCK_UN)
+            close(fd)
+            descriptor = nil
+        }
     }
 
     deinit {
-        _ = ftruncate(descriptor, 0)
-        _ = flock(descriptor, LOCK_UN)
-        close(descriptor)
+        release()
     }
 
     private static func readHolder(_ fd: Int32) -> String {

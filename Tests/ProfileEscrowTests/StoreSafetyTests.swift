@@ -45,6 +45,17 @@ struct StoreSafetyTests {
         #expect(second.holdsWriterSlot)
     }
 
+    @Test func closeFreesTheWriterSlotWhileTheStoreIsStillReferenced() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/escrow.sqlite"
+        let first = try SQLiteEscrowStore(path: path, logger: Logger(label: "t"))
+        try #require(first.holdsWriterSlot, "this SQLite needs no writer slot: nothing to free")
+        try first.close()
+        let second = try SQLiteEscrowStore(path: path, logger: Logger(label: "t"))
+        #expect(second.holdsWriterSlot)
+        withExtendedLifetime(first) {}
+    }
+
     @Test func pragmasAreAsSpecified() async throws {
         let harness = try Harness()
         let values = try await harness.store.pool.write { db in
