@@ -67,7 +67,7 @@ public struct DeadEscrow: Sendable, Equatable {
 /// Where escrows live. Sees only sealed bytes; every change and its audit events are one
 /// transaction, and a failed audit write fails the change (fail closed).
 ///
-/// `Tests/EscrowStoreConformance` holds the suite every implementation must pass.
+/// `Sources/EscrowStoreConformance` (`StoreConformance.all`) holds the checks every implementation must pass.
 public protocol EscrowStore: Sendable {
     /// Stores a new escrow for its blind index. In the same transaction: when a live escrow with
     /// the same content tag exists, nothing changes (`unchanged`); when one with other content
