@@ -31,7 +31,7 @@ struct EscrowRoutes: Sendable {
         let caller = try await auth.authorize(request, scope: .capture)
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
-        let input = try ProfileParser.parse(body)
+        let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
         var verified = false
         if let apple {
             guard let token = input.identityToken else {
