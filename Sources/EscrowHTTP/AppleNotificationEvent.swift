@@ -1,3 +1,4 @@
+import EscrowCore
 import Foundation
 
 /// The `events` claim of an Apple notification, parsed from its JSON string:
@@ -41,7 +42,7 @@ struct AppleNotificationEvent: Sendable {
         kind = Kind(type: type)
         let subject = object["sub"] as? String ?? ""
         // An unknown type is answered 200 and ignored, whatever else it holds.
-        guard kind == .unknown || UserIdentifierParameter.isValid(subject) else { return nil }
+        guard kind == .unknown || UserIdentifier.isValid(subject) else { return nil }
         self.subject = subject
         email = object["email"] as? String
         switch object["is_private_email"] {
