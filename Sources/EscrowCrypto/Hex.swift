@@ -1,8 +1,9 @@
-/// Lowercase hexadecimal encoding and strict decoding of non-secret bytes.
-enum Hex {
+/// Lowercase hexadecimal encoding and strict decoding of non-secret bytes: ids, blind indexes, public keys,
+/// hashes. The one hex codec of the package.
+public enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var utf8: [UInt8] = []
         utf8.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
@@ -13,7 +14,7 @@ enum Hex {
     }
 
     /// Decodes upper- or lowercase hex; `nil` for an odd length or any other character.
-    static func decode(_ text: String) -> [UInt8]? {
+    public static func decode(_ text: String) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
