@@ -201,7 +201,7 @@ public final class ReplayWorker: Service {
                 run.update { $0.expiredSwept += swept }
                 run.purged(swept)
             }
-            EscrowMetrics.live(try await escrow.store.summary(at: now), now: now.timeIntervalSince1970)
+            EscrowMetrics.live(try await escrow.store.summary(at: now), at: now)
         } catch {
             logger.error("retention sweep failed", metadata: ["error": "\(error)"])
         }
