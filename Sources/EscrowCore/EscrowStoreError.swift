@@ -15,6 +15,8 @@ public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
         public static let schema = Code(rawValue: "schema")
         /// A query or transaction failed.
         public static let failed = Code(rawValue: "store_failed")
+        /// An active access token with this name already exists (``AccessTokenStore/addToken(_:)``).
+        public static let tokenExists = Code(rawValue: "token_exists")
     }
 
     public let code: Code

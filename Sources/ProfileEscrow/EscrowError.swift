@@ -18,6 +18,8 @@ public struct EscrowError: Error, Sendable, CustomStringConvertible {
         public static let keyInUse = Code(rawValue: "key_in_use")
         /// The escrow kept changing under a concurrent writer; try again.
         public static let conflict = Code(rawValue: "conflict")
+        /// A worker or client setting is missing or out of range.
+        public static let invalidConfiguration = Code(rawValue: "invalid_configuration")
     }
 
     public let code: Code
