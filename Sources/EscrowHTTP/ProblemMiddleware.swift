@@ -81,12 +81,13 @@ struct ProblemMiddleware: RouterMiddleware {
         }
     }
 
-    /// Our errors are PII-free by design; anything else is named by its type only.
+    /// Our errors' descriptions name their code only; their operator messages are PII-free by design and
+    /// logged with it. Anything else is named by its type only.
     static func describe(_ error: any Error) -> String {
         switch error {
-        case let error as EscrowStoreError: "\(error)"
-        case let error as EscrowError: "\(error)"
-        case let error as CryptoError: "\(error)"
+        case let error as EscrowStoreError: "\(error): \(error.message)"
+        case let error as EscrowError: "\(error): \(error.message)"
+        case let error as CryptoError: "\(error): \(error.message)"
         case let error as Problem: "\(error)"
         default: String(reflecting: type(of: error))
         }
