@@ -77,20 +77,21 @@ struct Status: AsyncParsableCommand {
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else {
             throw NothingHeld("nothing is held for this user")
         }
-        let fields: [(String, String)] = [
-            ("escrowId", status.escrowID.hex), ("state", status.state.rawValue), ("attempts", "\(status.attempts)"),
-            ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
-            ("createdAt", Timestamp.seconds(status.createdAt)),
-            ("expiresAt", Timestamp.seconds(status.expiresAt)), ("keyVersion", "\(status.keyVersion)"),
-            ("deadCode", status.deadCode?.rawValue ?? "-"), ("lastStatus", status.lastStatus.map(String.init) ?? "-"),
-        ]
         switch format {
         case .text:
+            let fields: [(String, String)] = [
+                ("escrowId", status.escrowID.hex), ("state", status.state.rawValue),
+                ("attempts", "\(status.attempts)"), ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
+                ("createdAt", Timestamp.seconds(status.createdAt)), ("expiresAt", Timestamp.seconds(status.expiresAt)),
+                ("keyVersion", "\(status.keyVersion)"), ("deadCode", status.deadCode?.rawValue ?? "-"),
+                ("lastStatus", status.lastStatus.map(String.init) ?? "-"),
+            ]
             for (key, value) in fields { print("\(key.padding(toLength: 14, withPad: " ", startingAt: 0)) \(value)") }
         case .json:
-            let object = Dictionary(uniqueKeysWithValues: fields.map { ($0.0, $0.1) })
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-            print(String(decoding: data, as: UTF8.self))
+            // The shape of `GET /v1/escrows/{userIdentifier}` (``EscrowStatus``), pretty-printed.
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(status), as: UTF8.self))
         }
     }
 }
