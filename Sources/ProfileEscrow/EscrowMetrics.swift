@@ -25,7 +25,8 @@ public enum EscrowMetrics {
     /// The live gauges (SPEC §10): live escrows by state (0 for a state with none) and the oldest pending
     /// escrow's age. Their one publisher: the worker calls it after each sweep, `/metrics` at scrape time
     /// with its registry's factory (the same series when the process bootstrapped metrics over that registry).
-    public static func live(_ summary: StoreSummary, at now: Date, factory: any MetricsFactory = MetricsSystem.factory) {
+    public static func live(_ summary: StoreSummary, at now: Date, factory: any MetricsFactory = MetricsSystem.factory)
+    {
         for state in EscrowState.live {
             Gauge(label: "profile_escrow_live", dimensions: [("state", state.rawValue)], factory: factory)
                 .record(summary.live[state] ?? 0)

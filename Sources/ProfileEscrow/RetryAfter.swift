@@ -31,7 +31,9 @@ enum RetryAfter {
         case 4 where parts[0].hasSuffix(",") && parts[3] == "GMT":
             // RFC 850: dd-Mon-yy with a two-digit year.
             let date = parts[1].split(separator: "-", omittingEmptySubsequences: false)
-            guard date.count == 3, date[0].count == 2, date[2].count == 2, let short = number(date[2]) else { return nil }
+            guard date.count == 3, date[0].count == 2, date[2].count == 2, let short = number(date[2]) else {
+                return nil
+            }
             (day, month, year, time) = (date[0], date[1], fullYear(short, now: now), parts[2])
         case 5:
             // asctime: the day is space-padded, so "Nov  6" splits into "Nov" and "6" (empty parts dropped).

@@ -81,7 +81,8 @@ struct Status: AsyncParsableCommand {
         case .text:
             let fields: [(String, String)] = [
                 ("escrowId", status.escrowID.hex), ("state", status.state.rawValue),
-                ("attempts", "\(status.attempts)"), ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
+                ("attempts", "\(status.attempts)"),
+                ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
                 ("createdAt", Timestamp.seconds(status.createdAt)), ("expiresAt", Timestamp.seconds(status.expiresAt)),
                 ("keyVersion", "\(status.keyVersion)"), ("deadCode", status.deadCode?.rawValue ?? "-"),
                 ("lastStatus", status.lastStatus.map(String.init) ?? "-"),

@@ -4,7 +4,9 @@ import Testing
 
 @Suite("UserIdentifier")
 struct UserIdentifierTests {
-    @Test(arguments: ["a", "000000.test0000000000000000000000000000.0001", "A-Z_a.z-09", String(repeating: "x", count: 255)])
+    @Test(arguments: [
+        "a", "000000.test0000000000000000000000000000.0001", "A-Z_a.z-09", String(repeating: "x", count: 255),
+    ])
     func accepts(_ value: String) throws {
         #expect(UserIdentifier.isValid(value))
         try UserIdentifier.validate(value)

@@ -169,8 +169,14 @@ struct AppleNotificationTests {
         await #expect(throws: (any Error).self) {
             _ = try await AppleVerifier(jwksJSON: doubled, audiences: [AppleTestKeys.audience])
         }
-        #expect(AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":"true"}"#)?.isPrivateEmail == true)
-        #expect(AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":false}"#)?.isPrivateEmail == false)
+        #expect(
+            AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":"true"}"#)?
+                .isPrivateEmail == true
+        )
+        #expect(
+            AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":false}"#)?
+                .isPrivateEmail == false
+        )
     }
 
     @Test("a body that is not {payload}: 400; wrong content type: 415")

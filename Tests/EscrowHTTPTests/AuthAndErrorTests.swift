@@ -98,7 +98,8 @@ struct AuthAndErrorTests {
             let harness = configured
             // A valid profile padded with whitespace to 20 KiB: over the parser's own 16 KiB.
             let body = Array(Fake.body(1).readableBytesView)
-            let padded = body.prefix(1) + Array(repeating: UInt8(ascii: " "), count: 20 * 1024 - body.count) + body.dropFirst()
+            let padded =
+                body.prefix(1) + Array(repeating: UInt8(ascii: " "), count: 20 * 1024 - body.count) + body.dropFirst()
             try await harness.app().test(.router) { client async throws in
                 let response = try await client.execute(
                     uri: "/v1/escrows",

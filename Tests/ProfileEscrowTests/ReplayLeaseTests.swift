@@ -327,6 +327,8 @@ struct ReplayLeaseTests {
         #expect(RetryAfter.seconds("Tue, 29 Feb 2000 00:01:00 GMT", now: now) == 60)
         #expect(RetryAfter.seconds("Tuesday, 29-Feb-00 00:01:00 GMT", now: now) == 60, "00 is 2000, not 1900")
         let lastSecondOf9999 = Date(timeIntervalSince1970: 253_402_300_799)
-        #expect(RetryAfter.seconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == lastSecondOf9999.timeIntervalSince(now))
+        #expect(
+            RetryAfter.seconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == lastSecondOf9999.timeIntervalSince(now)
+        )
     }
 }
