@@ -19,7 +19,13 @@ struct AppleJWKS: Sendable {
     }
 
     init(json: [UInt8]) async throws {
-        guard let entries = (try? StrictJSON.parse(json))?["keys"]?.arrayValue else {
+        let document: StrictJSON.Value
+        do {
+            document = try StrictJSON.parse(json)
+        } catch {
+            throw LoadError(description: "the JWKS file is not strict JSON (\(error.message))")
+        }
+        guard let entries = document["keys"]?.arrayValue else {
             throw LoadError(description: "the JWKS file is not a JSON object with a keys array")
         }
         let keys = JWTKeyCollection()

@@ -166,8 +166,11 @@ struct AppleNotificationTests {
 
         let jwks = String(decoding: keys.jwks, as: UTF8.self)
         let doubled = Array(("{\"keys\":[],\"keys\"" + jwks.dropFirst("{\"keys\"".count)).utf8)
-        await #expect(throws: (any Error).self) {
+        do {
             _ = try await AppleVerifier(jwksJSON: doubled, audiences: [AppleTestKeys.audience])
+            Issue.record("a JWKS file with two keys members was accepted")
+        } catch {
+            #expect("\(error)".contains("duplicate key"))
         }
         #expect(
             AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":"true"}"#)?
