@@ -11,7 +11,8 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "ProfileEscrow",
-    platforms: [.macOS(.v15)],
+    // Linux only: the libsodium shim and the group commit's thread use Glibc. (No `platforms` entry can
+    // say "Linux only"; none is declared, so nothing claims a macOS build.)
     products: [
         .library(name: "ProfileEscrow", targets: ["ProfileEscrow"]),
         .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
@@ -34,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Tests only, already in the graph through Hummingbird: the HTTP field types its test client takes.
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
         // Tests only: a fresh RSA key for the Apple tokens the tests sign (already in the graph via jwt-kit).
         .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"5.0.0"),
     ],
@@ -59,25 +62,28 @@ let package = Package(
         .target(
             name: "EscrowSQLite",
             dependencies: [
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "EscrowCore",
+                "EscrowCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "ProfileEscrow",
             dependencies: [
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                "EscrowCrypto",
                 "EscrowCore",
-                "EscrowSQLite",
+                "EscrowCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -89,15 +95,16 @@ let package = Package(
         .target(
             name: "EscrowHTTP",
             dependencies: [
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                "ProfileEscrow",
                 "EscrowCore",
                 "EscrowCrypto",
+                "ProfileEscrow",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -105,19 +112,24 @@ let package = Package(
         .executableTarget(
             name: "profile-escrow",
             dependencies: [
-                "ProfileEscrow",
+                "EscrowCore",
+                "EscrowCrypto",
                 "EscrowHTTP",
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "EscrowSQLite",
+                "ProfileEscrow",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "EscrowTestSupport",
+            dependencies: [
+                "EscrowCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             path: "Tests/EscrowTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -179,6 +191,8 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -80,7 +80,7 @@ enum Fixtures {
                 let hash = AuditChain.hash(previous: previous, sequence: sequence, draft: draft)
                 previous = hash
                 try statement.execute(arguments: [
-                    sequence, AuditChain.milliseconds(draft.at), draft.type.rawValue, draft.escrowID,
+                    sequence, Timestamp.unixMilliseconds(draft.at), draft.type.rawValue, draft.escrowID,
                     draft.indexPrefix, draft.detail, draft.ageMilliseconds, Data(hash),
                 ])
             }
@@ -100,7 +100,7 @@ enum Fixtures {
         try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
         try (try SQLiteEscrowStore(path: path, logger: logger)).close()
         let queue = try DatabaseQueue(path: path)
-        let now = AuditChain.milliseconds(Date())
+        let now = Timestamp.unixMilliseconds(Date())
         let far = now + 30 * 86_400_000
         try queue.write { db in
             let statement = try db.makeStatement(

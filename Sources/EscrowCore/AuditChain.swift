@@ -1,5 +1,5 @@
 internal import EscrowCrypto
-public import Foundation
+import Foundation
 
 /// The hash chain over audit events (SPEC §6).
 ///
@@ -15,14 +15,6 @@ public enum AuditChain {
         Hashing.blake2b256(previous + canonical(sequence: sequence, draft: draft))
     }
 
-    /// Milliseconds since 1970, the precision at which event times are stored and hashed: truncated, except
-    /// that a time within a microsecond below a whole millisecond counts as that millisecond. A stored time
-    /// read back as a `Date` (a binary fraction of a second) can land just below its millisecond, and must
-    /// give back the same number (measured: 16% of the milliseconds of 1970–2000 and 0.9% of 2001–2023 did not).
-    public static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down))
-    }
-
     /// The canonical bytes of one event.
     public static func canonical(sequence: Int64, draft: AuditDraft) -> [UInt8] {
         var out = Array("pe-audit-1".utf8)
@@ -32,7 +24,7 @@ public enum AuditChain {
             out += bytes
         }
         field(String(sequence))
-        field(String(milliseconds(draft.at)))
+        field(String(Timestamp.unixMilliseconds(draft.at)))
         field(draft.type.rawValue)
         field(draft.escrowID)
         field(draft.indexPrefix)

@@ -1,45 +1,5 @@
-internal import EscrowCrypto
+public import EscrowCrypto
 public import Foundation
-
-/// What happened to a delivery, as the replay worker classifies the backend's answer (SPEC §7).
-public enum DeliveryOutcome: Sendable, Equatable {
-    /// `200`, `201`, `204` or `409`.
-    case confirmed(status: Int)
-    /// `202`: wait for a confirm call.
-    case accepted(status: Int)
-    /// `408`, `425`, `429`, `5xx`, a timeout, reset or refused connection (`status` nil).
-    case retry(status: Int?, retryAfter: Double?)
-    /// `410` and any other `4xx`.
-    case rejected(status: Int)
-
-    /// The audit `detail` of a `delivery-attempted` event.
-    public var auditName: String {
-        switch self {
-        case .confirmed: "confirmed"
-        case .accepted: "accepted"
-        case .retry: "retry"
-        case .rejected: "rejected"
-        }
-    }
-
-    public var status: Int? {
-        switch self {
-        case .confirmed(let status), .accepted(let status), .rejected(let status): status
-        case .retry(let status, _): status
-        }
-    }
-
-    /// Classifies an HTTP status code.
-    public static func classify(status: Int, retryAfter: Double?) -> DeliveryOutcome {
-        switch status {
-        case 200, 201, 204, 409: .confirmed(status: status)
-        case 202: .accepted(status: status)
-        case 408, 425, 429, 500...599: .retry(status: status, retryAfter: retryAfter)
-        case 400...499: .rejected(status: status)
-        default: .retry(status: status, retryAfter: retryAfter)  // 1xx/3xx (redirects are not followed)
-        }
-    }
-}
 
 /// An event that may change an escrow.
 public enum LifecycleEvent: Sendable, Equatable {
@@ -47,16 +7,23 @@ public enum LifecycleEvent: Sendable, Equatable {
     case lease(owner: String, duration: Double)
     /// The lease holder reports the backend's answer; `fencingToken` is the revision of its lease.
     case delivered(DeliveryOutcome, fencingToken: Int64, unitRandom: Double)
-    /// The lease holder gives the escrow back unattempted (graceful shutdown).
+    /// The lease holder gives the escrow back without sending anything (graceful shutdown, too
+    /// little lease left): no attempt is used.
     case release(fencingToken: Int64)
     /// A confirm call (library, CLI, HTTP): success, then purge.
     case confirm
-    /// Purge for a reason other than confirmation.
+    /// Purge for a reason other than confirmation or replacement.
     case purge(PurgeReason)
-    /// The row failed its MAC or did not open.
+    /// A newer capture of the same user with other content supersedes this escrow.
+    case replace(by: EscrowID)
+    /// The row failed its MAC, did not open, or is malformed.
     case tampered
     /// An operator brings a dead escrow back.
     case requeue
+    /// Key rotation: the escrow key re-sealed to another master key version (payload untouched).
+    case rewrap(SealedEscrow)
+    /// The profile itself changed (an Apple email notification): sealed anew under the same id.
+    case reseal(SealedEscrow, contentTag: [UInt8], detail: String)
 }
 
 /// What the caller must do after an event: the state machine does no I/O of its own.
@@ -71,13 +38,20 @@ public enum LifecycleAction: Sendable, Equatable {
 
 /// Why an event did not apply.
 public enum LifecycleRejection: String, Sendable, Equatable {
+    /// The fencing token is not the record's revision, or the record is no longer leased.
     case staleLease = "stale_lease"
+    /// Not due yet (a lease), or already in the state the event would put it in.
     case notDue = "not_due"
+    /// A requeue of an escrow that is not dead.
     case notDead = "not_dead"
-    case notLeased = "not_leased"
+    /// A rewrap or reseal whose sealed bytes belong to another escrow.
+    case otherEscrow = "other_escrow"
 }
 
 /// The escrow lifecycle as a value: `(record, event, now) -> action`. Tested without I/O.
+///
+/// The only place that decides how an escrow changes: every store applies the actions it returns
+/// and never builds a changed record itself, so two stores cannot diverge.
 public struct EscrowLifecycle: Sendable {
     public var policy: RetryPolicy
     /// How long to wait for a confirm call after a `202` before delivering again, in seconds.
@@ -88,6 +62,17 @@ public struct EscrowLifecycle: Sendable {
         self.confirmTimeout = confirmTimeout
     }
 
+    /// The `captured` event of a new escrow.
+    public func captured(_ record: EscrowRecord, actor: AuditActor) -> AuditDraft {
+        AuditDraft(
+            type: .captured,
+            at: record.createdAt,
+            escrowID: record.id.hex,
+            indexPrefix: record.blindIndex.prefixHex,
+            actor: actor
+        )
+    }
+
     public func handle(
         _ event: LifecycleEvent,
         on record: EscrowRecord,
@@ -96,7 +81,6 @@ public struct EscrowLifecycle: Sendable {
     )
         -> LifecycleAction
     {
-        guard record.state != .purged else { return .ignore(.notDue) }
         func draft(_ type: AuditEventType, detail: String? = nil, status: Int? = nil) -> AuditDraft {
             AuditDraft(
                 type: type,
@@ -110,7 +94,10 @@ public struct EscrowLifecycle: Sendable {
         }
         func purged(_ reason: PurgeReason, before: [AuditDraft] = []) -> LifecycleAction {
             var event = draft(.purged, detail: reason.rawValue)
-            event.ageMilliseconds = max(0, AuditChain.milliseconds(now) - AuditChain.milliseconds(record.createdAt))
+            event.ageMilliseconds = max(
+                0,
+                Timestamp.unixMilliseconds(now) - Timestamp.unixMilliseconds(record.createdAt)
+            )
             return .purge(reason, before + [event])
         }
         var next = record
@@ -120,48 +107,38 @@ public struct EscrowLifecycle: Sendable {
         switch event {
         case .lease(let owner, let duration):
             guard record.isDue(at: now) else { return .ignore(.notDue) }
-            next.state = .leased
-            next.attempts = record.attempts + 1
-            next.leaseOwner = owner
-            next.leaseExpiresAt = now.addingTimeInterval(duration)
-            next.confirmDeadline = nil
+            // A lease that ran out may have sent its request: its outcome is lost, count the attempt.
+            if case .leased = record.phase { next.attempts = record.attempts + 1 }
+            next.phase = .leased(Lease(owner: owner, expiresAt: now.addingTimeInterval(duration)))
             return .update(next, [])
 
         case .delivered(let outcome, let token, let unitRandom):
-            guard record.state == .leased, record.revision == token else { return .ignore(.staleLease) }
+            guard case .leased = record.phase, record.revision == token else { return .ignore(.staleLease) }
             let attempted = draft(.deliveryAttempted, detail: outcome.auditName, status: outcome.status)
-            next.leaseOwner = nil
-            next.leaseExpiresAt = nil
+            next.attempts = record.attempts + 1
             next.lastStatus = outcome.status
             switch outcome {
             case .confirmed:
                 return purged(.confirmed, before: [attempted, draft(.confirmed, status: outcome.status)])
             case .accepted:
-                next.state = .awaitingConfirmation
-                next.confirmDeadline = now.addingTimeInterval(confirmTimeout)
+                next.phase = .awaitingConfirmation(deadline: now.addingTimeInterval(confirmTimeout))
                 return .update(next, [attempted, draft(.awaitingConfirmation, status: outcome.status)])
-            case .retry(_, let retryAfter):
-                if record.attempts >= policy.maxAttempts {
-                    next.state = .dead
-                    next.deadCode = .attemptsExhausted
+            case .retry, .timedOut:
+                if next.attempts >= policy.maxAttempts {
+                    next.phase = .dead(.attemptsExhausted)
                     return .update(next, [attempted, draft(.dead, detail: DeadCode.attemptsExhausted.rawValue)])
                 }
-                next.state = .pending
-                let delay = policy.delay(afterAttempt: record.attempts, retryAfter: retryAfter, unitRandom: unitRandom)
-                next.nextAttemptAt = now.addingTimeInterval(delay)
+                next.phase = .pending
+                next.nextAttemptAt = now.addingTimeInterval(delay(after: outcome, attempt: next.attempts, unitRandom))
                 return .update(next, [attempted])
             case .rejected(let status):
-                next.state = .dead
-                next.deadCode = .rejected
+                next.phase = .dead(.rejected)
                 return .update(next, [attempted, draft(.dead, detail: DeadCode.rejected.rawValue, status: status)])
             }
 
         case .release(let token):
-            guard record.state == .leased, record.revision == token else { return .ignore(.staleLease) }
-            next.state = .pending
-            next.attempts = max(0, record.attempts - 1)
-            next.leaseOwner = nil
-            next.leaseExpiresAt = nil
+            guard case .leased = record.phase, record.revision == token else { return .ignore(.staleLease) }
+            next.phase = .pending
             next.nextAttemptAt = now
             return .update(next, [])
 
@@ -171,22 +148,45 @@ public struct EscrowLifecycle: Sendable {
         case .purge(let reason):
             return purged(reason)
 
+        case .replace(let replacement):
+            return purged(.replaced, before: [draft(.replaced, detail: replacement.hex)])
+
         case .tampered:
-            guard record.state != .dead || record.deadCode != .ciphertextInvalid else { return .ignore(.notDue) }
-            next.state = .dead
-            next.deadCode = .ciphertextInvalid
-            next.leaseOwner = nil
-            next.leaseExpiresAt = nil
+            guard record.deadCode != .ciphertextInvalid else { return .ignore(.notDue) }
+            next.phase = .dead(.ciphertextInvalid)
             return .update(next, [draft(.dead, detail: DeadCode.ciphertextInvalid.rawValue)])
 
         case .requeue:
-            guard record.state == .dead else { return .ignore(.notDead) }
-            next.state = .pending
+            guard case .dead = record.phase else { return .ignore(.notDead) }
+            next.phase = .pending
             next.attempts = 0
-            next.deadCode = nil
             next.nextAttemptAt = now
-            next.confirmDeadline = nil
             return .update(next, [draft(.requeued)])
+
+        case .rewrap(let sealed):
+            guard sealed.id == record.id, sealed.blindIndex == record.blindIndex else { return .ignore(.otherEscrow) }
+            next.sealed = sealed
+            return .update(next, [])
+
+        case .reseal(let sealed, let contentTag, let detail):
+            guard sealed.id == record.id, sealed.blindIndex == record.blindIndex else { return .ignore(.otherEscrow) }
+            next.sealed = sealed
+            next.contentTag = contentTag
+            return .update(next, [draft(.updated, detail: detail)])
+        }
+    }
+
+    /// The wait before the next attempt: `Retry-After` when the backend sent one, otherwise
+    /// exponential backoff with full jitter; after a timeout at least the delivery deadline, since
+    /// the backend may still be working on the request it did not answer in time.
+    func delay(after outcome: DeliveryOutcome, attempt: Int, _ unitRandom: Double) -> Double {
+        switch outcome {
+        case .retry(_, let retryAfter):
+            return policy.delay(afterAttempt: attempt, retryAfter: retryAfter, unitRandom: unitRandom)
+        case .timedOut(let deadline):
+            return max(policy.delay(afterAttempt: attempt, retryAfter: nil, unitRandom: unitRandom), deadline)
+        case .confirmed, .accepted, .rejected:
+            return 0
         }
     }
 }

@@ -17,6 +17,30 @@ public enum CaptureOutcome: Sendable, Equatable {
     }
 }
 
+/// What a worker asks of ``EscrowStore/claimDue(_:lifecycle:)``.
+public struct ClaimRequest: Sendable, Equatable {
+    /// Claim what is due at this time.
+    public var now: Date
+    /// The most escrows to claim.
+    public var limit: Int
+    /// The worker id the leases are granted to.
+    public var owner: String
+    /// How long each lease lasts, from `now`.
+    public var leaseDuration: Double
+    /// Only escrows sealed to one of these master key versions (the ones this worker's keyring can
+    /// open): an escrow it could not open is left for a worker that can, without using an attempt.
+    /// Nil claims any version.
+    public var keyVersions: Set<UInt32>?
+
+    public init(now: Date, limit: Int, owner: String, leaseDuration: Double, keyVersions: Set<UInt32>? = nil) {
+        self.now = now
+        self.limit = limit
+        self.owner = owner
+        self.leaseDuration = leaseDuration
+        self.keyVersions = keyVersions
+    }
+}
+
 /// Which records to list.
 public enum RecordQuery: Sendable, Equatable {
     /// Every live record.
@@ -67,12 +91,13 @@ public struct DeadEscrow: Sendable, Equatable {
 /// Where escrows live. Sees only sealed bytes; every change and its audit events are one
 /// transaction, and a failed audit write fails the change (fail closed).
 ///
-/// `Sources/EscrowStoreConformance` (`StoreConformance.all`) holds the checks every implementation must pass.
+/// The `EscrowStoreConformance` module holds the checks every implementation must pass.
 public protocol EscrowStore: Sendable {
     /// Stores a new escrow for its blind index. In the same transaction: when a live escrow with
     /// the same content tag exists, nothing changes (`unchanged`); when one with other content
-    /// exists, it is purged as `replaced` (`replaced`). Returns only once the row is durable.
-    func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome
+    /// exists, it is purged with the action `lifecycle` gives for `.replace(by:)` (`replaced`). The
+    /// new row's `captured` event is `lifecycle.captured(_:actor:)`. Returns only once the row is durable.
+    func capture(_ record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) async throws -> CaptureOutcome
 
     func record(id: EscrowID) async throws -> EscrowRecord?
 
@@ -83,9 +108,11 @@ public protocol EscrowStore: Sendable {
     /// (compare-and-set: the fencing rule). Returns `false` when the record changed or is gone.
     func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool
 
-    /// Leases up to `limit` due escrows to `owner` (see `EscrowRecord.isDue(at:)`), oldest due
-    /// first, each at most once across all workers. The returned revisions are the fencing tokens.
-    func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws -> [EscrowRecord]
+    /// Leases up to `request.limit` escrows due at `request.now` (see `EscrowRecord.isDue(at:)`), oldest
+    /// due first, each at most once across all workers, by applying the action `lifecycle` gives for
+    /// `.lease(owner:duration:)`. Only escrows sealed to `request.keyVersions` are claimed, when set.
+    /// The returned revisions are the fencing tokens.
+    func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord]
 
     /// Records matching `query`, ordered by id, after `cursor`, at most `limit`.
     func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord]

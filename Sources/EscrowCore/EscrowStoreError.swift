@@ -23,6 +23,9 @@ public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
         public static let readOnly = Code("read_only")
         /// The schema is newer than this program, or a migration failed.
         public static let schema = Code("schema")
+        /// A stored row does not decode (a value out of range, a wrong length): it is moved to `dead`
+        /// (`ciphertext_invalid`) when a worker meets it, and never stops the others.
+        public static let malformedRow = Code("malformed_row")
         /// A query or transaction failed.
         public static let failed = Code("store_failed")
         /// An active access token with this name already exists (``AccessTokenStore/addToken(_:)``).

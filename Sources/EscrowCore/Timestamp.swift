@@ -4,14 +4,32 @@ public import Foundation
 /// locale, no calendar. `ISO8601DateFormatter` builds an ICU formatter per instance, which measured 17% of
 /// the CPU of an HTTP capture.
 public enum Timestamp {
+    /// Milliseconds since 1970, the precision at which times are stored, hashed and shown: truncated, except
+    /// that a time within a microsecond below a whole millisecond counts as that millisecond. A stored time
+    /// read back as a `Date` (a binary fraction of a second) can land just below its millisecond, and must
+    /// give back the same number (measured: 16% of the milliseconds of 1970–2000 and 0.9% of 2001–2023 did not).
+    /// Saturates instead of trapping on a time outside what 64 bits of milliseconds can hold.
+    public static func unixMilliseconds(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down)
+        guard value.isFinite else { return value > 0 ? .max : .min }
+        if value >= 9.2e18 { return .max }
+        if value <= -9.2e18 { return .min }
+        return Int64(value)
+    }
+
+    /// The `Date` of a stored millisecond count.
+    public static func date(unixMilliseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(unixMilliseconds) / 1000)
+    }
+
     /// `2026-12-21T10:00:00.123Z`: milliseconds, truncated the way the store keeps times.
     public static func milliseconds(_ date: Date) -> String {
-        string(unixMilliseconds: AuditChain.milliseconds(date), fraction: true)
+        string(unixMilliseconds: unixMilliseconds(date), fraction: true)
     }
 
     /// `2026-12-21T10:00:00Z`: whole seconds, truncated.
     public static func seconds(_ date: Date) -> String {
-        string(unixMilliseconds: AuditChain.milliseconds(date), fraction: false)
+        string(unixMilliseconds: unixMilliseconds(date), fraction: false)
     }
 
     /// `unixSeconds` as `2026-12-21T10:00:00Z`.

@@ -27,7 +27,7 @@ struct AuditAppender {
             let sequence = head.sequence + 1
             let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft)
             try insert.execute(arguments: [
-                sequence, AuditChain.milliseconds(draft.at), draft.type.rawValue, draft.escrowID, draft.indexPrefix,
+                sequence, Timestamp.unixMilliseconds(draft.at), draft.type.rawValue, draft.escrowID, draft.indexPrefix,
                 draft.detail, draft.httpStatus, draft.actor.rawValue, draft.ageMilliseconds, Data(hash),
             ])
             head = AuditHead(sequence: sequence, hash: hash)

@@ -7,22 +7,32 @@ import NIOConcurrencyHelpers
 /// while every caller still gets its answer only after that transaction is durable.
 ///
 /// The first caller to find no batch in progress starts a drain; the drain takes everything queued,
-/// writes it in one transaction (each capture in its own savepoint, so one failing capture does not
-/// fail the others), resumes every caller, and repeats until the queue is empty. Callers seal their
+/// writes it with the store's batch writer (one transaction; when a capture fails, the store writes each
+/// capture of that batch again in its own transaction, so one failing capture does not fail the others),
+/// resumes every caller, and repeats until the queue is empty. Callers seal their
 /// profiles before they queue, so sealing runs in parallel with the writer.
 ///
 /// The drain runs on its own serial dispatch queue, blocking in SQLite there: as a Swift task it would
 /// wait in the cooperative pool behind every capture still sealing, and commits would start only once
 /// the sealing was done (measured: 1.1 of 2 cores busy under 1,000 concurrent captures).
 final class CaptureBatcher: Sendable {
+    /// One capture to write.
     struct Item: Sendable {
         let record: EscrowRecord
         let actor: AuditActor
+        let lifecycle: EscrowLifecycle
+    }
+
+    /// Writes one batch; returns one result per item, in order.
+    typealias Writer = @Sendable ([Item]) -> [Result<CaptureOutcome, any Error>]
+
+    private struct Waiting: Sendable {
+        let item: Item
         let continuation: CheckedContinuation<CaptureOutcome, any Error>
     }
 
     private struct State {
-        var pending: [Item] = []
+        var pending: [Waiting] = []
         var draining = false
     }
 
@@ -37,54 +47,47 @@ final class CaptureBatcher: Sendable {
     let maximumGatherNanoseconds: UInt64 = 2_000_000
     private let state = NIOLockedValueBox(State())
     private let queue = DispatchQueue(label: "profile-escrow.group-commit")
+    private let write: Writer
 
-    init(maximumBatch: Int = 256) {
+    init(maximumBatch: Int = 256, write: @escaping Writer) {
         self.maximumBatch = maximumBatch
+        self.write = write
     }
 
     /// Captures queued and not yet taken by a commit.
     var queuedCount: Int { state.withLockedValue { $0.pending.count } }
 
     /// Queues one capture and waits until the batch that holds it is committed.
-    /// - Parameter write: writes one batch in one transaction; returns one result per item, in order.
-    func submit(
-        _ record: EscrowRecord,
-        actor: AuditActor,
-        write: @escaping @Sendable ([Item]) throws -> [Result<CaptureOutcome, any Error>]
-    ) async throws -> CaptureOutcome {
+    func submit(_ item: Item) async throws -> CaptureOutcome {
         try await withCheckedThrowingContinuation { continuation in
             let startDrain = state.withLockedValue { state -> Bool in
-                state.pending.append(Item(record: record, actor: actor, continuation: continuation))
+                state.pending.append(Waiting(item: item, continuation: continuation))
                 guard !state.draining else { return false }
                 state.draining = true
                 return true
             }
             if startDrain {
-                queue.async { self.drain(write) }
+                queue.async { self.drain() }
             }
         }
     }
 
-    private func drain(_ write: @Sendable ([Item]) throws -> [Result<CaptureOutcome, any Error>]) {
+    private func drain() {
         var round = 0
         while true {
             // After the first round, captures that arrived during a commit show load: gather more for the next
             // commit while they keep coming. A lone capture never waits, nor does the first of a burst.
             if round > 0 { gather() }
             round += 1
-            let batch = state.withLockedValue { state -> [Item] in
+            let batch = state.withLockedValue { state -> [Waiting] in
                 let batch = Array(state.pending.prefix(maximumBatch))
                 state.pending.removeFirst(batch.count)
                 if batch.isEmpty { state.draining = false }
                 return batch
             }
             if batch.isEmpty { return }
-            do {
-                let results = try write(batch)
-                for (item, result) in zip(batch, results) { item.continuation.resume(with: result) }
-            } catch {
-                for item in batch { item.continuation.resume(throwing: error) }
-            }
+            let results = write(batch.map(\.item))
+            for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
         }
     }
 

@@ -6,113 +6,99 @@ import GRDB
 extension SQLiteEscrowStore {
     /// Captures go through the group commit (``CaptureBatcher``): concurrent captures share one
     /// transaction; each returns only once that transaction is committed (`synchronous=FULL`).
-    public func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
-        let outcome = try await batcher.submit(record, actor: actor) { batch in
-            do {
-                // The common case: the whole batch in one transaction.
-                return try self.writeSynchronously { db in
-                    var audit = try AuditAppender(db)
-                    let outcomes = try batch.map { try Self.capture($0.record, actor: $0.actor, db, audit: &audit) }
-                    try audit.finish(db)
-                    return outcomes.map { .success($0) }
-                }
-            } catch {
-                // One capture failed and rolled the batch back: give each its own transaction, so only
-                // the failing one fails.
-                var results: [Result<CaptureOutcome, any Error>] = []
-                for item in batch {
-                    do {
-                        results.append(
-                            .success(
-                                try self.writeSynchronously { db in
-                                    var audit = try AuditAppender(db)
-                                    let outcome = try Self.capture(item.record, actor: item.actor, db, audit: &audit)
-                                    try audit.finish(db)
-                                    return outcome
-                                }
-                            )
-                        )
-                    } catch {
-                        results.append(.failure(error))
-                    }
-                }
-                return results
-            }
-        }
+    public func capture(
+        _ record: EscrowRecord,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> CaptureOutcome {
+        try requireWritable()
+        let outcome = try await batcher.submit(CaptureBatcher.Item(record: record, actor: actor, lifecycle: lifecycle))
         if case .replaced = outcome { try await purgedOne() }
         return outcome
+    }
+
+    /// Writes one batch of captures for the group commit, in one transaction. When one capture fails, the
+    /// transaction is rolled back and each capture is written again in its own transaction, so that only
+    /// the failing one fails (rare: a broken row in the way, a full disk). Blocks the calling thread: for
+    /// the group-commit queue only.
+    static func writeCaptures(_ batch: [CaptureBatcher.Item], pool: DatabasePool) -> [Result<CaptureOutcome, any Error>]
+    {
+        func write<T>(_ body: (Database) throws -> T) throws -> T {
+            do { return try pool.write(body) } catch { throw storeError(error, "write transaction failed") }
+        }
+        do {
+            return try write { db in
+                var audit = try AuditAppender(db)
+                let outcomes = try batch.map { try capture($0, db, audit: &audit) }
+                try audit.finish(db)
+                return outcomes.map { .success($0) }
+            }
+        } catch {
+            return batch.map { item in
+                Result {
+                    try write { db in
+                        var audit = try AuditAppender(db)
+                        let outcome = try capture(item, db, audit: &audit)
+                        try audit.finish(db)
+                        return outcome
+                    }
+                }
+            }
+        }
     }
 
     /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs
     /// one statement); only on a blind-index conflict is the live escrow read, and kept or replaced.
     static func capture(
-        _ record: EscrowRecord,
-        actor: AuditActor,
+        _ item: CaptureBatcher.Item,
         _ db: Database,
         audit: inout AuditAppender
     ) throws
         -> CaptureOutcome
     {
-        let captured = AuditDraft(
-            type: .captured,
-            at: record.createdAt,
-            escrowID: record.id.hex,
-            indexPrefix: record.blindIndex.prefixHex,
-            actor: actor
-        )
+        let record = item.record
+        let captured = item.lifecycle.captured(record, actor: item.actor)
         if try Self.insert(record, db, ifNoLiveEscrow: true) {
             try audit.append([captured], db)
             return .created(record)
         }
-        guard
-            let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"),
-                arguments: [Data(record.blindIndex.bytes)]
-            ).map(Self.record(from:))
-        else { throw EscrowStoreError(.failed, "a blind index conflict without a live escrow") }
+        let existing: EscrowRecord
+        do {
+            guard let found = try fetchRecord(db, where: "blind_index = ?", [Data(record.blindIndex.bytes)]) else {
+                throw EscrowStoreError(.failed, "a blind index conflict without a live escrow")
+            }
+            existing = found
+        } catch let malformed as MalformedRow {
+            // The user's previous row is broken: it can never be delivered. The new capture replaces it.
+            try deleteMalformed(malformed.rowID, reason: .replaced, at: record.createdAt, actor: item.actor, db, &audit)
+            _ = try Self.insert(record, db)
+            try audit.append([captured], db)
+            return .created(record)
+        }
         if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
             return .unchanged(existing)
         }
-        let replacement = AuditDraft(
-            type: .replaced,
+        let action = item.lifecycle.handle(
+            .replace(by: record.id),
+            on: existing,
             at: record.createdAt,
-            escrowID: existing.id.hex,
-            indexPrefix: existing.blindIndex.prefixHex,
-            detail: record.id.hex,
-            actor: actor
+            actor: item.actor
         )
-        guard
-            case .purge(_, let purgeDrafts) = EscrowLifecycle().handle(
-                .purge(.replaced),
-                on: existing,
-                at: record.createdAt,
-                actor: actor
-            )
-        else { throw EscrowStoreError(.failed, "cannot replace the previous escrow") }
+        guard case .purge(_, let purgeDrafts) = action else {
+            throw EscrowStoreError(.failed, "cannot replace the previous escrow")
+        }
         try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute(arguments: [Data(existing.id.bytes)])
         _ = try Self.insert(record, db)
-        try audit.append([replacement] + purgeDrafts + [captured], db)
+        try audit.append(purgeDrafts + [captured], db)
         return .replaced(record, previous: existing.id)
     }
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {
-        try await read { db in
-            try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT * FROM escrow WHERE id = ?"),
-                arguments: [Data(id.bytes)]
-            )
-            .map(Self.record(from:))
-        }
+        try await read { db in try Self.fetchRecord(db, where: "id = ?", [Data(id.bytes)]) }
     }
 
     public func record(blindIndex: BlindIndex) async throws -> EscrowRecord? {
-        try await read { db in
-            try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT * FROM escrow WHERE blind_index = ?"),
-                arguments: [Data(blindIndex.bytes)]
-            )
-            .map(Self.record(from:))
-        }
+        try await read { db in try Self.fetchRecord(db, where: "blind_index = ?", [Data(blindIndex.bytes)]) }
     }
 
     public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
@@ -137,33 +123,45 @@ extension SQLiteEscrowStore {
         return applied
     }
 
-    public func claimDue(
-        at now: Date,
-        limit: Int,
-        owner: String,
-        leaseDuration: Double
-    ) async throws
-        -> [EscrowRecord]
-    {
-        try await write { db in
-            let due = try Row.fetchAll(
+    public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
+        guard request.limit > 0 else { return [] }
+        if let versions = request.keyVersions, versions.isEmpty { return [] }
+        // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text.
+        let versionFilter =
+            request.keyVersions.map { " AND key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))" }
+            ?? ""
+        return try await write { db in
+            let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM escrow WHERE due_at <= ? ORDER BY due_at LIMIT ?",
-                arguments: [Self.ms(now), limit]
-            ).map(Self.record(from:))
+                sql: """
+                    SELECT \(Self.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
+                    ORDER BY due_at LIMIT ?
+                    """,
+                arguments: [Self.ms(request.now), request.limit]
+            )
+            var audit = try AuditAppender(db)
             var leased: [EscrowRecord] = []
-            for record in due {
-                let action = EscrowLifecycle().handle(
-                    .lease(owner: owner, duration: leaseDuration),
+            for row in rows {
+                let record: EscrowRecord
+                do throws(MalformedRow) {
+                    record = try Self.record(from: row)
+                } catch {
+                    // A malformed row never stalls delivery for the others: it is moved to dead, alone.
+                    try Self.quarantine(error.rowID, at: request.now, actor: .worker(request.owner), db, &audit)
+                    continue
+                }
+                let action = lifecycle.handle(
+                    .lease(owner: request.owner, duration: request.leaseDuration),
                     on: record,
-                    at: now,
-                    actor: .worker(owner)
+                    at: request.now,
+                    actor: .worker(request.owner)
                 )
                 guard case .update(let next, let drafts) = action else { continue }
                 guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
-                try Self.append(drafts, db)
+                try audit.append(drafts, db)
                 leased.append(next)
             }
+            try audit.finish(db)
             return leased
         }
     }
@@ -172,17 +170,18 @@ extension SQLiteEscrowStore {
         let (condition, arguments): (String, StatementArguments) =
             switch query {
             case .all: ("1", [])
-            case .expired(let now): ("expires_at <= ?", [AuditChain.milliseconds(now)])
+            case .expired(let now): ("expires_at <= ?", [Timestamp.unixMilliseconds(now)])
             case .state(let state): ("state = ?", [state.rawValue])
             case .keyVersionOtherThan(let version): ("key_version <> ?", [Int64(version)])
             }
         let after = Data(cursor?.bytes ?? [])
         return try await read { db in
+            // A malformed row is left out of listings (the worker's claim moves it to dead).
             try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM escrow WHERE \(condition) AND id > ? ORDER BY id LIMIT ?",
+                sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE \(condition) AND id > ? ORDER BY id LIMIT ?",
                 arguments: arguments + [after, limit]
-            ).map(Self.record(from:))
+            ).compactMap { try? Self.record(from: $0) }
         }
     }
 
@@ -192,7 +191,9 @@ extension SQLiteEscrowStore {
             for row in try Row.fetchAll(
                 try db.cachedStatement(sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version")
             ) {
-                result[UInt32(row["key_version"] as Int64)] = row["n"]
+                // A version outside 32 bits is a malformed row, not a version in use.
+                guard let version = (row["key_version"] as Int64?).flatMap({ UInt32(exactly: $0) }) else { continue }
+                result[version] = row["n"]
             }
             return result
         }
@@ -234,8 +235,8 @@ extension SQLiteEscrowStore {
             ) {
                 if let state = EscrowState(rawValue: row["state"]) { live[state] = row["n"] }
             }
-            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(created_at) FROM escrow")
-            let oldestPending = try Int64.fetchOne(
+            let oldest: Int64? = try Int64.fetchOne(db, sql: "SELECT MIN(created_at) FROM escrow")
+            let oldestPending: Int64? = try Int64.fetchOne(
                 db,
                 sql: "SELECT MIN(created_at) FROM escrow WHERE state = ?",
                 arguments: [EscrowState.pending.rawValue]
@@ -281,13 +282,6 @@ extension SQLiteEscrowStore {
         if configuration.checkpointAfterPurge { try await flushPurged() }
     }
 
-    /// A write transaction that blocks the calling thread: for the group-commit queue only (never call it
-    /// from a Swift task: it would hold a cooperative thread for an fsync).
-    func writeSynchronously<T>(_ body: (Database) throws -> T) throws -> T {
-        try requireWritable()
-        do { return try pool.write(body) } catch { throw Self.storeError(error, "write transaction failed") }
-    }
-
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try requireWritable()
         do { return try await pool.write(body) } catch { throw Self.storeError(error, "write transaction failed") }
@@ -311,8 +305,16 @@ extension SQLiteEscrowStore {
         }
     }
 
-    /// Our own errors pass through; anything else (GRDB, SQLite) becomes a PII-free `failed`.
-    private static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
-        (error as? EscrowStoreError) ?? EscrowStoreError(.failed, "\(what) (\(describe(error)))")
+    /// Our own errors pass through; a malformed row is `malformed_row`; anything else (GRDB, SQLite)
+    /// becomes a PII-free `failed`.
+    static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+        if let error = error as? EscrowStoreError { return error }
+        if let error = error as? MalformedRow {
+            return EscrowStoreError(
+                .malformedRow,
+                "a stored escrow row is malformed (column \(error.column)); the replay worker moves it to dead"
+            )
+        }
+        return EscrowStoreError(.failed, "\(what) (\(describe(error)))")
     }
 }

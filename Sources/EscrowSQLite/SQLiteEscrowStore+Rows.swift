@@ -4,44 +4,196 @@ import Foundation
 import GRDB
 
 extension SQLiteEscrowStore {
-    static func ms(_ date: Date) -> Int64 { AuditChain.milliseconds(date) }
-    static func ms(_ date: Date?) -> Int64? { date.map { AuditChain.milliseconds($0) } }
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
-    static func date(_ ms: Int64?) -> Date? { ms.map { date($0) } }
+    static func ms(_ date: Date) -> Int64 { Timestamp.unixMilliseconds(date) }
+    static func ms(_ date: Date?) -> Int64? { date.map(Timestamp.unixMilliseconds) }
+    static func date(_ ms: Int64?) -> Date? { ms.map { Timestamp.date(unixMilliseconds: $0) } }
 
-    static func record(from row: Row) throws -> EscrowRecord {
-        let idBytes = [UInt8](row["id"] as Data)
-        let indexBytes = [UInt8](row["blind_index"] as Data)
-        guard let id = EscrowID(bytes: idBytes), let index = BlindIndex(bytes: indexBytes),
-            let state = EscrowState(rawValue: row["state"])
-        else {
-            throw EscrowStoreError(.failed, "a stored escrow row is malformed")
+    /// A stored row that does not decode into a valid record: a wrong length, a value out of range, a
+    /// missing or unknown value, a state without what it needs. Such a row is quarantined, never a crash.
+    struct MalformedRow: Error {
+        /// SQLite's rowid, to address the row whatever its id column holds.
+        let rowID: Int64
+        let column: String
+    }
+
+    /// Decodes a row of `escrow` selected with `rowid` first (``escrowColumns``). Every column is read
+    /// as an optional of its type and checked, so no stored value can trap (GRDB's non-optional
+    /// subscripts crash on a NULL or a value out of range).
+    static func record(from row: Row) throws(MalformedRow) -> EscrowRecord {
+        let rowID = Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0
+        func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws(MalformedRow) -> T {
+            guard let value = T.fromDatabaseValue(row[column] as DatabaseValue) else {
+                throw MalformedRow(rowID: rowID, column: column)
+            }
+            return value
+        }
+        func optional<T: DatabaseValueConvertible>(
+            _ column: String,
+            as type: T.Type = T.self
+        ) throws(MalformedRow) -> T? {
+            let stored = row[column] as DatabaseValue
+            if stored.isNull { return nil }
+            guard let value = T.fromDatabaseValue(stored) else { throw MalformedRow(rowID: rowID, column: column) }
+            return value
+        }
+        func bytes(_ column: String) throws(MalformedRow) -> [UInt8] { [UInt8](try value(column, as: Data.self)) }
+        func time(_ column: String) throws(MalformedRow) -> Date {
+            Timestamp.date(unixMilliseconds: try value(column, as: Int64.self))
+        }
+
+        guard let id = EscrowID(bytes: try bytes("id")) else { throw MalformedRow(rowID: rowID, column: "id") }
+        guard let index = BlindIndex(bytes: try bytes("blind_index")) else {
+            throw MalformedRow(rowID: rowID, column: "blind_index")
+        }
+        guard let keyVersion = UInt32(exactly: try value("key_version", as: Int64.self)) else {
+            throw MalformedRow(rowID: rowID, column: "key_version")
+        }
+        guard let state = EscrowState(rawValue: try value("state", as: String.self)) else {
+            throw MalformedRow(rowID: rowID, column: "state")
+        }
+        let phase: EscrowRecord.Phase
+        switch state {
+        case .pending:
+            phase = .pending
+        case .leased:
+            guard let owner = try optional("lease_owner", as: String.self),
+                let end = try optional("lease_expires_at", as: Int64.self)
+            else { throw MalformedRow(rowID: rowID, column: "lease_owner") }
+            phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
+        case .awaitingConfirmation:
+            guard let deadline = try optional("confirm_deadline", as: Int64.self) else {
+                throw MalformedRow(rowID: rowID, column: "confirm_deadline")
+            }
+            phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
+        case .dead:
+            guard let code = try optional("dead_code", as: String.self) else {
+                throw MalformedRow(rowID: rowID, column: "dead_code")
+            }
+            phase = .dead(DeadCode(rawValue: code))
+        case .purged:
+            throw MalformedRow(rowID: rowID, column: "state")
+        }
+        let attempts = try value("attempts", as: Int64.self)
+        guard (0...Int64(Int32.max)).contains(attempts) else { throw MalformedRow(rowID: rowID, column: "attempts") }
+        let lastStatus = try optional("last_status", as: Int64.self)
+        guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
+            throw MalformedRow(rowID: rowID, column: "last_status")
         }
         let sealed = SealedEscrow(
             id: id,
             blindIndex: index,
-            keyVersion: UInt32(row["key_version"] as Int64),
-            publicKey: [UInt8](row["public_key"] as Data),
-            sealedProfile: [UInt8](row["sealed_profile"] as Data),
-            sealedKey: [UInt8](row["sealed_key"] as Data),
-            mac: [UInt8](row["mac"] as Data)
+            keyVersion: keyVersion,
+            publicKey: try bytes("public_key"),
+            sealedProfile: try bytes("sealed_profile"),
+            sealedKey: try bytes("sealed_key"),
+            mac: try bytes("mac")
         )
         return EscrowRecord(
             sealed: sealed,
-            contentTag: [UInt8](row["content_tag"] as Data),
-            state: state,
-            revision: row["revision"],
-            attempts: row["attempts"],
-            nextAttemptAt: date(row["next_attempt_at"] as Int64),
-            leaseOwner: row["lease_owner"],
-            leaseExpiresAt: date(row["lease_expires_at"] as Int64?),
-            confirmDeadline: date(row["confirm_deadline"] as Int64?),
-            createdAt: date(row["created_at"] as Int64),
-            expiresAt: date(row["expires_at"] as Int64),
-            updatedAt: date(row["updated_at"] as Int64),
-            deadCode: (row["dead_code"] as String?).map(DeadCode.init(rawValue:)),
-            lastStatus: row["last_status"]
+            contentTag: try bytes("content_tag"),
+            phase: phase,
+            revision: try value("revision"),
+            attempts: Int(attempts),
+            nextAttemptAt: try time("next_attempt_at"),
+            createdAt: try time("created_at"),
+            expiresAt: try time("expires_at"),
+            updatedAt: try time("updated_at"),
+            lastStatus: lastStatus.map { Int($0) }
         )
+    }
+
+    /// The columns ``record(from:)`` reads: SQLite's rowid first.
+    static let escrowColumns = "rowid, *"
+
+    /// The record matching `condition`, or nil. A malformed row throws ``MalformedRow``.
+    static func fetchRecord(
+        _ db: Database,
+        where condition: String,
+        _ arguments: StatementArguments
+    ) throws
+        -> EscrowRecord?
+    {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(escrowColumns) FROM escrow WHERE \(condition)"),
+            arguments: arguments
+        ).map { row throws in try record(from: row) }
+    }
+
+    /// Moves a malformed row to dead (`ciphertext_invalid`) and takes it off the delivery queue, with a
+    /// `dead` audit event naming whatever its id and blind index columns hold. The row is addressed by
+    /// rowid: its id column may be what is broken. A row already quarantined is left alone.
+    static func quarantine(
+        _ rowID: Int64,
+        at now: Date,
+        actor: AuditActor,
+        _ db: Database,
+        _ audit: inout AuditAppender
+    )
+        throws
+    {
+        let (escrowID, indexPrefix) = try identification(rowID, db)
+        try db.cachedStatement(
+            sql: """
+                UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
+                    confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = ?
+                WHERE rowid = ? AND NOT (state = ? AND dead_code IS ?)
+                """
+        ).execute(arguments: [
+            EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, ms(now), rowID,
+            EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue,
+        ])
+        guard db.changesCount == 1 else { return }
+        try audit.append(
+            [
+                AuditDraft(
+                    type: .dead,
+                    at: now,
+                    escrowID: escrowID,
+                    indexPrefix: indexPrefix,
+                    detail: DeadCode.ciphertextInvalid.rawValue,
+                    actor: actor
+                )
+            ],
+            db
+        )
+    }
+
+    /// Deletes a malformed row for `reason` (a replacing capture), with its `purged` audit event.
+    static func deleteMalformed(
+        _ rowID: Int64,
+        reason: PurgeReason,
+        at now: Date,
+        actor: AuditActor,
+        _ db: Database,
+        _ audit: inout AuditAppender
+    ) throws {
+        let (escrowID, indexPrefix) = try identification(rowID, db)
+        try db.cachedStatement(sql: "DELETE FROM escrow WHERE rowid = ?").execute(arguments: [rowID])
+        guard db.changesCount == 1 else { return }
+        try audit.append(
+            [
+                AuditDraft(
+                    type: .purged,
+                    at: now,
+                    escrowID: escrowID,
+                    indexPrefix: indexPrefix,
+                    detail: reason.rawValue,
+                    actor: actor
+                )
+            ],
+            db
+        )
+    }
+
+    /// The hex of a row's id and of its blind index's first 8 bytes, whatever their length.
+    private static func identification(_ rowID: Int64, _ db: Database) throws -> (String?, String?) {
+        let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT id, blind_index FROM escrow WHERE rowid = ?"),
+            arguments: [rowID]
+        )
+        let id = row.flatMap { Data.fromDatabaseValue($0[0] as DatabaseValue) }
+        let index = row.flatMap { Data.fromDatabaseValue($0[1] as DatabaseValue) }
+        return (id.map { Hex.encode($0) }, index.map { Hex.encode($0.prefix(8)) })
     }
 
     /// Inserts a row. With `ifNoLiveEscrow`, a row whose blind index is already live is not inserted
@@ -107,7 +259,7 @@ extension SQLiteEscrowStore {
     static func event(from row: Row) -> AuditEvent {
         let draft = AuditDraft(
             type: AuditEventType(rawValue: row[2] ?? ""),
-            at: date(row[1] as Int64),
+            at: Timestamp.date(unixMilliseconds: row[1]),
             escrowID: row[3],
             indexPrefix: row[4],
             detail: row[5],

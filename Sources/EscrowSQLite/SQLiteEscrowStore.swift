@@ -39,7 +39,7 @@ public final class SQLiteEscrowStore: EscrowStore {
     public let holdsWriterSlot: Bool
 
     let pool: DatabasePool
-    let batcher = CaptureBatcher()
+    let batcher: CaptureBatcher
     private let writerLock: WriterLock?
 
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
@@ -91,6 +91,7 @@ public final class SQLiteEscrowStore: EscrowStore {
                     throw EscrowStoreError(.schema, "the store at \(path) has an unknown or incomplete schema")
                 }
             }
+            self.batcher = CaptureBatcher { [pool] batch in Self.writeCaptures(batch, pool: pool) }
         } catch let error as EscrowStoreError {
             throw error
         } catch {

@@ -61,7 +61,7 @@ extension SQLiteTokenStore {
             name: row["name"],
             scopes: Set(scopes),
             hash: [UInt8](row["token_hash"] as Data),
-            createdAt: SQLiteEscrowStore.date(row["created_at"] as Int64),
+            createdAt: Timestamp.date(unixMilliseconds: row["created_at"]),
             revokedAt: SQLiteEscrowStore.date(row["revoked_at"] as Int64?)
         )
     }

@@ -118,7 +118,7 @@ extension StoreConformance {
         try expect(claimed[0].state == .leased && claimed[0].leaseOwner == "w1", "leased to w1")
         try expect(claimed[0].leaseExpiresAt == now.addingTimeInterval(300), "the lease ends after its duration")
         try expect(claimed[0].revision == due.revision + 1, "the lease bumps the revision (fencing token)")
-        try expect(claimed[0].attempts == 1, "a lease counts an attempt")
+        try expect(claimed[0].attempts == 0, "a lease is not an attempt (a request sent is)")
         try expect(try await store.record(id: due.id) == claimed[0], "the lease is stored")
         let again = try await store.claimDue(at: now.addingTimeInterval(1), limit: 10, owner: "w2", leaseDuration: 30)
         try expect(again.isEmpty, "a leased escrow is not leased again before its lease ends")
@@ -129,6 +129,25 @@ extension StoreConformance {
             leaseDuration: 30
         )
         try expect(afterLater.map(\.id) == [later.id], "the later escrow becomes due")
+    }
+
+    static func claimsOnlyTheKeyVersionsAsked(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let now = fixture.start
+        let old = try fixture.record(user: 1, at: now)
+        var rotated = try fixture.record(user: 2, at: now)
+        rotated.sealed.keyVersion = 2  // as a rewrap to version 2 leaves it (the MAC is not checked by stores)
+        _ = try await store.capture(old, actor: .library)
+        _ = try await store.capture(rotated, actor: .library)
+        let none = try await store.claimDue(at: now, limit: 10, owner: "w1", leaseDuration: 60, keyVersions: [])
+        try expect(none.isEmpty, "a worker that can open no version claims nothing")
+        let onlyTwo = try await store.claimDue(at: now, limit: 10, owner: "w1", leaseDuration: 60, keyVersions: [2, 9])
+        try expect(onlyTwo.map(\.id) == [rotated.id], "only escrows sealed to an openable version are claimed")
+        let untouched = try await store.record(id: old.id)
+        try expect(untouched == old, "an escrow the worker cannot open is left as it was: no lease, no attempt")
+        let any = try await store.claimDue(at: now, limit: 10, owner: "w2", leaseDuration: 60)
+        try expect(any.map(\.id) == [old.id], "without a filter the rest is claimed")
     }
 
     static func expiredLeasesComeBack(_ make: MakeStore) async throws {
@@ -220,8 +239,7 @@ extension StoreConformance {
         )
         try expect(Set(expired.map(\.id)) == Set(records.prefix(4).map(\.id)), "expired = retention passed")
         var dead = records[5]
-        dead.state = .dead
-        dead.deadCode = .rejected
+        dead.phase = .dead(.rejected)
         dead.revision += 1
         _ = try await store.commit(.update(dead, []), id: dead.id, expectedRevision: records[5].revision)
         let deadOnes = try await store.records(.state(.dead), after: nil, limit: 100)
@@ -264,8 +282,7 @@ extension StoreConformance {
         _ = try await store.capture(old, actor: .library)
         _ = try await store.capture(young, actor: .library)
         var dead = young
-        dead.state = .dead
-        dead.deadCode = .ciphertextInvalid
+        dead.phase = .dead(.ciphertextInvalid)
         dead.revision += 1
         _ = try await store.commit(.update(dead, []), id: young.id, expectedRevision: young.revision)
         let summary = try await store.summary(at: fixture.start.addingTimeInterval(20))

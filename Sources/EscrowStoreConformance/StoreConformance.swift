@@ -22,6 +22,7 @@ public enum StoreConformance {
         Check(name: "commit is compare-and-set", run: commitIsCompareAndSet),
         Check(name: "purge deletes and audits", run: purgeDeletesAndAudits),
         Check(name: "claim leases only due escrows once", run: claimLeasesDueOnce),
+        Check(name: "claims only the key versions asked for", run: claimsOnlyTheKeyVersionsAsked),
         Check(name: "expired leases and confirm deadlines come back", run: expiredLeasesComeBack),
         Check(name: "concurrent claims never share an escrow", run: concurrentClaimsAreExclusive),
         Check(name: "queries and pagination", run: queriesAndPagination),
@@ -77,5 +78,29 @@ struct Fixture {
             if page.isEmpty { return events }
             events += page
         }
+    }
+}
+
+/// The checks' shorthand: the default lifecycle, as a store sees it from ``EscrowLifecycle``'s callers.
+extension EscrowStore {
+    func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
+        try await capture(record, actor: actor, lifecycle: EscrowLifecycle())
+    }
+
+    func claimDue(
+        at now: Date,
+        limit: Int,
+        owner: String,
+        leaseDuration: Double,
+        keyVersions: Set<UInt32>? = nil
+    ) async throws -> [EscrowRecord] {
+        let request = ClaimRequest(
+            now: now,
+            limit: limit,
+            owner: owner,
+            leaseDuration: leaseDuration,
+            keyVersions: keyVersions
+        )
+        return try await claimDue(request, lifecycle: EscrowLifecycle())
     }
 }

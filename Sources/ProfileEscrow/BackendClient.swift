@@ -69,7 +69,7 @@ struct BackendClient: Sendable {
     /// request, the answer's head and the (bounded, discarded) body share this one deadline, so a
     /// backend that dribbles its answer cannot hold a delivery past it. Network failures and
     /// timeouts are `.retry(status: nil, …)`; this never throws.
-    func deliver(body: [UInt8], escrowID: String, within seconds: Double, now: Date = Date()) async -> Answer {
+    func deliver(body: [UInt8], escrowID: String, within seconds: Double, now: Date) async -> Answer {
         let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
         var request = HTTPClientRequest(url: url)
         request.method = .POST
@@ -90,7 +90,7 @@ struct BackendClient: Sendable {
         let heard = Heard()
         let prepared = request
         return await withTaskGroup(of: Answer?.self) { group in
-            group.addTask { await self.exchange(prepared, deadline: deadline, heard: heard) }
+            group.addTask { await self.exchange(prepared, deadline: deadline, sentAt: now, heard: heard) }
             group.addTask {
                 // The one deadline over the whole exchange: async-http-client's own deadline stops
                 // applying once the head is in, and its read timeout restarts with every chunk.
@@ -115,11 +115,16 @@ struct BackendClient: Sendable {
 
     /// The request, then its answer's head (which decides the outcome), then at most
     /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused.
-    private func exchange(_ request: HTTPClientRequest, deadline: NIODeadline, heard: Heard) async -> Answer {
+    private func exchange(
+        _ request: HTTPClientRequest,
+        deadline: NIODeadline,
+        sentAt now: Date,
+        heard: Heard
+    ) async -> Answer {
         do {
             let response = try await http.execute(request, deadline: deadline)
             let status = Int(response.status.code)
-            let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: Date())
+            let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: now)
             let answer = Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
             heard.answer.withLockedValue { $0 = answer }
             // The status has decided; the body is drained (bounded) only so the connection can be

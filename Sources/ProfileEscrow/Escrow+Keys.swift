@@ -1,15 +1,29 @@
 public import EscrowCore
-import EscrowCrypto
-import Foundation
+public import EscrowCrypto
 import Logging
 
 extension Escrow {
-    /// Records a rotation (the caller has written `rotated` to the keyring file first).
-    public func recordRotation(to version: UInt32, actor: AuditActor = .cli) async throws {
+    /// Adds a new active master key version: writes the rotated keyring to `keyringPath` first, then
+    /// records `keys-rotated` (an audit event never claims a rotation that did not happen). New
+    /// captures seal to the new version once the keyring file is read again; ``rewrap(actor:progress:)``
+    /// with the returned keyring moves existing escrows.
+    /// - Returns: the rotated keyring.
+    public func rotateKeys(keyringPath: String, actor: AuditActor = .cli) async throws -> Keyring {
+        guard !keyring.isPublicOnly else {
+            throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
+        }
+        let rotated = keyring.rotated(now: clock.now())
+        try rotated.write(path: keyringPath, overwrite: true)
         try await store.appendAudit([
-            AuditDraft(type: .keysRotated, at: Date(), detail: "active version \(version)", actor: actor)
+            AuditDraft(
+                type: .keysRotated,
+                at: clock.now(),
+                detail: "active version \(rotated.activeVersion)",
+                actor: actor
+            )
         ])
-        logger.notice("master key rotated", metadata: ["key.version": "\(version)"])
+        logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])
+        return rotated
     }
 
     /// Re-seals every escrow key that is not sealed to the active master key version. Payloads are
@@ -35,21 +49,15 @@ extension Escrow {
                     failed += 1
                     continue
                 }
-                var next = record
-                next.sealed = sealed
-                next.revision += 1
-                next.updatedAt = Date()
                 // A concurrent change (a worker's lease) leaves the row for the next run.
-                if try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision) {
-                    rewrapped += 1
-                }
+                if try await apply(.rewrap(sealed), to: record, actor: actor) == .applied { rewrapped += 1 }
             }
             progress?(rewrapped)
         }
         try await store.appendAudit([
             AuditDraft(
                 type: .keysRewrapped,
-                at: Date(),
+                at: clock.now(),
                 detail: "to version \(active): \(rewrapped) rewrapped, \(failed) failed",
                 actor: actor
             )
@@ -59,6 +67,9 @@ extension Escrow {
 
     /// Checks that no escrow still needs master key `version`, so its secret key may be destroyed.
     public func checkRetirable(version: UInt32) async throws {
+        guard keyring.keys.contains(where: { $0.version == version }) else {
+            throw EscrowError(.notFound, "master key version \(version) is not in this keyring")
+        }
         guard version != keyring.activeVersion else {
             throw EscrowError(.keyInUse, "version \(version) is the active master key; rotate first")
         }
@@ -71,11 +82,17 @@ extension Escrow {
         }
     }
 
-    /// Records a retirement (the caller has written the retired keyring to the keyring file first).
-    public func recordRetirement(of version: UInt32, actor: AuditActor = .cli) async throws {
+    /// Destroys master key `version`'s secret key once no escrow uses it: checks, writes the retired
+    /// keyring to `keyringPath`, then records `keys-retired`.
+    /// - Returns: the keyring without that secret key.
+    public func retireKey(version: UInt32, keyringPath: String, actor: AuditActor = .cli) async throws -> Keyring {
+        try await checkRetirable(version: version)
+        let retired = try keyring.retiring(version: version)
+        try retired.write(path: keyringPath, overwrite: true)
         try await store.appendAudit([
-            AuditDraft(type: .keysRetired, at: Date(), detail: "version \(version)", actor: actor)
+            AuditDraft(type: .keysRetired, at: clock.now(), detail: "version \(version)", actor: actor)
         ])
         logger.notice("master key retired", metadata: ["key.version": "\(version)"])
+        return retired
     }
 }

@@ -1,6 +1,6 @@
 public import EscrowCore
 import EscrowCrypto
-public import Foundation
+import Foundation
 import Logging
 
 extension Escrow {
@@ -34,8 +34,7 @@ extension Escrow {
         userIdentifier: String,
         email: String?,
         isPrivateEmail: Bool?,
-        actor: AuditActor,
-        now: Date = Date()
+        actor: AuditActor
     ) async throws -> EmailUpdate {
         guard !isCaptureOnly else {
             logger.warning("email change skipped: this node holds a public-only keyring and cannot re-seal")
@@ -46,7 +45,7 @@ extension Escrow {
             guard let record = try await store.record(blindIndex: index) else { return .notHeld }
             // Changing a row that a worker is delivering would fence out the worker's outcome, and a
             // confirmation would be lost (the escrow delivered again): wait for the lease instead.
-            if record.state == .leased, let end = record.leaseExpiresAt, end > now { return .busy }
+            if let lease = record.lease, lease.expiresAt > clock.now() { return .busy }
             if record.state == .dead { return .dead }
             let old: EscrowPlaintext
             do {
@@ -68,21 +67,10 @@ extension Escrow {
             }
             guard profile != old.profile else { return .unchanged }
             let plaintext = EscrowPlaintext(profile: profile, verified: old.verified, capturedAt: old.capturedAt)
-            var next = record
-            next.sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
-            next.contentTag = keyring.contentTag(blindIndex: index, plaintext: contentPlaintext(profile, old.verified))
-            next.revision = record.revision + 1
-            next.updatedAt = now
-            let event = AuditDraft(
-                type: .updated,
-                at: now,
-                escrowID: record.id.hex,
-                indexPrefix: record.blindIndex.prefixHex,
-                detail: "email",
-                actor: actor
-            )
-            guard try await store.commit(.update(next, [event]), id: record.id, expectedRevision: record.revision)
-            else {
+            let sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
+            let contentTag = keyring.contentTag(blindIndex: index, plaintext: contentPlaintext(profile, old.verified))
+            let event = LifecycleEvent.reseal(sealed, contentTag: contentTag, detail: "email")
+            guard try await apply(event, to: record, actor: actor) == .applied else {
                 continue  // it changed under us: read it again
             }
             logger.info(

@@ -1,6 +1,6 @@
 public import EscrowCore
 public import EscrowCrypto
-public import Foundation
+import Foundation
 public import Logging
 
 /// The keychain pattern, on the server: capture the one-time profile before registering, replay it
@@ -17,7 +17,9 @@ public final class Escrow: Sendable {
     public let keyring: Keyring
     public let configuration: EscrowConfiguration
     let logger: Logger
+    /// The one place that decides how an escrow changes; every change is committed by ``commit(_:on:metadata:)``.
     let lifecycle: EscrowLifecycle
+    let clock: any WallClock
 
     public init(
         store: any EscrowStore,
@@ -30,6 +32,7 @@ public final class Escrow: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.lifecycle = configuration.lifecycle
+        self.clock = configuration.clock
     }
 
     /// Whether this node can only capture (public-only keyring): it never opens an escrow.
@@ -52,11 +55,10 @@ public final class Escrow: Sendable {
     public func capture(
         _ profile: Profile,
         verified: Bool = false,
-        actor: AuditActor = .library,
-        now: Date = Date()
+        actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
-        let record = try sealedRecord(profile, verified: verified, now: now)
-        let outcome = try await store.capture(record, actor: actor)
+        let record = try sealedRecord(profile, verified: verified, now: clock.now())
+        let outcome = try await store.capture(record, actor: actor, lifecycle: lifecycle)
         let stored = outcome.record
         let receiptOutcome: CaptureReceipt.Outcome
         switch outcome {
@@ -137,12 +139,10 @@ public final class Escrow: Sendable {
             )
         } catch {
             logger.error(
-                "escrow failed to open; moved to dead",
+                "escrow failed to open",
                 metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
             )
-            let action = lifecycle.handle(.tampered, on: record, at: Date(), actor: actor)
-            _ = try await store.commit(action, id: record.id, expectedRevision: record.revision)
-            EscrowMetrics.dead(.ciphertextInvalid)
+            try await commit(lifecycle.handle(.tampered, on: record, at: clock.now(), actor: actor), on: record)
             throw EscrowError(.ciphertextInvalid, "the stored escrow failed its integrity check and was moved to dead")
         }
     }
@@ -174,16 +174,15 @@ public final class Escrow: Sendable {
     @discardableResult
     public func sweep(
         actor: AuditActor = .library,
-        now: Date = Date(),
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> Int {
+        let now = clock.now()
         var purged = 0
         while true {
             let batch = try await store.records(.expired(at: now), after: nil, limit: 500)
             if batch.isEmpty { break }
             var progressed = false
-            for record in batch where try await apply(.purge(.expired), to: record, actor: actor, now: now) == .applied
-            {
+            for record in batch where try await apply(.purge(.expired), to: record, actor: actor) == .applied {
                 purged += 1
                 progressed = true
             }
@@ -200,7 +199,7 @@ public final class Escrow: Sendable {
         guard let record = try await store.record(id: id) else {
             throw EscrowError(.notFound, "no escrow with this id")
         }
-        return try await apply(.requeue, to: record, actor: actor, now: Date()) == .applied
+        return try await apply(.requeue, to: record, actor: actor) == .applied
     }
 
     /// Requeues every dead escrow; returns how many.
@@ -211,7 +210,7 @@ public final class Escrow: Sendable {
         while true {
             let batch = try await store.records(.state(.dead), after: cursor, limit: 500)
             guard let last = batch.last else { break }
-            for record in batch where try await apply(.requeue, to: record, actor: actor, now: Date()) == .applied {
+            for record in batch where try await apply(.requeue, to: record, actor: actor) == .applied {
                 count += 1
             }
             cursor = last.id
@@ -229,7 +228,7 @@ public final class Escrow: Sendable {
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
             guard let record = try await store.record(blindIndex: index) else { return false }
-            switch try await apply(event, to: record, actor: actor, now: Date()) {
+            switch try await apply(event, to: record, actor: actor) {
             case .applied: return true
             case .ignored: return false
             case .stale: continue  // it changed under us (a worker leased it, say): read it again
@@ -238,32 +237,47 @@ public final class Escrow: Sendable {
         throw EscrowError(.conflict, "the escrow kept changing; try again")
     }
 
-    enum ApplyResult { case applied, ignored, stale }
+    /// What became of a lifecycle action.
+    enum CommitResult: Equatable {
+        /// Written, with its audit events.
+        case applied
+        /// The lifecycle said nothing changes.
+        case ignored(LifecycleRejection)
+        /// The escrow changed since it was read (compare-and-set lost): nothing was written.
+        case stale
+    }
 
-    /// Applies one lifecycle event with compare-and-set.
-    func apply(
-        _ event: LifecycleEvent,
-        to record: EscrowRecord,
-        actor: AuditActor,
-        now: Date
+    /// Applies one lifecycle event to `record` as read, with compare-and-set.
+    func apply(_ event: LifecycleEvent, to record: EscrowRecord, actor: AuditActor) async throws -> CommitResult {
+        try await commit(lifecycle.handle(event, on: record, at: clock.now(), actor: actor), on: record)
+    }
+
+    /// Commits a lifecycle action for `record` with compare-and-set on its revision (the fencing rule),
+    /// then counts and logs what it did. Every change of an escrow goes through here.
+    @discardableResult
+    func commit(
+        _ action: LifecycleAction,
+        on record: EscrowRecord,
+        metadata: Logger.Metadata = [:]
     ) async throws
-        -> ApplyResult
+        -> CommitResult
     {
-        let action = lifecycle.handle(event, on: record, at: now, actor: actor)
-        if case .ignore = action { return .ignored }
+        if case .ignore(let why) = action { return .ignored(why) }
         guard try await store.commit(action, id: record.id, expectedRevision: record.revision) else { return .stale }
+        var metadata = metadata
+        metadata["escrow.id"] = "\(record.id)"
+        metadata["escrow.index"] = "\(record.blindIndex.prefixHex)"
         switch action {
         case .purge(let reason, _):
             EscrowMetrics.purged(reason)
-            logger.info(
-                "escrow purged",
-                metadata: [
-                    "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
-                    "reason": "\(reason.rawValue)",
-                ]
-            )
+            metadata["reason"] = "\(reason.rawValue)"
+            logger.info("escrow purged", metadata: metadata)
         case .update(let next, _):
-            if next.state == .dead, let code = next.deadCode { EscrowMetrics.dead(code) }
+            if let code = next.deadCode, record.deadCode != code {
+                EscrowMetrics.dead(code)
+                metadata["code"] = "\(code.rawValue)"
+                logger.warning("escrow is dead", metadata: metadata)
+            }
         case .ignore:
             break
         }

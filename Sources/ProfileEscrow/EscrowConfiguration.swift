@@ -8,6 +8,8 @@ public struct EscrowConfiguration: Sendable {
     public var retryPolicy = RetryPolicy()
     /// How long to wait for a confirm call after a `202` before delivering again (default 1 hour).
     public var confirmTimeout: Double = 3600
+    /// Where every escrow operation, the replay worker and the sweeps read the time.
+    public var clock: any WallClock = SystemWallClock()
 
     public init() {}
 

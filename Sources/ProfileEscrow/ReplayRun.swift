@@ -9,7 +9,6 @@ final class ReplayRun: Sendable {
         var shuttingDown = false
         var inFlight = 0
         var summary = ReplaySummary()
-        var purgedSinceFlush = 0
     }
 
     private let state = NIOLockedValueBox(State())
@@ -36,17 +35,5 @@ final class ReplayRun: Sendable {
 
     func update(_ change: (inout ReplaySummary) -> Void) {
         state.withLockedValue { change(&$0.summary) }
-    }
-
-    func purged(_ count: Int = 1) {
-        state.withLockedValue { $0.purgedSinceFlush += count }
-    }
-
-    /// How many purges happened since the last call (and resets the count).
-    func takePurgedSinceFlush() -> Int {
-        state.withLockedValue { state in
-            defer { state.purgedSinceFlush = 0 }
-            return state.purgedSinceFlush
-        }
     }
 }

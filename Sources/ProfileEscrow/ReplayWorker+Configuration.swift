@@ -24,15 +24,16 @@ extension ReplayWorker {
         public var pollInterval: Double = 1
         /// How often the worker purges escrows past their retention (`expired`), backend up or not.
         public var sweepInterval: Double = 60
-        /// How often purged bytes are flushed from the store's files (SQLite: a WAL checkpoint),
-        /// when something was purged since the last flush.
-        public var checkpointInterval: Double = 5
-        /// Whether the worker flushes purged bytes itself (every ``checkpointInterval`` and when it
-        /// stops). Turn it off when another service of the process flushes the same store, as
-        /// `PurgeFlusher` does in `profile-escrow serve`.
-        public var flushesPurges = true
         /// The worker's name in leases and in the audit trail (`worker:<id>`).
         public var workerID: String = ReplayWorker.defaultWorkerID()
+
+        /// How long graceful shutdown may take before what is left is cancelled: one delivery timeout
+        /// (deliveries in flight end by then) plus 10 s for recording outcomes, giving leases back and a
+        /// last flush. A delivery cancelled past it leaves its lease to run out; the lease's fencing token
+        /// keeps its late outcome, if any, from changing anything.
+        public var gracefulShutdownBound: Duration {
+            .milliseconds(Int64(min(deliveryTimeout, 86_400) * 1000)) + .seconds(10)
+        }
 
         /// How long before its lease runs out a delivery must end, so that its outcome is recorded
         /// while the lease is still this worker's: 10% of the delivery timeout, at most 5 seconds.
@@ -60,7 +61,7 @@ extension ReplayWorker {
             }
             for (name, value) in [
                 ("delivery timeout", deliveryTimeout), ("lease", leaseDuration), ("poll interval", pollInterval),
-                ("sweep interval", sweepInterval), ("checkpoint interval", checkpointInterval),
+                ("sweep interval", sweepInterval),
             ] {
                 guard value.isFinite, value > 0 else {
                     throw EscrowError(.invalidConfiguration, "the \(name) must be a positive duration")

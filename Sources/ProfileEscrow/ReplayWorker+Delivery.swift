@@ -5,7 +5,7 @@ import Logging
 
 extension ReplayWorker {
     /// What became of a delivery's outcome in the store.
-    enum CommitResult: Equatable {
+    enum DeliveryResult: Equatable {
         case confirmed, accepted, retried, dead
         /// The lease was lost (taken over, or the escrow purged meanwhile): nothing changed.
         case stale
@@ -20,16 +20,17 @@ extension ReplayWorker {
     /// before the lease does: `deadline = min(now + deliveryTimeout, leaseEnd - leaseMargin)`. So the
     /// lease cannot run out (and another worker take over) while this request is in flight.
     func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async {
+        // The attempt this delivery would be: attempts count requests sent, not leases.
+        let attempt = record.attempts + 1
         let metadata: Logger.Metadata = [
-            "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
-            "attempt": "\(record.attempts)",
+            "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)", "attempt": "\(attempt)",
         ]
         guard run?.isShuttingDown != true else {
             await release(record, run: run, because: "shutting down", metadata: metadata)
             return
         }
         // Checked once now (not worth opening the escrow otherwise), and again right before sending.
-        guard let leaseEnd = record.leaseExpiresAt, deliveryBudget(leaseEnd: leaseEnd, now: Date()) != nil else {
+        guard let leaseEnd = record.leaseExpiresAt, deliveryBudget(leaseEnd: leaseEnd, now: clock.now()) != nil else {
             await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
             return
         }
@@ -37,14 +38,19 @@ extension ReplayWorker {
         let body: [UInt8]
         do {
             let plaintext = try await escrow.open(record, actor: actor)
-            body = plaintext.backendJSON(escrowId: record.id.hex, attempt: record.attempts)
+            body = plaintext.backendJSON(escrowId: record.id.hex, attempt: attempt)
         } catch let error as EscrowError where error.code == .ciphertextInvalid {
             // `open` moved it to dead (ciphertext_invalid) and logged it.
             run?.update { $0.dead += 1 }
             return
+        } catch let error as EscrowError where error.code == .keyUnavailable {
+            // The keyring changed since the claim (claims ask only for versions it can open): give the
+            // escrow back at once, without an attempt, for a worker that can open it.
+            await release(record, run: run, because: "this keyring cannot open its key version", metadata: metadata)
+            return
         } catch {
-            // A key version this keyring cannot open, or a store failure: the lease runs out and the
-            // escrow is tried again later (not at once: that would spin).
+            // A store failure: the lease runs out and the escrow is tried again later (not at once: that
+            // would spin).
             logger.error(
                 "cannot open the escrow; its lease will run out",
                 metadata: metadata.merging(["error": "\(error)"]) { $1 }
@@ -57,19 +63,17 @@ extension ReplayWorker {
             return
         }
         // Again after opening the escrow (which may have waited on the store), right before sending.
-        guard let budget = deliveryBudget(leaseEnd: leaseEnd, now: Date()) else {
+        guard let budget = deliveryBudget(leaseEnd: leaseEnd, now: clock.now()) else {
             await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
             return
         }
 
         let started = ContinuousClock.now
-        var answer = await backend.deliver(body: body, escrowID: record.id.hex, within: budget)
+        var answer = await backend.deliver(body: body, escrowID: record.id.hex, within: budget, now: clock.now())
         if answer.timedOut {
-            // The backend may still be working on the request it did not answer in time: wait at
-            // least one delivery timeout before sending it again (the backoff, when longer, wins).
-            let policy = escrow.lifecycle.policy
-            let backoff = policy.delay(afterAttempt: record.attempts, retryAfter: nil, unitRandom: .random(in: 0...1))
-            answer.outcome = .retry(status: nil, retryAfter: max(backoff, configuration.deliveryTimeout))
+            // The backend may still be working on the request it did not answer in time: the lifecycle
+            // waits at least one delivery timeout before the next attempt.
+            answer.outcome = .timedOut(deadline: configuration.deliveryTimeout)
         }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -99,7 +103,6 @@ extension ReplayWorker {
             case .failed: summary.failed += 1
             }
         }
-        if result == .confirmed { run?.purged() }
     }
 
     /// How long the delivery of an escrow leased until `leaseEnd` may take from `now`: the delivery
@@ -113,16 +116,24 @@ extension ReplayWorker {
 
     /// Records the backend's answer with compare-and-set on the lease's revision (its fencing
     /// token). When the escrow changed since it was leased, nothing is written.
-    func commit(_ outcome: DeliveryOutcome, for record: EscrowRecord, metadata: Logger.Metadata) async -> CommitResult {
-        let action = escrow.lifecycle.handle(
-            .delivered(outcome, fencingToken: record.revision, unitRandom: Double.random(in: 0...1)),
-            on: record,
-            at: Date(),
-            actor: actor
+    func commit(_ outcome: DeliveryOutcome, for record: EscrowRecord, metadata: Logger.Metadata) async -> DeliveryResult
+    {
+        let event = LifecycleEvent.delivered(
+            outcome,
+            fencingToken: record.revision,
+            unitRandom: Double.random(in: 0...1)
         )
-        let applied: Bool
+        let action = escrow.lifecycle.handle(event, on: record, at: clock.now(), actor: actor)
         do {
-            applied = try await escrow.store.commit(action, id: record.id, expectedRevision: record.revision)
+            switch try await escrow.commit(action, on: record, metadata: metadata) {
+            case .applied: break
+            case .stale, .ignored:
+                logger.warning(
+                    "stale lease: the escrow changed since it was leased; this outcome is discarded",
+                    metadata: metadata.merging(["fencing.token": "\(record.revision)"]) { $1 }
+                )
+                return .stale
+            }
         } catch {
             logger.error(
                 "recording the delivery outcome failed; the escrow will be delivered again after its lease",
@@ -130,47 +141,23 @@ extension ReplayWorker {
             )
             return .failed
         }
-        guard applied else {
-            logger.warning(
-                "stale lease: the escrow changed since it was leased; this outcome is discarded",
-                metadata: metadata.merging(["fencing.token": "\(record.revision)"]) { $1 }
-            )
-            return .stale
-        }
         switch action {
-        case .purge(let reason, _):
-            EscrowMetrics.purged(reason)
-            logger.info("escrow purged", metadata: metadata.merging(["reason": "\(reason.rawValue)"]) { $1 })
-            return .confirmed
+        case .purge: return .confirmed
         case .update(let next, _):
-            switch next.state {
-            case .awaitingConfirmation:
-                return .accepted
-            case .dead:
-                if let code = next.deadCode { EscrowMetrics.dead(code) }
-                logger.warning(
-                    "escrow is dead",
-                    metadata: metadata.merging(["code": "\(next.deadCode?.rawValue ?? "-")"]) { $1 }
-                )
-                return .dead
-            default:
-                return .retried
+            switch next.phase {
+            case .awaitingConfirmation: return .accepted
+            case .dead: return .dead
+            case .pending, .leased: return .retried
             }
-        case .ignore:
-            return .stale
+        case .ignore: return .stale
         }
     }
 
     /// Gives an unattempted lease back (compare-and-set; a lost lease is left alone).
     func release(_ record: EscrowRecord, run: ReplayRun?, because reason: String, metadata: Logger.Metadata) async {
-        let action = escrow.lifecycle.handle(
-            .release(fencingToken: record.revision),
-            on: record,
-            at: Date(),
-            actor: actor
-        )
         do {
-            if try await escrow.store.commit(action, id: record.id, expectedRevision: record.revision) {
+            let event = LifecycleEvent.release(fencingToken: record.revision)
+            if try await escrow.apply(event, to: record, actor: actor) == .applied {
                 run?.update { $0.released += 1 }
                 logger.info("lease released", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
             }

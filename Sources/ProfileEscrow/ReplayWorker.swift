@@ -1,4 +1,5 @@
 import EscrowCore
+import EscrowCrypto
 import Foundation
 public import Logging
 public import ServiceLifecycle
@@ -55,11 +56,27 @@ public final class ReplayWorker: Service {
     }
 
     var actor: AuditActor { .worker(configuration.workerID) }
+    var clock: any WallClock { escrow.clock }
+
+    /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
+    /// open (an escrow it could not open is left to a worker that can, without using an attempt).
+    func claim(dueAt now: Date, limit: Int, leaseDuration: Double) async throws -> [EscrowRecord] {
+        let openable = Set(escrow.keyring.keys.filter(\.hasSecretKey).map(\.version))
+        let request = ClaimRequest(
+            now: now,
+            limit: limit,
+            owner: configuration.workerID,
+            leaseDuration: leaseDuration,
+            keyVersions: openable
+        )
+        return try await escrow.store.claimDue(request, lifecycle: escrow.lifecycle)
+    }
 
     // MARK: Service
 
     /// Delivers until graceful shutdown (or cancellation). Store errors are logged and retried
-    /// after the poll interval: a worker outlives a busy or briefly unavailable database.
+    /// after the poll interval: a worker outlives a busy or briefly unavailable database. Purged bytes
+    /// are flushed from the store's files by a ``PurgeFlusher`` beside it (``EscrowServices`` adds one).
     public func run() async throws {
         let run = ReplayRun()
         logger.info(
@@ -71,29 +88,20 @@ public final class ReplayWorker: Service {
         try await BackendClient.with(configuration, logger: logger) { backend in
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { group in
-                    var nextSweep = Date()
-                    // Never, when another service flushes this store (`flushesPurges` off).
-                    var nextFlush =
-                        configuration.flushesPurges
-                        ? Date().addingTimeInterval(configuration.checkpointInterval) : Date.distantFuture
+                    var nextSweep = clock.now()
                     while !run.isShuttingDown, !Task.isCancelled {
-                        let now = Date()
+                        let now = clock.now()
                         if now >= nextSweep {
-                            await sweep(run, now: now)
+                            await sweep(run)
                             nextSweep = now.addingTimeInterval(configuration.sweepInterval)
-                        }
-                        if now >= nextFlush {
-                            await flush(run)
-                            nextFlush = now.addingTimeInterval(configuration.checkpointInterval)
                         }
                         let free = configuration.concurrency - run.inFlight
                         var claimedAll = false
                         if free > 0 {
                             do {
-                                let claimed = try await escrow.store.claimDue(
-                                    at: Date(),
+                                let claimed = try await claim(
+                                    dueAt: clock.now(),
                                     limit: free,
-                                    owner: configuration.workerID,
                                     leaseDuration: configuration.leaseDuration
                                 )
                                 for record in claimed {
@@ -108,7 +116,7 @@ public final class ReplayWorker: Service {
                         // More may be due right away when every free slot was filled and one is free
                         // again; otherwise sleep until a delivery ends, shutdown, or the next poll.
                         if !claimedAll || run.inFlight >= configuration.concurrency {
-                            let nextHousekeeping = min(nextSweep, nextFlush).timeIntervalSinceNow
+                            let nextHousekeeping = nextSweep.timeIntervalSince(clock.now())
                             await run.wakeup.wait(
                                 seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping))
                             )
@@ -125,22 +133,20 @@ public final class ReplayWorker: Service {
                 run.shutDown()
             }
         }
-        await flush(run)
         logger.info("replay worker stopped", metadata: ["summary": "\(run.summary)"])
     }
 
     // MARK: Once
 
     /// Delivers every escrow due now (each at most once in this call), sweeps expired escrows
-    /// first, and returns what happened. Escrows that become due during the call (a short
+    /// first, flushes purged bytes from the store's files at the end, and returns what happened. Escrows that become due during the call (a short
     /// `Retry-After`, say) wait for the next call. Graceful shutdown stops it early, as ``run()``.
     /// - Parameter progress: called after each delivery with the summary so far.
     public func runOnce(progress: (@Sendable (ReplaySummary) -> Void)? = nil) async throws -> ReplaySummary {
         let run = ReplayRun()
-        let cutoff = Date()
-        let swept = try await escrow.sweep(actor: actor, now: cutoff)
+        let cutoff = clock.now()
+        let swept = try await escrow.sweep(actor: actor)
         run.update { $0.expiredSwept = swept }
-        run.purged(swept)
         try await BackendClient.with(configuration, logger: logger) { backend in
             try await withGracefulShutdownHandler {
                 try await withThrowingDiscardingTaskGroup { group in
@@ -151,11 +157,10 @@ public final class ReplayWorker: Service {
                         if !exhausted, !run.isShuttingDown, free > 0 {
                             // Due as of the cutoff, so this call ends; leased from now, so a long call
                             // still gives late claims their full lease.
-                            let elapsed = Date().timeIntervalSince(cutoff)
-                            let claimed = try await escrow.store.claimDue(
-                                at: cutoff,
+                            let elapsed = clock.now().timeIntervalSince(cutoff)
+                            let claimed = try await claim(
+                                dueAt: cutoff,
                                 limit: free,
-                                owner: configuration.workerID,
                                 leaseDuration: configuration.leaseDuration + max(0, elapsed)
                             )
                             for record in claimed {
@@ -179,8 +184,14 @@ public final class ReplayWorker: Service {
                 run.shutDown()
             }
         }
-        await flush(run)
         let summary = run.summary
+        if summary.confirmed + summary.expiredSwept > 0 {
+            do {
+                try await escrow.store.flushPurged()
+            } catch {
+                logger.error("flushing purged escrows failed", metadata: ["error": "\(error)"])
+            }
+        }
         logger.info("replay run finished", metadata: ["summary": "\(summary)"])
         return summary
     }
@@ -194,30 +205,14 @@ public final class ReplayWorker: Service {
     }
 
     /// Purges what is past retention (`expired`) and publishes the live gauges.
-    private func sweep(_ run: ReplayRun, now: Date) async {
+    private func sweep(_ run: ReplayRun) async {
         do {
-            let swept = try await escrow.sweep(actor: actor, now: now)
-            if swept > 0 {
-                run.update { $0.expiredSwept += swept }
-                run.purged(swept)
-            }
+            let swept = try await escrow.sweep(actor: actor)
+            if swept > 0 { run.update { $0.expiredSwept += swept } }
+            let now = clock.now()
             EscrowMetrics.live(try await escrow.store.summary(at: now), at: now)
         } catch {
             logger.error("retention sweep failed", metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// Flushes purged bytes from the store's files when something was purged since the last flush
-    /// (and when this worker flushes at all: ``Configuration/flushesPurges``).
-    private func flush(_ run: ReplayRun) async {
-        guard configuration.flushesPurges else { return }
-        let purged = run.takePurgedSinceFlush()
-        guard purged > 0 else { return }
-        do {
-            try await escrow.store.flushPurged()
-        } catch {
-            run.purged(purged)  // try again next time
-            logger.error("flushing purged escrows failed", metadata: ["error": "\(error)"])
         }
     }
 }

@@ -81,8 +81,8 @@ struct GlobalOptions: ParsableArguments {
         return try SQLiteEscrowStore(path: databasePath, configuration: configuration, logger: logger)
     }
 
-    func openEscrow(readOnly: Bool = false, owner: String) throws -> Escrow {
-        let keyring = try loadKeyring(createIfDefault: !readOnly)
+    func openEscrow(readOnly: Bool = false, owner: String, createKeyring: Bool? = nil) throws -> Escrow {
+        let keyring = try loadKeyring(createIfDefault: createKeyring ?? !readOnly)
         let store = try openStore(readOnly: readOnly, owner: owner)
         return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
     }

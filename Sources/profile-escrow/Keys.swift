@@ -62,13 +62,8 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
 
         func run() async throws {
-            let keyring = try options.loadKeyring(createIfDefault: false)
-            guard !keyring.isPublicOnly else { throw ValidationError("a public-only keyring cannot be rotated") }
-            let rotated = keyring.rotated(now: Date())
-            let store = try options.openStore(owner: "profile-escrow keys rotate")
-            try rotated.write(path: options.keyringPath, overwrite: true)
-            let escrow = Escrow(store: store, keyring: rotated, logger: options.logger)
-            try await escrow.recordRotation(to: rotated.activeVersion)
+            let escrow = try options.openEscrow(owner: "profile-escrow keys rotate", createKeyring: false)
+            let rotated = try await escrow.rotateKeys(keyringPath: options.keyringPath)
             print("rotated: active version \(rotated.activeVersion); run `keys rewrap` to move existing escrows")
         }
     }
@@ -99,11 +94,8 @@ struct Keys: AsyncParsableCommand {
         @Argument(help: "The master key version to retire.") var version: UInt32
 
         func run() async throws {
-            let escrow = try options.openEscrow(owner: "profile-escrow keys retire")
-            try await escrow.checkRetirable(version: version)
-            let retired = try escrow.keyring.retiring(version: version)
-            try retired.write(path: options.keyringPath, overwrite: true)
-            try await escrow.recordRetirement(of: version)
+            let escrow = try options.openEscrow(owner: "profile-escrow keys retire", createKeyring: false)
+            _ = try await escrow.retireKey(version: version, keyringPath: options.keyringPath)
             print(
                 "retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened"
             )

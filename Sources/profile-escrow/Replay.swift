@@ -3,8 +3,6 @@ import EscrowCore
 import EscrowSQLite
 import Foundation
 import ProfileEscrow
-import ServiceLifecycle
-import UnixSignals
 
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -30,7 +28,7 @@ struct Replay: AsyncParsableCommand {
         let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.ownerDescription = "profile-escrow replay"
-        // The worker flushes purged bytes every few seconds (batched) instead of after each purge.
+        // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         storeConfiguration.checkpointAfterPurge = false
         let logger = options.logger
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
@@ -40,24 +38,23 @@ struct Replay: AsyncParsableCommand {
             configuration: try worker.escrowConfiguration(options),
             logger: logger
         )
-        let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
-
         if once {
+            let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
             let progress = Progress(label: "delivered")
             let summary = try await replayWorker.runOnce { progress.update($0.delivered) }
             progress.finish()
             print("replay: \(summary)")
         } else {
-            var groupConfiguration = ServiceGroupConfiguration(
-                services: [.init(service: replayWorker)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
+            let services = try EscrowServiceGroup.replayServices(
+                escrow: escrow,
+                worker: workerConfiguration,
                 logger: logger
             )
-            // Deliveries in flight end within the delivery timeout; past this bound they are cancelled
-            // (their leases run out, and fencing discards any late outcome).
-            groupConfiguration.maximumGracefulShutdownDuration = try worker.gracefulShutdownBound()
-            let group = ServiceGroup(configuration: groupConfiguration)
-            try await group.run()
+            try await EscrowServiceGroup.run(
+                services,
+                shutdownBound: workerConfiguration.gracefulShutdownBound,
+                logger: logger
+            )
             print("replay: stopped")
         }
     }

@@ -8,8 +8,6 @@ import Logging
 import Metrics
 import ProfileEscrow
 import Prometheus
-import ServiceLifecycle
-import UnixSignals
 
 /// `profile-escrow serve`: the HTTP API of SPEC §9, with the in-process replay worker.
 struct Serve: AsyncParsableCommand {
@@ -90,7 +88,7 @@ struct Serve: AsyncParsableCommand {
         let keyring = try options.loadKeyring(createIfDefault: false)
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.ownerDescription = "profile-escrow serve"
-        // Purges are flushed from the WAL in batches by the PurgeFlusher, not one checkpoint each.
+        // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
         storeConfiguration.checkpointAfterPurge = false
         let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
         let escrow = Escrow(
@@ -130,36 +128,18 @@ struct Serve: AsyncParsableCommand {
             )
         }
 
-        let app = EscrowHTTPApplication.build(
+        var workerConfiguration: ReplayWorker.Configuration?
+        if !noWorker { workerConfiguration = try worker.workerConfiguration() }
+        let server = EscrowServer(
             escrow: escrow,
             tokens: tokens,
             notifications: store,
             registry: registry,
             configuration: configuration,
+            worker: workerConfiguration,
             logger: logger
         )
-
-        // The services of this process. They start in this order and stop in reverse on SIGTERM/SIGINT:
-        // the HTTP app first (in-flight requests finish), then the worker (leases released), then the
-        // flusher (a last WAL checkpoint).
-        var services: [any Service] = [PurgeFlusher(store: store, logger: logger)]
-        if !noWorker {
-            var workerConfiguration = try worker.workerConfiguration()
-            // The PurgeFlusher above flushes the store for everyone: not twice.
-            workerConfiguration.flushesPurges = false
-            services.append(try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger))
-        }
-        services.append(app)
-
-        var groupConfiguration = ServiceGroupConfiguration(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        // A stuck delivery (or anything else) cannot hold shutdown forever: then the rest is cancelled.
-        groupConfiguration.maximumGracefulShutdownDuration = try worker.gracefulShutdownBound()
-        let group = ServiceGroup(configuration: groupConfiguration)
-        try await group.run()
+        try await server.run()
         try store.close()
         try tokens.close()
         logger.notice("stopped")

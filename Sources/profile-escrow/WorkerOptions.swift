@@ -50,15 +50,6 @@ struct WorkerOptions: ParsableArguments {
         }
     }
 
-    /// How long graceful shutdown may take before the service group cancels what is left: one
-    /// delivery timeout (deliveries in flight end by then) plus 10 s for recording outcomes, giving
-    /// leases back and a last flush. A delivery cancelled past it leaves its lease to run out; the
-    /// lease's fencing token keeps its late outcome, if any, from changing anything.
-    func gracefulShutdownBound() throws -> Duration {
-        let timeout = try WorkerOptions.duration(deliveryTimeout, option: "delivery-timeout")
-        return .milliseconds(Int64(min(timeout, 86_400) * 1000)) + .seconds(10)
-    }
-
     func escrowConfiguration(_ options: GlobalOptions) throws -> EscrowConfiguration {
         guard (1...10_000).contains(maxAttempts) else { throw ValidationError("--max-attempts: must be 1 to 10000") }
         var configuration = options.escrowConfiguration

@@ -39,7 +39,7 @@ struct LifecycleTests {
         let next = try leased(record)
         #expect(next.state == .leased)
         #expect(next.revision == record.revision + 1)
-        #expect(next.attempts == 1)
+        #expect(next.attempts == 0, "a lease is not an attempt: a request sent is")
         #expect(next.leaseExpiresAt == now.addingTimeInterval(30))
         #expect(next.dueAt == now.addingTimeInterval(30))
     }
@@ -140,7 +140,7 @@ struct LifecycleTests {
         #expect(next.nextAttemptAt == now.addingTimeInterval(42))
     }
 
-    @Test(arguments: [400, 401, 403, 404, 410, 422])
+    @Test(arguments: [400, 410, 422])
     func permanentStatusesKill(status: Int) throws {
         let leased = try leased(try record())
         let action = lifecycle.handle(
@@ -160,11 +160,113 @@ struct LifecycleTests {
         #expect(events[1].httpStatus == status)
     }
 
+    /// Giving up loses the profile for good: only the backend's explicit 400, 410 or 422 does it early.
+    /// A secret mismatch during a rotation (401, 403), a wrong route (404), redirects and overload retry.
+    @Test(arguments: [401, 403, 404, 408, 425, 429, 500, 503, 301, 302, 100])
+    func otherStatusesRetry(status: Int) throws {
+        let leased = try leased(try record())
+        let action = lifecycle.handle(
+            .delivered(.classify(status: status, retryAfter: nil), fencingToken: leased.revision, unitRandom: 0.5),
+            on: leased,
+            at: now,
+            actor: .worker("w1")
+        )
+        guard case .update(let next, let events) = action else {
+            Issue.record("expected update")
+            return
+        }
+        #expect(next.state == .pending && next.attempts == 1 && next.lastStatus == status)
+        #expect(events.map(\.type) == [.deliveryAttempted])
+    }
+
+    @Test func aTimeoutWaitsAtLeastTheDeliveryDeadline() throws {
+        let leased = try leased(try record())
+        // The backoff after the first attempt is at most 2 s; the backend may still be working for 30.
+        let action = lifecycle.handle(
+            .delivered(.timedOut(deadline: 30), fencingToken: leased.revision, unitRandom: 1),
+            on: leased,
+            at: now,
+            actor: .worker("w1")
+        )
+        guard case .update(let next, let events) = action else {
+            Issue.record("expected update")
+            return
+        }
+        #expect(next.nextAttemptAt == now.addingTimeInterval(30))
+        #expect(events.map(\.detail) == ["retry"] && events[0].httpStatus == nil)
+    }
+
+    @Test func aLeaseThatRanOutCountsItsLostAttemptAndAReleaseDoesNot() throws {
+        let first = try leased(try record())
+        // Given back unattempted: no attempt used.
+        guard
+            case .update(let released, _) = lifecycle.handle(
+                .release(fencingToken: first.revision),
+                on: first,
+                at: now,
+                actor: .worker("w1")
+            )
+        else {
+            Issue.record("expected update")
+            return
+        }
+        #expect(released.attempts == 0 && released.state == .pending && released.isDue(at: now))
+        // Leased again and lost (the worker crashed): the next lease counts the unknown outcome.
+        let lost = try leased(released)
+        let takenOver = try leased(lost, at: now.addingTimeInterval(31))
+        #expect(takenOver.attempts == 1 && takenOver.leaseOwner == "w1")
+    }
+
+    @Test func rewrapAndResealChangeOnlyTheirOwnEscrow() throws {
+        let original = try record()
+        let other = try record()
+        #expect(lifecycle.handle(.rewrap(other.sealed), on: original, at: now, actor: .cli) == .ignore(.otherEscrow))
+        var sealed = original.sealed
+        sealed.keyVersion = 7
+        guard
+            case .update(let rewrapped, let events) = lifecycle.handle(
+                .rewrap(sealed),
+                on: original,
+                at: now,
+                actor: .cli
+            )
+        else {
+            Issue.record("expected update")
+            return
+        }
+        #expect(rewrapped.sealed.keyVersion == 7 && rewrapped.revision == original.revision + 1 && events.isEmpty)
+        let reseal = LifecycleEvent.reseal(sealed, contentTag: [9], detail: "email")
+        guard case .update(let resealed, let updated) = lifecycle.handle(reseal, on: original, at: now, actor: .apple)
+        else {
+            Issue.record("expected update")
+            return
+        }
+        #expect(resealed.contentTag == [9] && updated.map(\.type) == [.updated] && updated[0].detail == "email")
+    }
+
+    @Test func replaceAuditsTheReplacementThenThePurge() throws {
+        let old = try record()
+        let replacement = EscrowID.random()
+        guard
+            case .purge(.replaced, let events) = lifecycle.handle(
+                .replace(by: replacement),
+                on: old,
+                at: now,
+                actor: .library
+            )
+        else {
+            Issue.record("expected purge")
+            return
+        }
+        #expect(events.map(\.type) == [.replaced, .purged])
+        #expect(events[0].detail == replacement.hex && events[1].detail == "replaced")
+    }
+
     @Test func attemptsExhaustedKill() throws {
         var record = try record()
         for attempt in 1...3 {
             record = try leased(record, at: record.nextAttemptAt)
-            #expect(record.attempts == attempt)
+            #expect(record.attempts == attempt - 1)
             let action = lifecycle.handle(
                 .delivered(.retry(status: nil, retryAfter: nil), fencingToken: record.revision, unitRandom: 1),
                 on: record,
@@ -214,7 +316,7 @@ struct LifecycleTests {
     func purgeFromAnyLiveState(reason: PurgeReason) throws {
         let pending = try record()
         var dead = pending
-        dead.state = .dead
+        dead.phase = .dead(.rejected)
         for record in [pending, try leased(pending), dead] {
             guard case .purge(let got, let events) = lifecycle.handle(.purge(reason), on: record, at: now, actor: .cli)
             else {
@@ -244,8 +346,7 @@ struct LifecycleTests {
         let pending = try record()
         #expect(lifecycle.handle(.requeue, on: pending, at: now, actor: .cli) == .ignore(.notDead))
         var dead = pending
-        dead.state = .dead
-        dead.deadCode = .rejected
+        dead.phase = .dead(.rejected)
         dead.attempts = 3
         guard case .update(let next, let events) = lifecycle.handle(.requeue, on: dead, at: now, actor: .cli) else {
             Issue.record("expected update")

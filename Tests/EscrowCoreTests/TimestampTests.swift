@@ -46,7 +46,7 @@ struct StoredTimeTests {
         for _ in 0..<100_000 {
             let milliseconds = Int64.random(in: -2_000_000_000_000...7_258_118_400_000, using: &generator)
             let date = Date(timeIntervalSince1970: Double(milliseconds) / 1_000)
-            #expect(AuditChain.milliseconds(date) == milliseconds)
+            #expect(Timestamp.unixMilliseconds(date) == milliseconds)
         }
     }
 }

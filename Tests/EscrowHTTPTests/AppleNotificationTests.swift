@@ -214,7 +214,10 @@ struct AppleNotificationOrderingTests {
         let profile = try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile
         let receipt = try await harness.escrow.capture(profile)
         // A worker leases the escrow and is delivering it.
-        let leased = try await harness.store.claimDue(at: Date(), limit: 1, owner: "w1", leaseDuration: 60)
+        let leased = try await harness.store.claimDue(
+            ClaimRequest(now: Date(), limit: 1, owner: "w1", leaseDuration: 60),
+            lifecycle: EscrowLifecycle()
+        )
         #expect(leased.count == 1)
         let jws = try await keys.sign(
             AppleTestKeys.NotificationClaims(

@@ -42,20 +42,24 @@ struct CaptureBatcherTests {
         )
     }
 
+    static func item(_ record: EscrowRecord) -> CaptureBatcher.Item {
+        CaptureBatcher.Item(record: record, actor: .library, lifecycle: EscrowLifecycle())
+    }
+
     static func created(_ items: [CaptureBatcher.Item]) -> [Result<CaptureOutcome, any Error>] {
         items.map { .success(.created($0.record)) }
     }
 
     @Test("one capture at a time: each is its own commit")
     func oneAtATime() async throws {
-        let batcher = CaptureBatcher()
         let commits = Commits()
+        let batcher = CaptureBatcher { items in
+            _ = commits.record(items)
+            return Self.created(items)
+        }
         for number in 0..<5 {
             let record = try Self.record(number)
-            let outcome = try await batcher.submit(record, actor: .library) { items in
-                _ = commits.record(items)
-                return Self.created(items)
-            }
+            let outcome = try await batcher.submit(Self.item(record))
             #expect(outcome.record.id == record.id)
         }
         #expect(commits.sizes == [1, 1, 1, 1, 1])
@@ -70,19 +74,18 @@ struct CaptureBatcherTests {
         maximumBatch: Int,
         failing: Int? = nil
     ) async throws -> (commits: Commits, answers: [EscrowID: EscrowID?]) {
-        let batcher = CaptureBatcher(maximumBatch: maximumBatch)
         let commits = Commits()
         let firstCommitMayFinish = DispatchSemaphore(value: 0)
-        let write: @Sendable ([CaptureBatcher.Item]) throws -> [Result<CaptureOutcome, any Error>] = { items in
+        let batcher = CaptureBatcher(maximumBatch: maximumBatch) { items in
             let number = commits.record(items)
             if number == 1 { firstCommitMayFinish.wait() }
-            if number == failing { throw WriteFailed() }
+            if number == failing { return items.map { _ in .failure(WriteFailed()) } }
             return Self.created(items)
         }
         let answers = try await withThrowingTaskGroup(of: (EscrowID, EscrowID?).self) { group in
             func submit(_ record: EscrowRecord) {
                 group.addTask {
-                    (record.id, try? await batcher.submit(record, actor: .library, write: write).record.id)
+                    (record.id, try? await batcher.submit(Self.item(record)).record.id)
                 }
             }
             submit(records[0])

@@ -16,14 +16,13 @@ struct KeyRotationTests {
         let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
         for number in 0..<10 { _ = try await harness.escrow.capture(try Fake.profile(number)) }
 
-        let rotated = harness.keyring.rotated(now: Date())
-        try rotated.write(path: keyringPath, overwrite: true)
+        let rotated = try await harness.escrow.rotateKeys(keyringPath: keyringPath)
+        #expect(rotated.activeVersion == 2)
         let escrow2 = Escrow(
             store: harness.store,
             keyring: try Keyring.load(path: keyringPath),
             logger: .init(label: "t")
         )
-        try await escrow2.recordRotation(to: 2)
         for number in 10..<13 { _ = try await escrow2.capture(try Fake.profile(number)) }
         #expect(try await harness.store.keyVersionsInUse() == [1: 10, 2: 3])
 
@@ -34,10 +33,7 @@ struct KeyRotationTests {
         #expect(result.rewrapped == 10 && result.failed == 0)
         #expect(try await harness.store.keyVersionsInUse() == [2: 13])
 
-        try await escrow2.checkRetirable(version: 1)
-        let retired = try escrow2.keyring.retiring(version: 1)
-        try retired.write(path: keyringPath, overwrite: true)
-        try await escrow2.recordRetirement(of: 1)
+        _ = try await escrow2.retireKey(version: 1, keyringPath: keyringPath)
 
         let reloaded = try Keyring.load(path: keyringPath)
         #expect(reloaded.keys.first { $0.version == 1 }?.hasSecretKey == false)

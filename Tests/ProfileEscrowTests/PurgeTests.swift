@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import GRDB
 import Logging
@@ -17,11 +18,12 @@ struct PurgeTests {
         var configuration = EscrowConfiguration()
         configuration.retention = 60
         let harness = try Harness(configuration: configuration)
-        let past = Date().addingTimeInterval(-120)
         var kept: [EscrowRecord] = []
         var purged: [EscrowRecord] = []
         for number in 0..<40 {
-            let receipt = try await harness.escrow.capture(try Fake.profile(number), now: number < 20 ? past : Date())
+            let receipt = try await harness.clock.past(number < 20 ? 120 : 0) {
+                try await harness.escrow.capture(try Fake.profile(number))
+            }
             let record = try #require(try await harness.store.record(id: receipt.escrowID))
             if number < 20 { purged.append(record) } else { kept.append(record) }
         }
@@ -74,7 +76,7 @@ struct PurgeTests {
         var configuration = EscrowConfiguration()
         configuration.retention = 1
         let harness = try Harness(configuration: configuration)
-        _ = try await harness.escrow.capture(try Fake.profile(1), now: Date().addingTimeInterval(-10))
+        _ = try await harness.clock.past(10) { try await harness.escrow.capture(try Fake.profile(1)) }
         let before = try await PurgeReport.build(store: harness.store, verify: false)
         #expect(before.overdue == 1)
         #expect(before.hasProblem)

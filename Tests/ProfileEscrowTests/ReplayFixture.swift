@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
@@ -46,7 +47,6 @@ struct ReplayFixture {
         configuration.deliveryTimeout = timeout
         configuration.pollInterval = 0.02
         configuration.sweepInterval = 0.2
-        configuration.checkpointInterval = 0.2
         return configuration
     }
 
@@ -66,14 +66,22 @@ struct ReplayFixture {
         )
     }
 
-    /// Captures fake profiles `range`; returns their escrow ids in order.
+    /// Captures fake profiles `range`, `ago` seconds in the past; returns their escrow ids in order.
     @discardableResult
-    func capture(_ range: Range<Int>, now: Date = Date()) async throws -> [EscrowID] {
-        var ids: [EscrowID] = []
-        for number in range {
-            ids.append(try await escrow.capture(try Fake.profile(number), now: now).escrowID)
+    func capture(_ range: Range<Int>, ago seconds: Double = 0) async throws -> [EscrowID] {
+        try await harness.clock.past(seconds) {
+            var ids: [EscrowID] = []
+            for number in range {
+                ids.append(try await escrow.capture(try Fake.profile(number)).escrowID)
+            }
+            return ids
         }
-        return ids
+    }
+
+    /// Leases what is due now straight from the store, as a worker's claim does.
+    func claim(owner: String, limit: Int = 1, lease: Double) async throws -> [EscrowRecord] {
+        let request = ClaimRequest(now: harness.clock.now(), limit: limit, owner: owner, leaseDuration: lease)
+        return try await store.claimDue(request, lifecycle: escrow.lifecycle)
     }
 
     func events(_ id: EscrowID) async throws -> [AuditDraft] {
@@ -122,16 +130,16 @@ final class FlushCountingStore: EscrowStore {
         try await inner.flushPurged()
     }
 
-    func capture(_ record: EscrowRecord, actor: AuditActor) async throws -> CaptureOutcome {
-        try await inner.capture(record, actor: actor)
+    func capture(_ record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) async throws -> CaptureOutcome {
+        try await inner.capture(record, actor: actor, lifecycle: lifecycle)
     }
     func record(id: EscrowID) async throws -> EscrowRecord? { try await inner.record(id: id) }
     func record(blindIndex: BlindIndex) async throws -> EscrowRecord? { try await inner.record(blindIndex: blindIndex) }
     func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
         try await inner.commit(action, id: id, expectedRevision: expectedRevision)
     }
-    func claimDue(at now: Date, limit: Int, owner: String, leaseDuration: Double) async throws -> [EscrowRecord] {
-        try await inner.claimDue(at: now, limit: limit, owner: owner, leaseDuration: leaseDuration)
+    func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
+        try await inner.claimDue(request, lifecycle: lifecycle)
     }
     func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
         try await inner.records(query, after: cursor, limit: limit)

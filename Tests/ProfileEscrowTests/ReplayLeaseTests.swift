@@ -19,7 +19,7 @@ struct ReplayLeaseTests {
         // Worker "stalled" leases the escrow, then stalls past its lease.
         let stalled = try fixture.worker(id: "stalled")
         let lease = try #require(
-            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "stalled", leaseDuration: 0.05).first
+            try await fixture.claim(owner: "stalled", limit: 1, lease: 0.05).first
         )
         try await Task.sleep(for: .milliseconds(100))
         // Another worker takes it over and delivers it (202: it stays in the store).
@@ -57,7 +57,7 @@ struct ReplayLeaseTests {
         let id = try #require(try await fixture.capture(0..<1).first)
         let stalled = try fixture.worker(id: "stalled")
         var lease = try #require(
-            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "stalled", leaseDuration: 0.05).first
+            try await fixture.claim(owner: "stalled", limit: 1, lease: 0.05).first
         )
         try await Task.sleep(for: .milliseconds(100))
         #expect(try await fixture.worker(id: "w2").runOnce().accepted == 1)
@@ -65,7 +65,7 @@ struct ReplayLeaseTests {
         #expect(current.revision > lease.revision)
         let eventsBefore = try await fixture.allEvents().count
 
-        lease.leaseExpiresAt = Date().addingTimeInterval(60)
+        lease.phase = .leased(Lease(owner: "stalled", expiresAt: Date().addingTimeInterval(60)))
         try await BackendClient.with(stalled.configuration, logger: Logger(label: "test")) { backend in
             await stalled.deliver(lease, backend: backend, run: nil)
         }
@@ -108,7 +108,7 @@ struct ReplayLeaseTests {
         let worker = try fixture.worker(lease: 10, timeout: 3)
         let margin = worker.configuration.leaseMargin  // 0.3 s
         let lease = try #require(
-            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "w1", leaseDuration: 3.15).first
+            try await fixture.claim(owner: "w1", limit: 1, lease: 3.15).first
         )
         let leaseEnd = try #require(lease.leaseExpiresAt)
         try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
@@ -131,7 +131,7 @@ struct ReplayLeaseTests {
         let worker = try fixture.worker(lease: 5, timeout: 2)
         // Leased with less time left than a delivery may take: it must not be sent.
         let lease = try #require(
-            try await fixture.store.claimDue(at: Date(), limit: 1, owner: "w1", leaseDuration: 1).first
+            try await fixture.claim(owner: "w1", limit: 1, lease: 1).first
         )
         try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
             await worker.deliver(lease, backend: backend, run: nil)

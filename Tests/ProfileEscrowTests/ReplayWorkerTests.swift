@@ -335,7 +335,7 @@ struct ReplayWorkerTests {
         let fixture = try await ReplayFixture(retention: 60)
         defer { Task { await fixture.stub.stop() } }
         fixture.stub.respond { _, _ in .status(503) }
-        try await fixture.capture(0..<5, now: Date().addingTimeInterval(-120))
+        try await fixture.capture(0..<5, ago: 120)
         let fresh = try await fixture.capture(5..<6)
         let summary = try await fixture.worker().runOnce()
         #expect(summary.expiredSwept == 5)
@@ -382,10 +382,10 @@ struct ReplayWorkerTests {
         #expect(warnings.first?.metadata["backend.host"] == "backend.example.invalid")
     }
 
-    /// `flushesPurges` off (as `serve` sets it, where the PurgeFlusher flushes): the worker never
-    /// flushes the store; on (the default, as `replay`): it does, batched.
+    /// The worker never flushes the store itself: the one flusher of a process is the PurgeFlusher that
+    /// `EscrowServiceGroup.replayServices` runs beside it (as `replay` and `serve` do).
     @Test(arguments: [true, false])
-    func theWorkerFlushesPurgesOnlyWhenItIsItsJob(flushes: Bool) async throws {
+    func purgesAreFlushedByTheProcessFlusherOnly(withFlusher: Bool) async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
         fixture.stub.respond { _, _ in .status(200) }
@@ -397,24 +397,30 @@ struct ReplayWorkerTests {
             logger: Logger(label: "test")
         )
         try await fixture.capture(0..<5)
-        var configuration = try fixture.configuration()
-        configuration.flushesPurges = flushes
-        let worker = try ReplayWorker(escrow: escrow, configuration: configuration, logger: Logger(label: "test"))
+        let configuration = try fixture.configuration()
+        let services: [any Service] =
+            withFlusher
+            ? try EscrowServiceGroup.replayServices(
+                escrow: escrow,
+                worker: configuration,
+                flushInterval: .milliseconds(100),
+                logger: Logger(label: "test")
+            )
+            : [try ReplayWorker(escrow: escrow, configuration: configuration, logger: Logger(label: "test"))]
 
-        let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
+        let group = ServiceGroup(services: services, logger: Logger(label: "test"))
         let running = Task { try await group.run() }
         try await eventually("every escrow confirmed") {
             try await fixture.store.summary(at: Date()).live.values.reduce(0, +) == 0
         }
-        try await Task.sleep(for: .milliseconds(300))  // past one checkpoint interval (0.2 s)
+        if withFlusher {
+            try await eventually("a flush within the interval, while running") { counting.flushes >= 1 }
+        } else {
+            try await Task.sleep(for: .milliseconds(300))
+        }
         await group.triggerGracefulShutdown()
         try await bounded("shutdown", within: 20) { try await running.value }
-
-        if flushes {
-            #expect(counting.flushes >= 1)
-        } else {
-            #expect(counting.flushes == 0)
-        }
+        if !withFlusher { #expect(counting.flushes == 0) }
     }
 
     @Test func theServiceLoopSweepsWhileTheBackendIsDown() async throws {
@@ -424,7 +430,7 @@ struct ReplayWorkerTests {
         let worker = try fixture.worker()
         let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
         let running = Task { try await group.run() }
-        try await fixture.capture(0..<3, now: Date().addingTimeInterval(-120))  // expired while running
+        try await fixture.capture(0..<3, ago: 120)  // expired while running
         try await eventually("the sweep") { try await fixture.store.summary(at: Date()).live.values.reduce(0, +) == 0 }
         await group.triggerGracefulShutdown()
         try await bounded("shutdown", within: 20) { try await running.value }

@@ -38,7 +38,7 @@ struct TamperingTests {
             case "sealed_key": row.sealed.sealedKey[position] ^= 0x01
             default: row.sealed.mac[position] ^= 0x80
             }
-            _ = try await harness.store.capture(row, actor: .library)
+            _ = try await harness.store.capture(row, actor: .library, lifecycle: EscrowLifecycle())
             await expectDetected(harness, profile: profile, id: receipt.escrowID)
         }
     }

@@ -14,6 +14,8 @@ struct Harness {
     let directory = TemporaryDirectory()
     let keyring: Keyring
     let logs = InMemoryLogHandler()
+    /// The escrow's clock: the system time, moved by the test.
+    let clock = TestClock()
     let store: SQLiteEscrowStore
     let escrow: Escrow
 
@@ -25,6 +27,8 @@ struct Harness {
         handler.logLevel = .trace
         let logger = Logger(label: "test") { _ in handler }
         store = try SQLiteEscrowStore(path: directory.path + "/escrow.sqlite", logger: logger)
+        var configuration = configuration
+        configuration.clock = clock
         escrow = Escrow(store: store, keyring: keyring, configuration: configuration, logger: logger)
     }
 

@@ -2,10 +2,11 @@ public import EscrowCore
 public import Logging
 public import ServiceLifecycle
 
-/// Makes purged bytes leave SQLite's WAL within seconds in a busy service (SPEC §5): the store runs
-/// with `checkpointAfterPurge = false`, and this service calls `flushPurged()` every `interval` when
-/// the audit head moved (every purge, re-seal and capture appends an event), and once more at
-/// shutdown.
+/// Makes purged bytes leave the store's files within seconds in a busy process (SQLite: old page
+/// images stay in the WAL until a checkpoint): the store runs with its checkpoint after every purge
+/// off, and this service calls `flushPurged()` every `interval` when the audit head moved (every
+/// purge, re-seal and capture appends an event), and once more at shutdown. The one flusher of a
+/// process: ``EscrowServiceGroup`` runs it beside the replay worker and the HTTP application.
 public struct PurgeFlusher: Service {
     let store: any EscrowStore
     let interval: Duration

@@ -1,0 +1,67 @@
+public import EscrowCore
+public import Logging
+public import ProfileEscrow
+public import Prometheus
+public import ServiceLifecycle
+
+/// The whole HTTP service of one process, as `profile-escrow serve` runs it: the PurgeFlusher, the
+/// replay worker (unless `worker` is nil) and the HTTP application, started and stopped in the right
+/// order (see ``EscrowServiceGroup``). The CLI and the tests build the service through this one type,
+/// as Hummingbird applications share their `buildApplication`.
+///
+/// ```swift
+/// let server = EscrowServer(
+///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
+///     configuration: httpConfiguration, worker: workerConfiguration, logger: logger
+/// )
+/// try await server.run()   // until SIGTERM or SIGINT
+/// ```
+public struct EscrowServer: Sendable {
+    public let escrow: Escrow
+    public let tokens: any AccessTokenStore
+    public let notifications: any NotificationLog
+    public let registry: PrometheusCollectorRegistry
+    public let configuration: EscrowHTTPConfiguration
+    /// The replay worker's settings; nil runs the HTTP API alone.
+    public let worker: ReplayWorker.Configuration?
+    public let logger: Logger
+
+    public init(
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: any NotificationLog,
+        registry: PrometheusCollectorRegistry,
+        configuration: EscrowHTTPConfiguration,
+        worker: ReplayWorker.Configuration?,
+        logger: Logger
+    ) {
+        self.escrow = escrow
+        self.tokens = tokens
+        self.notifications = notifications
+        self.registry = registry
+        self.configuration = configuration
+        self.worker = worker
+        self.logger = logger
+    }
+
+    /// The services in start order: flusher, worker, HTTP application.
+    public func services() throws -> [any Service] {
+        let app = EscrowHTTPApplication.build(
+            escrow: escrow,
+            tokens: tokens,
+            notifications: notifications,
+            registry: registry,
+            configuration: configuration,
+            logger: logger
+        )
+        return try EscrowServiceGroup.replayServices(escrow: escrow, worker: worker, logger: logger) + [app]
+    }
+
+    /// How long graceful shutdown may take: the worker's bound, or 10 s for the HTTP API alone.
+    public var shutdownBound: Duration { worker?.gracefulShutdownBound ?? .seconds(10) }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully within ``shutdownBound``.
+    public func run() async throws {
+        try await EscrowServiceGroup.run(try services(), shutdownBound: shutdownBound, logger: logger)
+    }
+}

@@ -1,0 +1,45 @@
+public import Logging
+public import ServiceLifecycle
+import UnixSignals
+
+/// The long-running services of a process, put together in the one order that is right, so the CLI,
+/// the tests and a library user's own `main` cannot get it wrong.
+///
+/// Services start in array order and stop in reverse on SIGTERM or SIGINT: whatever comes last (the
+/// HTTP application, when there is one) stops taking work first, then the replay worker finishes its
+/// deliveries and gives back its leases, and the ``PurgeFlusher`` stops last, after a final flush.
+public enum EscrowServiceGroup {
+    /// The replay worker and the flusher that keeps purged bytes out of the store's files: what
+    /// `profile-escrow replay` runs, and what `serve` runs under its HTTP application.
+    ///
+    /// Open the store with its per-purge flush off (SQLite: `checkpointAfterPurge = false`): the
+    /// flusher batches it.
+    public static func replayServices(
+        escrow: Escrow,
+        worker configuration: ReplayWorker.Configuration?,
+        flushInterval: Duration = .seconds(2),
+        logger: Logger
+    ) throws -> [any Service] {
+        var services: [any Service] = [PurgeFlusher(store: escrow.store, interval: flushInterval, logger: logger)]
+        if let configuration {
+            services.append(try ReplayWorker(escrow: escrow, configuration: configuration, logger: logger))
+        }
+        return services
+    }
+
+    /// Runs `services` until SIGTERM or SIGINT, then shuts them down gracefully within `shutdownBound`
+    /// (then what is left is cancelled).
+    public static func run(
+        _ services: [any Service],
+        shutdownBound: Duration,
+        logger: Logger
+    ) async throws {
+        var configuration = ServiceGroupConfiguration(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = shutdownBound
+        try await ServiceGroup(configuration: configuration).run()
+    }
+}
