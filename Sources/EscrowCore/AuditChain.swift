@@ -20,8 +20,7 @@ public enum AuditChain {
         var out = Array("pe-audit-1".utf8)
         func field(_ value: String?) {
             let bytes = Array((value ?? "").utf8)
-            let count = UInt32(bytes.count)
-            out += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
+            out += BigEndian.bytes(UInt32(bytes.count))
             out += bytes
         }
         field(String(sequence))

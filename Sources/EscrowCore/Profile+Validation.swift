@@ -2,8 +2,6 @@ internal import Foundation
 
 // The SPEC §3 rules, one function per field. Messages name the field and the rule, never the value.
 extension Profile {
-    /// The longest user identifier, in bytes.
-    static let maximumUserIdentifierBytes = 255
     /// The longest name component, in UTF-8 bytes after NFC normalization.
     static let maximumNameComponentBytes = 256
     /// The longest email, in bytes (RFC 5321 path limit minus the angle brackets).
@@ -12,26 +10,6 @@ extension Profile {
     static let maximumEmailLocalPartBytes = 64
     /// The private relay domain; `isPrivateEmail` defaults to whether the email's domain is this one.
     static let privateRelayDomain = "privaterelay.appleid.com"
-
-    static func validateUserIdentifier(_ value: String) throws(ProfileValidationError) {
-        let bytes = value.utf8
-        guard !bytes.isEmpty, bytes.count <= maximumUserIdentifierBytes else {
-            throw .invalidValue("userIdentifier", "userIdentifier must be 1 to 255 bytes long")
-        }
-        guard bytes.allSatisfy(isUserIdentifierByte) else {
-            throw .invalidValue("userIdentifier", "userIdentifier may contain only the characters [0-9A-Za-z._-]")
-        }
-    }
-
-    private static func isUserIdentifierByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
-            true
-        default:
-            false
-        }
-    }
 
     /// Normalizes every component; `nil` when all of them are absent afterwards.
     static func normalizedName(_ name: PersonName) throws(ProfileValidationError) -> PersonName? {

@@ -29,7 +29,7 @@ public struct Profile: Sendable, Equatable, CustomStringConvertible, CustomDebug
         isPrivateEmail: Bool? = nil,
         realUserStatus: RealUserStatus?
     ) throws(ProfileValidationError) {
-        try Self.validateUserIdentifier(userIdentifier)
+        try UserIdentifier.validate(userIdentifier)
         let name = try fullName.flatMap { name throws(ProfileValidationError) in try Self.normalizedName(name) }
         let email = try Self.validatedEmail(email)
         let resolvedPrivate: Bool

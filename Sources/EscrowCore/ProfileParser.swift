@@ -12,12 +12,17 @@ public enum ProfileParser {
     /// Parses and validates a profile input body.
     ///
     /// - Throws: ``ProfileValidationError`` with the field path and a message that never echoes a value.
-    public static func parse(_ body: some Collection<UInt8>) throws(ProfileValidationError) -> ProfileInput {
-        guard body.count <= maximumBodySize else {
+    /// - Parameter limit: the largest accepted body; ``maximumBodySize`` unless the operator configured
+    ///   another (the HTTP server's `maximumBodySize`).
+    public static func parse(
+        _ body: some Collection<UInt8>,
+        maximumBodySize limit: Int = ProfileParser.maximumBodySize
+    ) throws(ProfileValidationError) -> ProfileInput {
+        guard body.count <= limit else {
             throw ProfileValidationError(
                 code: .bodyTooLarge,
                 field: nil,
-                message: "the body must be at most \(maximumBodySize) bytes"
+                message: "the body must be at most \(limit) bytes"
             )
         }
         let members = try topLevelMembers(body)

@@ -1,34 +1,37 @@
 /// Why a profile was refused (SPEC §3).
 ///
-/// The error names the rule that was broken and the JSON path of the field (`field`, e.g.
-/// `"fullName.givenName"`), and never the value: a name, email or user identifier must not reach logs,
-/// problem+json responses or metrics through an error. Like postgres-nio's `PSQLError`, the set of codes
-/// is extensible without breaking callers that switch over it.
+/// Its `description` is deliberately generic and built from the ``code`` alone, so logging an error never leaks
+/// data. ``field`` is the JSON path of the member (`"fullName.givenName"`) and ``message`` names the rule that was
+/// broken, for a client or an operator; neither ever holds the value: a name, email or user identifier must not
+/// reach logs, problem+json responses or metrics through an error. Like postgres-nio's `PSQLError`, the set of
+/// codes is extensible without breaking callers that switch over it.
 public struct ProfileValidationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A stable, machine-readable reason (snake_case), suitable for a problem+json `code`.
-    public struct Code: Hashable, Sendable, RawRepresentable, CustomStringConvertible {
+    /// A stable, machine-readable reason (snake_case), suitable for a problem+json `code`. New codes may be
+    /// added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The stable snake_case name, e.g. `invalid_value`.
         public let rawValue: String
 
-        public init(rawValue: String) {
+        init(_ rawValue: String) {
             self.rawValue = rawValue
         }
 
-        /// The body is not valid RFC 8259 JSON (including duplicate keys and nesting deeper than 32).
-        public static let malformedJSON = Code(rawValue: "malformed_json")
-        /// The body is larger than ``ProfileParser/maximumBodySize``.
-        public static let bodyTooLarge = Code(rawValue: "body_too_large")
-        /// A member that the profile input does not define.
-        public static let unknownField = Code(rawValue: "unknown_field")
-        /// A member of the wrong JSON type (for example a number where a string is expected).
-        public static let invalidType = Code(rawValue: "invalid_type")
-        /// A member of the right type whose value breaks a rule.
-        public static let invalidValue = Code(rawValue: "invalid_value")
-        /// A required member is absent (or `null`).
-        public static let missingField = Code(rawValue: "missing_field")
-        /// Neither a name component nor an email is present: there is nothing to escrow.
-        public static let nothingToEscrow = Code(rawValue: "nothing_to_escrow")
-
         public var description: String { rawValue }
+
+        /// The body is not valid RFC 8259 JSON (including duplicate keys and nesting deeper than 32).
+        public static let malformedJSON = Code("malformed_json")
+        /// The body is larger than the limit (``ProfileParser/maximumBodySize`` unless configured).
+        public static let bodyTooLarge = Code("body_too_large")
+        /// A member that the profile input does not define.
+        public static let unknownField = Code("unknown_field")
+        /// A member of the wrong JSON type (for example a number where a string is expected).
+        public static let invalidType = Code("invalid_type")
+        /// A member of the right type whose value breaks a rule.
+        public static let invalidValue = Code("invalid_value")
+        /// A required member is absent (or `null`).
+        public static let missingField = Code("missing_field")
+        /// Neither a name component nor an email is present: there is nothing to escrow.
+        public static let nothingToEscrow = Code("nothing_to_escrow")
     }
 
     /// The reason.
@@ -39,18 +42,15 @@ public struct ProfileValidationError: Error, Sendable, Equatable, CustomStringCo
     /// A human-readable explanation naming the rule. Never contains the offending value.
     public let message: String
 
+    /// Makes an error. `field` and `message` must never hold the offending value.
     public init(code: Code, field: String?, message: String) {
         self.code = code
         self.field = field
         self.message = message
     }
 
-    public var description: String {
-        if let field {
-            return "ProfileValidationError(\(code.rawValue), field: \(field)): \(message)"
-        }
-        return "ProfileValidationError(\(code.rawValue)): \(message)"
-    }
+    /// Generic and code-based: `ProfileValidationError(invalid_value)`.
+    public var description: String { "ProfileValidationError(\(code.rawValue))" }
 }
 
 extension ProfileValidationError {

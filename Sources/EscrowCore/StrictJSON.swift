@@ -7,12 +7,15 @@
 /// deeper than ``maximumDepth`` and anything after the value. Objects keep their members in order.
 ///
 /// Errors carry a byte offset and, for duplicate keys, the path; never a string's value.
-enum StrictJSON {
+///
+/// Every untrusted JSON text goes through it: profiles, the sealed plaintext, Apple's notifications (the body,
+/// the JWS header and payload, the `events` claim) and the JWKS file.
+public enum StrictJSON {
     /// The deepest nesting of objects and arrays accepted; the top-level container is depth 1.
-    static let maximumDepth = 32
+    public static let maximumDepth = 32
 
     /// A parsed JSON value.
-    enum Value: Sendable, Equatable {
+    public enum Value: Sendable, Equatable {
         case null
         case bool(Bool)
         /// A number, kept as its (validated) literal text so that nothing is lost to rounding.
@@ -21,28 +24,16 @@ enum StrictJSON {
         case array([Value])
         /// An object's members in document order; keys are unique.
         case object([Member])
-
-        /// The JSON type's name, for error messages.
-        var typeName: String {
-            switch self {
-            case .null: "null"
-            case .bool: "a boolean"
-            case .number: "a number"
-            case .string: "a string"
-            case .array: "an array"
-            case .object: "an object"
-            }
-        }
     }
 
     /// One member of an object.
-    struct Member: Sendable, Equatable {
-        let key: String
-        let value: Value
+    public struct Member: Sendable, Equatable {
+        public let key: String
+        public let value: Value
     }
 
     /// Parses one JSON text.
-    static func parse(_ bytes: some Collection<UInt8>) throws(StrictJSONError) -> Value {
+    public static func parse(_ bytes: some Collection<UInt8>) throws(StrictJSONError) -> Value {
         let parseBuffer = { (buffer: UnsafeRawBufferPointer) -> Result<Value, StrictJSONError> in
             Result { () throws(StrictJSONError) in try parse(buffer) }
         }
@@ -73,5 +64,31 @@ enum StrictJSON {
     /// (`{"fullName": {"Ana": "Ng"}}`): an unknown key is never echoed.
     static func displayName(forKey key: String) -> String {
         knownKeys.contains(key) ? key : "<key>"
+    }
+}
+
+extension StrictJSON.Value {
+    /// The value of the member `key` when this is an object that has it; `nil` otherwise.
+    public subscript(key: String) -> StrictJSON.Value? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.key == key }?.value
+    }
+
+    /// The text when this is a string.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// The flag when this is a boolean.
+    public var boolValue: Bool? {
+        if case .bool(let flag) = self { return flag }
+        return nil
+    }
+
+    /// The elements when this is an array.
+    public var arrayValue: [StrictJSON.Value]? {
+        if case .array(let elements) = self { return elements }
+        return nil
     }
 }

@@ -20,10 +20,7 @@ struct ByteWriter {
     }
 
     mutating func appendBigEndian(_ value: UInt32) {
-        append([
-            UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
-            UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value),
-        ])
+        append(BigEndian.bytes(value))
     }
 }
 

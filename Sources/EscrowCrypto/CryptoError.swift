@@ -34,8 +34,6 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
         public static let keyringRefused = Code("keyring_refused")
         /// The active master key version cannot be retired.
         public static let keyVersionActive = Code("key_version_active")
-        /// The master key version still wraps escrow keys (raised by callers that know the store).
-        public static let keyVersionInUse = Code("key_version_in_use")
         /// MAC mismatch, failed decryption, binding mismatch or bad padding: the row cannot be trusted.
         public static let ciphertextInvalid = Code("ciphertext_invalid")
     }
@@ -45,8 +43,7 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
     /// A PII-free, key-free explanation for an operator.
     public let message: String
 
-    /// Makes an error, e.g. ``Code/keyVersionInUse`` from a caller that knows the store. `message` must hold no
-    /// key, plaintext, user identifier, name or email.
+    /// Makes an error. `message` must hold no key, plaintext, user identifier, name or email.
     public init(code: Code, message: String) {
         self.code = code
         self.message = message

@@ -1,4 +1,5 @@
-/// Lowercase hexadecimal encoding and strict decoding of non-secret bytes.
+/// Lowercase hexadecimal encoding and strict decoding of non-secret bytes: ids, blind indexes, public keys,
+/// hashes. The one hex codec of the package.
 public enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 

@@ -95,7 +95,11 @@ extension Keyring {
         guard !name.isEmpty, name != ".", name != ".." else {
             throw CryptoError(.keyringIO, "the keyring path \(path) does not name a file")
         }
-        try Self.makeDirectory(directory)
+        do {
+            try OwnerOnlyDirectory.create(directory)
+        } catch {
+            throw CryptoError(.keyringIO, error.description)
+        }
         var existing = stat()
         let exists = lstat(path, &existing) == 0
         if exists, !overwrite {
@@ -248,19 +252,6 @@ extension Keyring {
         guard let slash = path.lastIndex(of: "/") else { return (".", path) }
         let directory = String(path[..<slash])
         return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))
-    }
-
-    /// Creates `directory` and any missing parent with mode 0700.
-    private static func makeDirectory(_ directory: String) throws(CryptoError) {
-        var info = stat()
-        if stat(directory, &info) == 0 { return }
-        let (parent, _) = split(directory)
-        if parent != directory {
-            try makeDirectory(parent)
-        }
-        guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
-            throw CryptoError(.keyringIO, "cannot create the directory \(directory): \(errnoText(errno))")
-        }
     }
 
     private static func octal(_ mode: UInt32) -> String {

@@ -29,7 +29,7 @@ extension Keyring {
     ///
     /// Throws ``CryptoError/Code/keyVersionActive`` for the active version and
     /// ``CryptoError/Code/unknownKeyVersion`` for a version not in the keyring. Checking that no escrow still uses
-    /// the version (``CryptoError/Code/keyVersionInUse``) is the caller's job: it knows the store.
+    /// the version is the caller's job: it knows the store (`Escrow` throws `EscrowError` `key_in_use`).
     public func retiring(version: UInt32) throws(CryptoError) -> Keyring {
         guard masterKey(version: version) != nil else {
             throw CryptoError(.unknownKeyVersion, "master key version \(version) is not in this keyring")

@@ -226,7 +226,7 @@ extension Keyring {
             guard buffer.count >= bindingBytes, sodium_memcmp(buffer.baseAddress!, expected, expected.count) == 0 else {
                 return false
             }
-            let version = buffer[expected.count..<bindingBytes].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let version = BigEndian.uint32(buffer[expected.count..<bindingBytes])
             return exactVersion ? version == sealed.keyVersion : version >= 1 && version <= sealed.keyVersion
         }
     }
@@ -241,20 +241,13 @@ extension Keyring {
         input += Magic.mac
         input += sealed.id.bytes
         input += sealed.blindIndex.bytes
-        input += bigEndian(sealed.keyVersion)
+        input += BigEndian.bytes(sealed.keyVersion)
         input += sealed.publicKey
-        input += bigEndian(UInt32(clamping: sealed.sealedProfile.count))
+        input += BigEndian.bytes(UInt32(clamping: sealed.sealedProfile.count))
         input += sealed.sealedProfile
-        input += bigEndian(UInt32(clamping: sealed.sealedKey.count))
+        input += BigEndian.bytes(UInt32(clamping: sealed.sealedKey.count))
         input += sealed.sealedKey
         return input
-    }
-
-    private static func bigEndian(_ value: UInt32) -> [UInt8] {
-        [
-            UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
-            UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value),
-        ]
     }
 
     /// `crypto_box_seal` of a secret plaintext to `publicKey`.

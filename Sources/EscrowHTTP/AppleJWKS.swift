@@ -1,3 +1,4 @@
+import EscrowCore
 import Foundation
 import JWTKit
 
@@ -18,28 +19,32 @@ struct AppleJWKS: Sendable {
     }
 
     init(json: [UInt8]) async throws {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any],
-            let entries = object["keys"] as? [[String: Any]]
-        else {
+        let document: StrictJSON.Value
+        do {
+            document = try StrictJSON.parse(json)
+        } catch {
+            throw LoadError(description: "the JWKS file is not strict JSON (\(error.message))")
+        }
+        guard let entries = document["keys"]?.arrayValue else {
             throw LoadError(description: "the JWKS file is not a JSON object with a keys array")
         }
         let keys = JWTKeyCollection()
         var algorithms: [String: String] = [:]
         for entry in entries {
-            guard let kid = entry["kid"] as? String, !kid.isEmpty else { continue }
-            if let use = entry["use"] as? String, use != "sig" { continue }
-            let declared = entry["alg"] as? String
-            switch entry["kty"] as? String {
+            guard let kid = entry["kid"]?.stringValue, !kid.isEmpty else { continue }
+            if let use = entry["use"], use.stringValue != "sig" { continue }
+            let declared = entry["alg"]?.stringValue
+            switch entry["kty"]?.stringValue {
             case "RSA":
-                guard declared == nil || declared == "RS256", let n = entry["n"] as? String,
-                    let e = entry["e"] as? String
+                guard declared == nil || declared == "RS256", let n = entry["n"]?.stringValue,
+                    let e = entry["e"]?.stringValue
                 else { continue }
                 let key = try Insecure.RSA.PublicKey(modulus: n, exponent: e)
                 await keys.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))
                 algorithms[kid] = "RS256"
             case "EC":
-                guard declared == nil || declared == "ES256", entry["crv"] as? String == "P-256",
-                    let x = entry["x"] as? String, let y = entry["y"] as? String
+                guard declared == nil || declared == "ES256", entry["crv"]?.stringValue == "P-256",
+                    let x = entry["x"]?.stringValue, let y = entry["y"]?.stringValue
                 else { continue }
                 let key = try ES256PublicKey(parameters: (x, y))
                 await keys.add(ecdsa: key, kid: JWKIdentifier(string: kid))
@@ -57,14 +62,16 @@ struct AppleJWKS: Sendable {
 
     /// Checks the token's header before any key is touched: a known `kid`, and `alg` equal to the one
     /// algorithm of that key (RS256 or ES256). jwt-kit would otherwise fall back to a default key for
-    /// an unknown `kid`.
+    /// an unknown `kid`. Header and payload must also be strict JSON (no duplicate claim, SPEC §3's
+    /// parser): jwt-kit's own decoder would let the last of two `sub`s win.
     func checkHeader(of token: String) -> Bool {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Self.base64URLDecode(parts[0]),
-            let header = try? JSONSerialization.jsonObject(with: headerBytes) as? [String: Any],
-            let alg = header["alg"] as? String, Self.allowedAlgorithms.contains(alg),
-            let kid = header["kid"] as? String, algorithms[kid] == alg,
-            header["crit"] == nil
+            let header = try? StrictJSON.parse(headerBytes),
+            let alg = header["alg"]?.stringValue, Self.allowedAlgorithms.contains(alg),
+            let kid = header["kid"]?.stringValue, algorithms[kid] == alg,
+            header["crit"] == nil,
+            let payloadBytes = Self.base64URLDecode(parts[1]), (try? StrictJSON.parse(payloadBytes)) != nil
         else { return false }
         return true
     }

@@ -1,4 +1,4 @@
-import Foundation
+import EscrowCore
 
 /// The `events` claim of an Apple notification, parsed from its JSON string:
 /// `{"type": "email-disabled", "sub": "…", "email": "…", "is_private_email": "true", "event_time": …}`.
@@ -34,19 +34,21 @@ struct AppleNotificationEvent: Sendable {
     let email: String?
     let isPrivateEmail: Bool?
 
+    /// Parses the claim with the strict parser: a duplicate `sub` or `type` is refused, not resolved.
     init?(json: String) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
-            let type = object["type"] as? String
-        else { return nil }
+        guard let object = try? StrictJSON.parse(Array(json.utf8)), let type = object["type"]?.stringValue else {
+            return nil
+        }
         kind = Kind(type: type)
-        let subject = object["sub"] as? String ?? ""
+        let subject = object["sub"]?.stringValue ?? ""
         // An unknown type is answered 200 and ignored, whatever else it holds.
-        guard kind == .unknown || UserIdentifierParameter.isValid(subject) else { return nil }
+        guard kind == .unknown || UserIdentifier.isValid(subject) else { return nil }
         self.subject = subject
-        email = object["email"] as? String
+        email = object["email"]?.stringValue
         switch object["is_private_email"] {
-        case let flag as Bool: isPrivateEmail = flag
-        case let text as String: isPrivateEmail = text == "true" ? true : text == "false" ? false : nil
+        case .bool(let flag): isPrivateEmail = flag
+        case .string("true"): isPrivateEmail = true
+        case .string("false"): isPrivateEmail = false
         default: isPrivateEmail = nil
         }
     }

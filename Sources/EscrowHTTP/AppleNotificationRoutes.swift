@@ -31,9 +31,7 @@ struct AppleNotificationRoutes: Sendable {
     func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let payload = object["payload"] as? String
-        else {
+        guard let payload = (try? StrictJSON.parse(body))?["payload"]?.stringValue else {
             throw Problem(
                 .badRequest,
                 code: "invalid_notification",

@@ -31,7 +31,7 @@ struct EscrowRoutes: Sendable {
         let caller = try await auth.authorize(request, scope: .capture)
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
-        let input = try ProfileParser.parse(body)
+        let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
         var verified = false
         if let apple {
             guard let token = input.identityToken else {
@@ -61,16 +61,7 @@ struct EscrowRoutes: Sendable {
         _ = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else { throw Problem.notFound }
-        return JSONResponse.make(
-            .ok,
-            [
-                "escrowId": .string(status.escrowID.hex), "state": .string(status.state.rawValue),
-                "attempts": .integer(status.attempts), "nextAttemptAt": .timestamp(status.nextAttemptAt),
-                "createdAt": .timestamp(status.createdAt), "expiresAt": .timestamp(status.expiresAt),
-                "keyVersion": .integer(Int64(status.keyVersion)), "deadCode": .string(status.deadCode?.rawValue),
-                "lastStatus": .integer(status.lastStatus),
-            ]
-        )
+        return try JSONResponse.make(.ok, encoding: status)
     }
 
     func replay(_ request: Request, _ context: BasicRequestContext) async throws -> Response {

@@ -26,6 +26,13 @@ enum JSONResponse {
         make(status, bytes: encode(members))
     }
 
+    /// A response shared with the CLI (an `Encodable` such as `EscrowStatus`): compact, keys sorted.
+    static func make(_ status: HTTPResponse.Status, encoding value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return make(status, bytes: Array(try encoder.encode(value)))
+    }
+
     static func make(_ status: HTTPResponse.Status, bytes: [UInt8]) -> Response {
         Response(
             status: status,

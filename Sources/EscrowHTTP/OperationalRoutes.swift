@@ -1,4 +1,3 @@
-import CoreMetrics
 import EscrowCore
 import Foundation
 import Hummingbird
@@ -38,21 +37,11 @@ struct OperationalRoutes: Sendable {
         if metricsRequireToken { _ = try await auth.authorize(request, scope: .metrics) }
         // Live escrows by state and the oldest pending age (SPEC §10), read from the store at scrape time.
         let now = Date()
-        let summary = try await escrow.store.summary(at: now)
-        // Through the factory, as swift-metrics' `Gauge` does, so the library's own gauges of the same
-        // names (when the process bootstrapped MetricsSystem over this registry) are the same series.
-        let factory = PrometheusMetricsFactory(registry: registry)
-        for state in EscrowState.live {
-            factory.makeRecorder(
-                label: "profile_escrow_live",
-                dimensions: [("state", state.rawValue)],
-                aggregate: false
-            )
-            .record(Double(summary.live[state] ?? 0))
-        }
-        let oldest = summary.oldestPendingCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
-        factory.makeRecorder(label: "profile_escrow_oldest_pending_age_seconds", dimensions: [], aggregate: false)
-            .record(oldest)
+        EscrowMetrics.live(
+            try await escrow.store.summary(at: now),
+            at: now,
+            factory: PrometheusMetricsFactory(registry: registry)
+        )
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return Response(

@@ -36,7 +36,10 @@ struct ProblemMiddleware: RouterMiddleware {
         case let problem as Problem:
             return problem
         case let error as ProfileValidationError:
-            if error.code == .bodyTooLarge { return RequestBodyReader.tooLarge(ProfileParser.maximumBodySize) }
+            // The parser's message names the limit it applied (the configured one), never a constant.
+            if error.code == .bodyTooLarge {
+                return Problem(.contentTooLarge, code: error.code.rawValue, detail: error.message)
+            }
             return Problem(.badRequest, code: error.code.rawValue, detail: error.message, field: error.field)
         case let error as EscrowError:
             switch error.code {
@@ -55,8 +58,11 @@ struct ProblemMiddleware: RouterMiddleware {
                 detail: "the store is unavailable (\(error.code))",
                 headers: [.retryAfter: "1"]
             )
-        case is NIOTooManyBytesError:
-            return RequestBodyReader.tooLarge(ProfileParser.maximumBodySize)
+        case let error as NIOTooManyBytesError:
+            guard let limit = error.maxBytes else {
+                return Problem(.contentTooLarge, code: "body_too_large", detail: "the request body is too large")
+            }
+            return RequestBodyReader.tooLarge(limit)
         case let error as HTTPError where error.status == .notFound:
             if let allowed = RouteTable.allowedMethods(path: request.uri.path), !allowed.contains(request.method) {
                 return Problem(
@@ -75,12 +81,13 @@ struct ProblemMiddleware: RouterMiddleware {
         }
     }
 
-    /// Our errors are PII-free by design; anything else is named by its type only.
+    /// Our errors' descriptions name their code only; their operator messages are PII-free by design and
+    /// logged with it. Anything else is named by its type only.
     static func describe(_ error: any Error) -> String {
         switch error {
-        case let error as EscrowStoreError: "\(error)"
-        case let error as EscrowError: "\(error)"
-        case let error as CryptoError: "\(error)"
+        case let error as EscrowStoreError: "\(error): \(error.message)"
+        case let error as EscrowError: "\(error): \(error.message)"
+        case let error as CryptoError: "\(error): \(error.message)"
         case let error as Problem: "\(error)"
         default: String(reflecting: type(of: error))
         }

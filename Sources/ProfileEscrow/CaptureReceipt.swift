@@ -18,30 +18,3 @@ public struct CaptureReceipt: Sendable, Equatable {
     public var expiresAt: Date
     public var outcome: Outcome
 }
-
-/// Metadata of a live escrow, for `status` and `GET /v1/escrows/{userIdentifier}`: never plaintext.
-public struct EscrowStatus: Sendable, Equatable {
-    public var escrowID: EscrowID
-    public var indexPrefix: String
-    public var state: EscrowState
-    public var attempts: Int
-    public var nextAttemptAt: Date?
-    public var createdAt: Date
-    public var expiresAt: Date
-    public var keyVersion: UInt32
-    public var deadCode: DeadCode?
-    public var lastStatus: Int?
-
-    init(_ record: EscrowRecord) {
-        escrowID = record.id
-        indexPrefix = record.blindIndex.prefixHex
-        state = record.state
-        attempts = record.attempts
-        nextAttemptAt = record.dueAt
-        createdAt = record.createdAt
-        expiresAt = record.expiresAt
-        keyVersion = record.sealed.keyVersion
-        deadCode = record.deadCode
-        lastStatus = record.lastStatus
-    }
-}

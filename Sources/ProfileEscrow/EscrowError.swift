@@ -1,32 +1,47 @@
-/// A failure of an escrow operation. Its description never holds a name, email, user identifier
-/// or key: callers may log it and show it.
+/// A failure of an escrow operation.
+///
+/// Its `description` is deliberately generic and built from the ``code`` alone, so logging an error never leaks
+/// data. ``message`` is meant for an operator or a client (the CLI prints it, problem+json carries it as
+/// `detail`) and never holds a name, email, user identifier or key.
 public struct EscrowError: Error, Sendable, CustomStringConvertible {
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable error code. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The stable snake_case name, e.g. `not_found`.
         public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+
+        init(_ rawValue: String) {
+            self.rawValue = rawValue
+        }
+
         public var description: String { rawValue }
 
         /// No live escrow for this user or id.
-        public static let notFound = Code(rawValue: "not_found")
+        public static let notFound = Code("not_found")
         /// This node holds a public-only keyring: it can capture but never open.
-        public static let captureOnly = Code(rawValue: "capture_only")
+        public static let captureOnly = Code("capture_only")
         /// The row is intact but this keyring lacks the secret key it is sealed to (retired, or an old keyring).
-        public static let keyUnavailable = Code(rawValue: "key_unavailable")
+        public static let keyUnavailable = Code("key_unavailable")
         /// The stored row failed its MAC or did not open; it was moved to `dead`.
-        public static let ciphertextInvalid = Code(rawValue: "ciphertext_invalid")
+        public static let ciphertextInvalid = Code("ciphertext_invalid")
         /// A key version is still used by escrows, or is the active one.
-        public static let keyInUse = Code(rawValue: "key_in_use")
+        public static let keyInUse = Code("key_in_use")
         /// The escrow kept changing under a concurrent writer; try again.
-        public static let conflict = Code(rawValue: "conflict")
+        public static let conflict = Code("conflict")
+        /// A worker or client setting is missing or out of range.
+        public static let invalidConfiguration = Code("invalid_configuration")
     }
 
+    /// What went wrong.
     public let code: Code
+    /// A PII-free explanation for an operator or a client.
     public let message: String
 
+    /// Makes an error. `message` must hold no name, email, user identifier or key.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(code): \(message)" }
+    /// Generic and code-based: `EscrowError(not_found)`.
+    public var description: String { "EscrowError(\(code.rawValue))" }
 }

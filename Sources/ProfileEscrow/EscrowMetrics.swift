@@ -1,10 +1,10 @@
-import EscrowCore
-import Foundation
-import Metrics
+public import EscrowCore
+public import Foundation
+public import Metrics
 
 /// The metrics of SPEC §10, through swift-metrics (the process chooses the backend). Labels are
 /// reasons, codes and outcomes only: never an id, never personal data.
-enum EscrowMetrics {
+public enum EscrowMetrics {
     static func captured() {
         Counter(label: "profile_escrow_captures_total").increment()
     }
@@ -22,11 +22,16 @@ enum EscrowMetrics {
         Timer(label: "profile_escrow_delivery_duration_seconds").recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    static func live(_ summary: StoreSummary, now: Double) {
-        for (state, count) in summary.live {
-            Gauge(label: "profile_escrow_live", dimensions: [("state", state.rawValue)]).record(count)
+    /// The live gauges (SPEC §10): live escrows by state (0 for a state with none) and the oldest pending
+    /// escrow's age. Their one publisher: the worker calls it after each sweep, `/metrics` at scrape time
+    /// with its registry's factory (the same series when the process bootstrapped metrics over that registry).
+    public static func live(_ summary: StoreSummary, at now: Date, factory: any MetricsFactory = MetricsSystem.factory)
+    {
+        for state in EscrowState.live {
+            Gauge(label: "profile_escrow_live", dimensions: [("state", state.rawValue)], factory: factory)
+                .record(summary.live[state] ?? 0)
         }
-        let oldest = summary.oldestPendingCreatedAt.map { max(0, now - $0.timeIntervalSince1970) } ?? 0
-        Gauge(label: "profile_escrow_oldest_pending_age_seconds").record(oldest)
+        let oldest = summary.oldestPendingCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
+        Gauge(label: "profile_escrow_oldest_pending_age_seconds", factory: factory).record(oldest)
     }
 }

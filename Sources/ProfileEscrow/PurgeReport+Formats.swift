@@ -2,37 +2,90 @@ import EscrowCore
 import EscrowCrypto
 public import Foundation
 
-extension PurgeReport {
-    /// The JSON form: at least the keys of SPEC §8.
+extension PurgeReport: Encodable {
+    /// The JSON form (at least the keys of SPEC §8): pretty-printed, keys sorted; times RFC 3339 with
+    /// milliseconds, durations in seconds rounded to the millisecond, `null` for what is unknown.
     public func json() -> Data {
-        func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
-        var object: [String: Any] = [
-            "since": since.map(Timestamp.milliseconds) ?? NSNull(),
-            "until": until.map(Timestamp.milliseconds) ?? NSNull(),
-            "generatedAt": Timestamp.milliseconds(generatedAt),
-            "captured": captured,
-            "purged": Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, purged[$0] ?? 0) }),
-            "timeToPurgeSeconds": [
-                "median": number(timeToPurgeSeconds?.median), "p95": number(timeToPurgeSeconds?.p95),
-                "max": number(timeToPurgeSeconds?.max),
-            ],
-            "live": Dictionary(uniqueKeysWithValues: EscrowState.live.map { ($0.rawValue, live[$0] ?? 0) }),
-            "oldestLiveAgeSeconds": number(oldestLiveAgeSeconds),
-            "overdue": overdue,
-            "dead": dead.map { ["escrowId": $0.id.hex, "code": $0.code?.rawValue ?? NSNull()] as [String: Any] },
-        ]
-        if let chain {
-            object["chain"] =
-                [
-                    "verified": chain.verified, "events": chain.events,
-                    "firstBrokenSequence": chain.firstBrokenSequence.map { $0 as Any } ?? NSNull(),
-                    "headHash": chain.headHash ?? NSNull(),
-                ] as [String: Any]
-        }
-        // Only plain values above: serialization cannot fail.
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Only strings, integers, booleans and finite numbers: encoding cannot fail.
+        return (try? encoder.encode(self)) ?? Data()
     }
 
+    private enum Keys: String, CodingKey {
+        case since, until, generatedAt, captured, purged, timeToPurgeSeconds, live, oldestLiveAgeSeconds, overdue
+        case dead, chain
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(since.map(Timestamp.milliseconds), forKey: .since)
+        try container.encode(until.map(Timestamp.milliseconds), forKey: .until)
+        try container.encode(Timestamp.milliseconds(generatedAt), forKey: .generatedAt)
+        try container.encode(captured, forKey: .captured)
+        let purged = Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, self.purged[$0] ?? 0) })
+        try container.encode(purged, forKey: .purged)
+        try container.encode(SecondsJSON(timeToPurgeSeconds), forKey: .timeToPurgeSeconds)
+        let live = Dictionary(uniqueKeysWithValues: EscrowState.live.map { ($0.rawValue, self.live[$0] ?? 0) })
+        try container.encode(live, forKey: .live)
+        try container.encode(oldestLiveAgeSeconds.map(Self.millisecondPrecision), forKey: .oldestLiveAgeSeconds)
+        try container.encode(overdue, forKey: .overdue)
+        try container.encode(dead.map(DeadJSON.init), forKey: .dead)
+        try container.encodeIfPresent(chain, forKey: .chain)
+    }
+
+    static func millisecondPrecision(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+
+    /// `{"median": …, "p95": …, "max": …}`, each `null` when no purge was timed.
+    private struct SecondsJSON: Encodable {
+        let durations: Durations?
+
+        init(_ durations: Durations?) { self.durations = durations }
+
+        private enum Keys: String, CodingKey { case median, p95, max }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(durations.map { PurgeReport.millisecondPrecision($0.median) }, forKey: .median)
+            try container.encode(durations.map { PurgeReport.millisecondPrecision($0.p95) }, forKey: .p95)
+            try container.encode(durations.map { PurgeReport.millisecondPrecision($0.max) }, forKey: .max)
+        }
+    }
+
+    /// `{"escrowId": …, "code": … | null}`.
+    private struct DeadJSON: Encodable {
+        let escrowId: String
+        let code: String?
+
+        init(_ dead: DeadEscrow) {
+            escrowId = dead.id.hex
+            code = dead.code?.rawValue
+        }
+
+        private enum Keys: String, CodingKey { case escrowId, code }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(escrowId, forKey: .escrowId)
+            try container.encode(code, forKey: .code)
+        }
+    }
+}
+
+extension PurgeReport.Chain: Encodable {
+    private enum Keys: String, CodingKey { case verified, events, firstBrokenSequence, headHash }
+
+    /// `firstBrokenSequence` and `headHash` are `null` when absent.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(verified, forKey: .verified)
+        try container.encode(events, forKey: .events)
+        try container.encode(firstBrokenSequence, forKey: .firstBrokenSequence)
+        try container.encode(headHash, forKey: .headHash)
+    }
+}
+
+extension PurgeReport {
     /// The readable table.
     public func text() -> String {
         func seconds(_ value: Double?) -> String { value.map { Self.human($0) } ?? "-" }

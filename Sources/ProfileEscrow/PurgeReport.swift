@@ -1,4 +1,5 @@
 public import EscrowCore
+import EscrowCrypto
 public import Foundation
 import Histogram
 
@@ -112,7 +113,7 @@ public struct PurgeReport: Sendable, Equatable {
                 verified: verifier.isIntact,
                 events: verifier.eventCount,
                 firstBrokenSequence: verifier.firstBrokenSequence,
-                headHash: verifier.eventCount > 0 ? verifier.previous.map { String(format: "%02x", $0) }.joined() : nil
+                headHash: verifier.eventCount > 0 ? Hex.encode(verifier.previous) : nil
             )
         }
         let summary = try await store.summary(at: now)

@@ -1,10 +1,5 @@
 public import Foundation
 
-extension EscrowError.Code {
-    /// A worker or client setting is missing or out of range.
-    public static let invalidConfiguration = EscrowError.Code(rawValue: "invalid_configuration")
-}
-
 extension ReplayWorker {
     /// How a ``ReplayWorker`` delivers. The backend URL and the webhook secret are required; every
     /// other property has a default. Durations are in seconds.

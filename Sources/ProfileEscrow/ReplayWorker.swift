@@ -210,7 +210,7 @@ public final class ReplayWorker: Service {
             let swept = try await escrow.sweep(actor: actor)
             if swept > 0 { run.update { $0.expiredSwept += swept } }
             let now = clock.now()
-            EscrowMetrics.live(try await escrow.store.summary(at: now), now: now.timeIntervalSince1970)
+            EscrowMetrics.live(try await escrow.store.summary(at: now), at: now)
         } catch {
             logger.error("retention sweep failed", metadata: ["error": "\(error)"])
         }

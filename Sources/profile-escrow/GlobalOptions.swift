@@ -102,10 +102,11 @@ struct Progress: Sendable {
     }
 }
 
-/// Checks a user identifier's syntax before it goes anywhere (SPEC §3): exit 2, value not echoed.
+/// Checks a user identifier's syntax before it goes anywhere (``UserIdentifier``): exit 2, value not echoed.
 func validateUserIdentifier(_ value: String) throws {
-    let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._-".utf8)
-    guard (1...255).contains(value.utf8.count), value.utf8.allSatisfy(allowed.contains) else {
-        throw ValidationError("userIdentifier: must be 1-255 bytes of [0-9A-Za-z._-]")
+    do {
+        try UserIdentifier.validate(value)
+    } catch {
+        throw ValidationError(error.message)
     }
 }

@@ -31,7 +31,7 @@ struct Keys: AsyncParsableCommand {
             let inUse = try? await options.openStore(readOnly: true, owner: "keys show").keyVersionsInUse()
             print("keyring \(options.keyringPath): \(keyring.isPublicOnly ? "public-only (capture only)" : "full")")
             for key in keyring.keys {
-                let publicKey = key.publicKey.map { String(format: "%02x", $0) }.joined()
+                let publicKey = Hex.encode(key.publicKey)
                 let flags = [
                     key.version == keyring.activeVersion ? "active" : nil,
                     key.hasSecretKey ? "secret" : (keyring.isPublicOnly ? "public" : "retired"),

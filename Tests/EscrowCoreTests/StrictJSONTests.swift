@@ -65,7 +65,7 @@ struct StrictJSONTests {
     }
 
     @Test(arguments: [
-        ("", StrictJSONError.Reason.unexpectedEnd, 0),
+        ("", StrictJSONError.Code.unexpectedEnd, 0),
         ("   ", .unexpectedEnd, 3),
         ("{", .unexpectedEnd, 1),
         (#"{"a":1"#, .unexpectedEnd, 6),
@@ -109,9 +109,9 @@ struct StrictJSONTests {
         ("\u{FEFF}{}", .unexpectedByte, 0),
         ("[1]\u{0}", .trailingData, 3),
     ])
-    func rejectsMalformedInput(_ json: String, _ reason: StrictJSONError.Reason, _ offset: Int) {
+    func rejectsMalformedInput(_ json: String, _ reason: StrictJSONError.Code, _ offset: Int) {
         let error = Self.error(json)
-        #expect(error?.reason == reason)
+        #expect(error?.code == reason)
         #expect(error?.offset == offset)
         #expect(error?.path == nil)
     }
@@ -134,7 +134,7 @@ struct StrictJSONTests {
     )
     func rejectsInvalidUTF8(_ bytes: [UInt8], _ offset: Int) {
         let error = Self.error(bytes)
-        #expect(error?.reason == .invalidUTF8)
+        #expect(error?.code == .invalidUTF8)
         #expect(error?.offset == offset)
     }
 
@@ -157,12 +157,12 @@ struct StrictJSONTests {
     @Test(arguments: [33, 34, 1000])
     func rejectsNestingBeyondTheLimit(_ depth: Int) {
         let arrays = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
-        #expect(Self.error(arrays)?.reason == .tooDeep)
+        #expect(Self.error(arrays)?.code == .tooDeep)
         #expect(Self.error(arrays)?.offset == 32)
         let objects = String(repeating: #"{"a":"#, count: depth - 1) + "{}" + String(repeating: "}", count: depth - 1)
-        #expect(Self.error(objects)?.reason == .tooDeep)
+        #expect(Self.error(objects)?.code == .tooDeep)
         let mixed = String(repeating: #"[{"a":"#, count: depth) + "1" + String(repeating: "}]", count: depth)
-        #expect(Self.error(mixed)?.reason == .tooDeep)
+        #expect(Self.error(mixed)?.code == .tooDeep)
     }
 
     @Test(arguments: [
@@ -180,7 +180,7 @@ struct StrictJSONTests {
     ])
     func rejectsDuplicateKeysWithTheirPath(_ json: String, _ path: String, _ offset: Int) {
         let error = Self.error(json)
-        #expect(error?.reason == .duplicateKey)
+        #expect(error?.code == .duplicateKey)
         #expect(error?.path == path)
         #expect(error?.offset == offset)
         #expect(error?.message.contains("7f3a") == false)
@@ -204,6 +204,6 @@ struct StrictJSONTests {
     @Test func parsesNonContiguousCollections() throws {
         let bytes = Array(#"{"a":["b",1]}"#.utf8)
         #expect(try StrictJSON.parse(bytes.lazy.map { $0 }) == Self.parse(#"{"a":["b",1]}"#))
-        #expect(Self.error(Array("[1,".utf8))?.reason == .unexpectedEnd)
+        #expect(Self.error(Array("[1,".utf8))?.code == .unexpectedEnd)
     }
 }

@@ -13,7 +13,6 @@ struct CryptoErrorTests {
         (.unknownKeyVersion, "unknown_key_version"),
         (.secretKeyUnavailable, "secret_key_unavailable"),
         (.keyVersionActive, "key_version_active"),
-        (.keyVersionInUse, "key_version_in_use"),
         (.ciphertextInvalid, "ciphertext_invalid"),
     ])
     func stableCodes(code: CryptoError.Code, rawValue: String) {
@@ -22,8 +21,8 @@ struct CryptoErrorTests {
     }
 
     @Test func descriptionIsGenericAndCodeBased() {
-        let error = CryptoError(code: .keyVersionInUse, message: "version 3 still wraps 12 escrows")
-        #expect(error.description == "CryptoError(key_version_in_use)")
+        let error = CryptoError(code: .keyVersionActive, message: "version 3 still wraps 12 escrows")
+        #expect(error.description == "CryptoError(key_version_active)")
         #expect(!String(describing: error).contains("version 3"))
         #expect(error.message == "version 3 still wraps 12 escrows")
     }

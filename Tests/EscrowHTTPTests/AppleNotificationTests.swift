@@ -143,6 +143,45 @@ struct AppleNotificationTests {
         #expect(response.status == .unauthorized)
     }
 
+    @Test("duplicate keys are refused, never resolved: in the body, the events claim, the JWKS file")
+    func duplicateKeysAreRefused() async throws {
+        let harness = try await harnessWithEscrow()
+        let good = try await notification("consent-revoked")
+        try await harness.app().test(.router) { client async throws in
+            let response = try await client.execute(
+                uri: "/v1/apple/notifications",
+                method: .post,
+                headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"payload":"not-a-jws","payload":"\#(good)"}"#)
+            )
+            #expect(response.status == .badRequest)
+        }
+        // Two `sub`s: a lenient parser would purge whichever came last.
+        let events = #"{"type":"consent-revoked","sub":"000000.someone-else.0001","sub":"\#(Fake.userIdentifier(1))"}"#
+        let twoSubjects = try await keys.sign(AppleTestKeys.NotificationClaims(events: events))
+        let response = try await post(harness, twoSubjects)
+        #expect(response.status == .badRequest)
+        #expect(response.json["code"] as? String == "invalid_notification")
+        #expect(try await harness.liveCount() == 1)
+
+        let jwks = String(decoding: keys.jwks, as: UTF8.self)
+        let doubled = Array(("{\"keys\":[],\"keys\"" + jwks.dropFirst("{\"keys\"".count)).utf8)
+        do {
+            _ = try await AppleVerifier(jwksJSON: doubled, audiences: [AppleTestKeys.audience])
+            Issue.record("a JWKS file with two keys members was accepted")
+        } catch {
+            #expect("\(error)".contains("duplicate key"))
+        }
+        #expect(
+            AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":"true"}"#)?
+                .isPrivateEmail == true
+        )
+        #expect(
+            AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":false}"#)?
+                .isPrivateEmail == false
+        )
+    }
+
     @Test("a body that is not {payload}: 400; wrong content type: 415")
     func badBodies() async throws {
         let harness = try await harnessWithEscrow()

@@ -90,6 +90,34 @@ struct AuthAndErrorTests {
         }
     }
 
+    @Test("the configured maximumBodySize is the limit a capture meets and the one its 413 names")
+    func configuredBodyLimit() async throws {
+        for limit in [1024, 32 * 1024] {
+            var configured = try await HTTPHarness()
+            configured.configuration.maximumBodySize = limit
+            let harness = configured
+            // A valid profile padded with whitespace to 20 KiB: over the parser's own 16 KiB.
+            let body = Array(Fake.body(1).readableBytesView)
+            let padded =
+                body.prefix(1) + Array(repeating: UInt8(ascii: " "), count: 20 * 1024 - body.count) + body.dropFirst()
+            try await harness.app().test(.router) { client async throws in
+                let response = try await client.execute(
+                    uri: "/v1/escrows",
+                    method: .post,
+                    headers: harness.headers(json: true),
+                    body: ByteBuffer(bytes: padded)
+                )
+                if limit < padded.count {
+                    #expect(response.status == .contentTooLarge)
+                    #expect(response.json["code"] as? String == "body_too_large")
+                    #expect((response.json["detail"] as? String)?.contains("at most \(limit) bytes") == true)
+                } else {
+                    #expect(response.status == .created, "a body under the configured limit is accepted")
+                }
+            }
+        }
+    }
+
     @Test("413 over 16 KiB, 415 without application/json, 404 and 405 problems")
     func bodyAndRouting() async throws {
         let harness = try await HTTPHarness()

@@ -72,9 +72,15 @@ struct EscrowRoutesTests {
             #expect(found.status == .ok)
             #expect(found.json["state"] as? String == "pending")
             #expect(found.json["attempts"] as? Int == 0)
-            for key in ["escrowId", "createdAt", "expiresAt", "nextAttemptAt", "keyVersion"] {
-                #expect(found.json[key] != nil, "missing \(key)")
-            }
+            #expect(
+                Set(found.json.keys) == [
+                    "escrowId", "state", "attempts", "nextAttemptAt", "createdAt", "expiresAt", "keyVersion",
+                    "deadCode", "lastStatus",
+                ]
+            )
+            #expect(found.json["keyVersion"] as? Int == 1)
+            #expect(found.json["deadCode"] is NSNull && found.json["lastStatus"] is NSNull)
+            #expect(found.headers[.cacheControl] == "no-store")
             for canary in Fake.tokens { #expect(!found.text.contains(canary)) }
 
             let missing = try await client.execute(

@@ -47,6 +47,15 @@ struct CLITests {
         let status = try run(["status", Self.user(1), "--format", "json"])
         #expect(status.status == 0)
         #expect(status.stdout.contains("\"state\" : \"pending\""))
+        // The HTTP shape: numbers as numbers, null as null, RFC 3339 times with milliseconds.
+        let metadata = try #require(
+            try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        )
+        #expect(metadata["attempts"] as? Int == 0)
+        #expect(metadata["keyVersion"] as? Int == 1)
+        #expect(metadata["deadCode"] is NSNull && metadata["lastStatus"] is NSNull)
+        #expect((metadata["createdAt"] as? String)?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
+        #expect(Set(metadata.keys).isSuperset(of: ["escrowId", "state", "nextAttemptAt", "expiresAt"]))
         #expect(try run(["confirm", Self.user(1)]).status == 0)
         #expect(try run(["confirm", Self.user(1)]).status == 3, "nothing held any more")
         #expect(try run(["status", Self.user(1)]).status == 3)

@@ -311,4 +311,24 @@ struct ReplayLeaseTests {
         #expect(RetryAfter.seconds("Sun Nov  6 08:49:37 1994", now: now) == 30)
         #expect(RetryAfter.seconds("Sun, 06 Nov 1994 08:49:37 GMT", now: now.addingTimeInterval(100)) == 0, "past: now")
     }
+
+    @Test(arguments: [
+        "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49:37 CET",
+        "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT",
+        "Sun, 06 Nov +994 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov  6 08:49:37 94",
+        "06 Nov 1994 08:49:37 GMT",
+    ])
+    func retryAfterRefusesWhatIsNotAnHTTPDate(value: String) {
+        #expect(RetryAfter.seconds(value, now: Date(timeIntervalSince1970: 0)) == nil)
+    }
+
+    @Test func retryAfterKnowsLeapYearsAndTwoDigitYears() {
+        let now = Date(timeIntervalSince1970: 951_782_400)  // 2000-02-29T00:00:00Z
+        #expect(RetryAfter.seconds("Tue, 29 Feb 2000 00:01:00 GMT", now: now) == 60)
+        #expect(RetryAfter.seconds("Tuesday, 29-Feb-00 00:01:00 GMT", now: now) == 60, "00 is 2000, not 1900")
+        let lastSecondOf9999 = Date(timeIntervalSince1970: 253_402_300_799)
+        #expect(
+            RetryAfter.seconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == lastSecondOf9999.timeIntervalSince(now)
+        )
+    }
 }

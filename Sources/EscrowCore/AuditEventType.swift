@@ -1,0 +1,22 @@
+/// The kinds of audit events (SPEC §6, normative names). A struct, not an enum, so that a stored
+/// event with a type this version does not know still reads back (and fails chain verification
+/// if it was tampered with) instead of failing to decode.
+public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    public static let captured = AuditEventType(rawValue: "captured")
+    public static let replaced = AuditEventType(rawValue: "replaced")
+    public static let deliveryAttempted = AuditEventType(rawValue: "delivery-attempted")
+    public static let awaitingConfirmation = AuditEventType(rawValue: "awaiting-confirmation")
+    public static let confirmed = AuditEventType(rawValue: "confirmed")
+    public static let purged = AuditEventType(rawValue: "purged")
+    public static let dead = AuditEventType(rawValue: "dead")
+    public static let requeued = AuditEventType(rawValue: "requeued")
+    /// The sealed profile was changed in place (an Apple email-disabled/enabled notification).
+    public static let updated = AuditEventType(rawValue: "updated")
+    public static let keysRotated = AuditEventType(rawValue: "keys-rotated")
+    public static let keysRewrapped = AuditEventType(rawValue: "keys-rewrapped")
+    public static let keysRetired = AuditEventType(rawValue: "keys-retired")
+}

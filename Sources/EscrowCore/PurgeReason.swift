@@ -1,0 +1,9 @@
+/// Why an escrow was purged (SPEC §2, normative names).
+public enum PurgeReason: String, Sendable, Hashable, Codable, CaseIterable {
+    case confirmed
+    case expired
+    case revoked
+    case accountDeleted = "account-deleted"
+    case erased
+    case replaced
+}

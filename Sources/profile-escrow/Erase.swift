@@ -1,0 +1,18 @@
+import ArgumentParser
+import EscrowCore
+import ProfileEscrow
+
+struct Erase: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Purge the user's escrow as erased.")
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The Apple user identifier (sub).") var userIdentifier: String
+
+    func validate() throws { try validateUserIdentifier(userIdentifier) }
+
+    func run() async throws {
+        let escrow = try options.openEscrow(owner: "profile-escrow erase")
+        let purged = try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .cli)
+        guard purged else { throw NothingHeld("nothing is held for this user") }
+        print("purged (erased)")
+    }
+}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import EscrowCore
+import EscrowCrypto
+import ProfileEscrow
+
+struct Requeue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Bring dead escrows back to pending.")
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The escrow id (32 hex characters).") var escrowID: String?
+    @Flag(name: .customLong("all-dead"), help: "Requeue every dead escrow.") var allDead = false
+
+    func validate() throws {
+        switch (escrowID, allDead) {
+        case (nil, false): throw ValidationError("give an escrow id or --all-dead")
+        case (.some, true): throw ValidationError("give an escrow id or --all-dead, not both")
+        case (let id?, false):
+            guard EscrowID(hex: id) != nil else { throw ValidationError("escrowId: must be 32 hex characters") }
+        default: break
+        }
+    }
+
+    func run() async throws {
+        let escrow = try options.openEscrow(owner: "profile-escrow requeue")
+        if allDead {
+            print("requeued \(try await escrow.requeueAllDead(actor: .cli)) dead escrows")
+        } else if let id = escrowID.flatMap(EscrowID.init(hex:)) {
+            guard try await escrow.requeue(id: id, actor: .cli) else {
+                throw ValidationError("escrow \(id.hex) is not dead; nothing to requeue")
+            }
+            print("requeued \(id.hex)")
+        }
+    }
+}

@@ -1,0 +1,16 @@
+import ArgumentParser
+import EscrowCore
+import ProfileEscrow
+
+struct Sweep: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Purge every escrow past its retention as expired.")
+    @OptionGroup var options: GlobalOptions
+
+    func run() async throws {
+        let escrow = try options.openEscrow(owner: "profile-escrow sweep")
+        let progress = Progress(label: "expired")
+        let count = try await escrow.sweep(actor: .cli, progress: { progress.update($0) })
+        progress.finish()
+        print("swept: \(count) expired escrows purged")
+    }
+}
