@@ -14,7 +14,7 @@ import NIOHTTP1
 struct BackendClient: Sendable {
     let http: HTTPClient
     let url: String
-    let secret: WebhookSecret
+    let secrets: [WebhookSecret]
 
     /// The most of a response body read (and discarded) so the connection can be reused: only the
     /// status and `Retry-After` matter. Past it the connection is closed instead.
@@ -41,7 +41,7 @@ struct BackendClient: Sendable {
         let client = BackendClient(
             http: http,
             url: configuration.backendURL.absoluteString,
-            secret: configuration.webhookSecret
+            secrets: configuration.webhookSecrets
         )
         let result: T
         do {
@@ -79,7 +79,7 @@ struct BackendClient: Sendable {
         request.headers.add(name: "webhook-timestamp", value: String(timestamp))
         request.headers.add(
             name: "webhook-signature",
-            value: WebhookSignature.header(secret: secret, id: escrowID, timestamp: timestamp, body: body)
+            value: WebhookSignature.header(secrets: secrets, id: escrowID, timestamp: timestamp, body: body)
         )
         request.headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
         request.body = .bytes(body)

@@ -9,8 +9,9 @@ extension ReplayWorker {
     public struct Configuration: Sendable {
         /// The registration endpoint, `http` or `https` (TLS certificates are verified).
         public var backendURL: URL
-        /// The Standard Webhooks secret that signs every delivery.
-        public var webhookSecret: WebhookSecret
+        /// The Standard Webhooks secrets that sign every delivery, one signature each (never empty). During a
+        /// rotation: the new secret first, then the old one, until the backend knows only the new one.
+        public var webhookSecrets: [WebhookSecret]
         /// Deliveries in flight at once, per worker.
         public var concurrency = 4
         /// How long a claimed escrow stays this worker's. At least ``deliveryTimeout`` plus
@@ -40,22 +41,34 @@ extension ReplayWorker {
         public var leaseMargin: Double { min(5, deliveryTimeout / 10) }
 
         public init(backendURL: URL, webhookSecret: WebhookSecret) {
-            self.backendURL = backendURL
-            self.webhookSecret = webhookSecret
+            self.init(backendURL: backendURL, webhookSecrets: [webhookSecret])
         }
 
-        /// Parses the backend URL and the `whsec_<base64>` secret; throws a clear error for either.
+        /// - Precondition: `webhookSecrets` is not empty (``validate()`` checks it).
+        public init(backendURL: URL, webhookSecrets: [WebhookSecret]) {
+            self.backendURL = backendURL
+            self.webhookSecrets = webhookSecrets
+        }
+
+        /// Parses the backend URL and one or more space-separated `whsec_<base64>` secrets (the first one
+        /// new); throws a clear error for either.
         public init(backendURL: String, webhookSecret: String) throws(EscrowError) {
             guard let url = URL(string: backendURL) else {
                 throw EscrowError(.invalidConfiguration, "the backend URL is not a valid URL")
             }
-            self.init(backendURL: url, webhookSecret: try WebhookSecret(webhookSecret))
+            self.init(backendURL: url, webhookSecrets: try WebhookSecret.list(webhookSecret))
             try Self.checkURL(url)
         }
 
         /// Checks every setting; ``ReplayWorker/init(escrow:configuration:logger:)`` calls it.
         public func validate() throws(EscrowError) {
             try Self.checkURL(backendURL)
+            guard (1...WebhookSecret.maximumCount).contains(webhookSecrets.count) else {
+                throw EscrowError(
+                    .invalidConfiguration,
+                    "give 1 to \(WebhookSecret.maximumCount) webhook secrets (the new one first during a rotation)"
+                )
+            }
             guard (1...256).contains(concurrency) else {
                 throw EscrowError(.invalidConfiguration, "concurrency must be between 1 and 256")
             }

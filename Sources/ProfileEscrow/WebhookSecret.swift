@@ -1,7 +1,7 @@
 import EscrowCrypto
 import Foundation
 
-/// The Standard Webhooks signing secret, configured as `whsec_<base64>` (SPEC §7).
+/// A Standard Webhooks signing secret, configured as `whsec_<base64>`.
 ///
 /// The key bytes live in a ``SecretBytes`` buffer (zeroed when released) and never reach a
 /// `description`, a log or an error.
@@ -31,6 +31,38 @@ public struct WebhookSecret: Sendable, CustomStringConvertible, CustomDebugStrin
         var bytes = [UInt8](decoded)
         key = SecretBytes(copying: bytes)
         for index in bytes.indices { bytes[index] = 0 }
+    }
+
+    /// The most secrets configured at once (during a rotation: the new one first, then the old ones).
+    public static let maximumCount = 8
+
+    /// Parses one or more space-separated `whsec_<base64>` secrets, the first one new: each delivery then
+    /// carries one signature per secret, so a backend can rotate its secret without a failed delivery.
+    /// The error names which secret is wrong (by position), never a secret.
+    public static func list(_ text: String) throws(EscrowError) -> [WebhookSecret] {
+        let items = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+        guard !items.isEmpty else {
+            throw EscrowError(.invalidConfiguration, "no webhook secret: give whsec_<base64>")
+        }
+        guard items.count <= maximumCount else {
+            throw EscrowError(
+                .invalidConfiguration,
+                "at most \(maximumCount) webhook secrets may be configured at once"
+            )
+        }
+        var secrets: [WebhookSecret] = []
+        for (index, item) in items.enumerated() {
+            do {
+                secrets.append(try WebhookSecret(String(item)))
+            } catch {
+                guard items.count > 1 else { throw error }
+                throw EscrowError(
+                    .invalidConfiguration,
+                    "webhook secret \(index + 1) of \(items.count): \(error.message)"
+                )
+            }
+        }
+        return secrets
     }
 
     /// A fresh random secret in the `whsec_` form, for `profile-escrow` setup and tests.

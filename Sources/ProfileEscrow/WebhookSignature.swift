@@ -1,12 +1,20 @@
 import EscrowCrypto
 import Foundation
 
-/// Standard Webhooks signatures (SPEC §7):
-/// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`.
+/// Standard Webhooks signatures:
+/// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`, one
+/// space-separated entry per configured secret (several during a secret rotation).
 public enum WebhookSignature {
     /// The `webhook-signature` header value for one delivery.
     public static func header(secret: WebhookSecret, id: String, timestamp: Int64, body: [UInt8]) -> String {
-        "v1," + Data(mac(secret: secret, id: id, timestamp: timestamp, body: body)).base64EncodedString()
+        header(secrets: [secret], id: id, timestamp: timestamp, body: body)
+    }
+
+    /// The `webhook-signature` header value for one delivery, one `v1,` entry per secret, in order.
+    public static func header(secrets: [WebhookSecret], id: String, timestamp: Int64, body: [UInt8]) -> String {
+        secrets.map {
+            "v1," + Data(mac(secret: $0, id: id, timestamp: timestamp, body: body)).base64EncodedString()
+        }.joined(separator: " ")
     }
 
     /// Whether `header` (possibly several space-separated `v1,<sig>` entries) holds a valid

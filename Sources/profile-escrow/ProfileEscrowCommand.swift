@@ -11,7 +11,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         abstract: "Keep a Sign in with Apple profile until the backend confirms the registration, then purge it.",
         subcommands: [
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Sweep.self, Requeue.self,
-            PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self,
+            PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
         ]
     )
 

@@ -46,6 +46,50 @@ struct ReplayWorkerTests {
         #expect(report.purged[.confirmed] == 3 && report.chain?.verified == true && !report.hasProblem)
     }
 
+    /// During a secret rotation every delivery carries one signature per configured secret: a backend that
+    /// knows only the old secret, or only the new one, verifies it; one that knows neither answers 401, which
+    /// is retried (nothing dies).
+    @Test func aSecretRotationLosesNoDelivery() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { request, _ in .status(request.signatureValid ? 200 : 401) }
+        let new = WebhookSecret.generateText()
+        let ids = try await fixture.capture(0..<2)
+        var configuration = try fixture.configuration()
+        configuration.webhookSecrets = try WebhookSecret.list("\(new) \(fixture.secret)")
+        let worker = try ReplayWorker(escrow: fixture.escrow, configuration: configuration, logger: Logger(label: "t"))
+        let summary = try await worker.runOnce()
+        #expect(summary.confirmed == 2)
+        let request = try #require(fixture.requests(ids[0]).first)
+        let entries = try #require(request.webhookSignature).split(separator: " ")
+        #expect(entries.count == 2)
+        let timestamp = try #require(Int64(request.webhookTimestamp ?? ""))
+        for (secret, entry) in zip([new, fixture.secret], entries) {
+            #expect(
+                WebhookSignature.verify(
+                    header: String(entry),
+                    secret: try WebhookSecret(secret),
+                    id: ids[0].hex,
+                    timestamp: timestamp,
+                    body: request.body
+                )
+            )
+        }
+
+        // A backend that knows neither secret (a misconfiguration): 401 is retried, never dead.
+        _ = try await fixture.capture(2..<3)
+        configuration.webhookSecrets = [try WebhookSecret(WebhookSecret.generateText())]
+        let mismatched = try ReplayWorker(
+            escrow: fixture.escrow,
+            configuration: configuration,
+            logger: Logger(label: "t")
+        )
+        let refused = try await mismatched.runOnce()
+        #expect(refused.retried == 1 && refused.dead == 0)
+        #expect(try await fixture.store.summary(at: Date()).live[.pending] == 1)
+        #expect(throws: EscrowError.self) { _ = try WebhookSecret.list("\(new) whsec_") }
+    }
+
     @Test func acceptedWaitsForConfirmationThenIsRedeliveredWithTheSameKey() async throws {
         let fixture = try await ReplayFixture(confirmTimeout: 0.3)
         defer { Task { await fixture.stub.stop() } }
