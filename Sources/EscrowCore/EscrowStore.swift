@@ -120,6 +120,19 @@ public protocol EscrowStore: Sendable {
     /// How many live escrows have their key sealed to each master key version.
     func keyVersionsInUse() async throws -> [UInt32: Int]
 
+    /// Retires master key `version` in one transaction: checks that no live escrow is sealed to it (else
+    /// ``EscrowStoreError/Code/keyVersionInUse``), records it, and appends `audit`. From then on the store
+    /// refuses every capture and change sealed to it (``EscrowStoreError/Code/keyVersionRetired``), whatever
+    /// keyring the writing node holds: no escrow is ever sealed to a key nobody has. Retiring a retired
+    /// version again changes nothing and appends nothing.
+    func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws
+
+    /// The master key versions retired so far.
+    func retiredKeyVersions() async throws -> Set<UInt32>
+
+    /// The audit events of one escrow (by its id's hex), oldest first, at most `limit`.
+    func auditEvents(escrowID: String, limit: Int) async throws -> [AuditEvent]
+
     /// Appends events that belong to no row change (key management).
     func appendAudit(_ drafts: [AuditDraft]) async throws
 

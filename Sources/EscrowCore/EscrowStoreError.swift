@@ -26,6 +26,10 @@ public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
         /// A stored row does not decode (a value out of range, a wrong length): it is moved to `dead`
         /// (`ciphertext_invalid`) when a worker meets it, and never stops the others.
         public static let malformedRow = Code("malformed_row")
+        /// A capture or change sealed to a retired master key version was refused: nobody could open it.
+        public static let keyVersionRetired = Code("key_version_retired")
+        /// A master key version still seals live escrows and cannot be retired.
+        public static let keyVersionInUse = Code("key_version_in_use")
         /// A query or transaction failed.
         public static let failed = Code("store_failed")
         /// An active access token with this name already exists (``AccessTokenStore/addToken(_:)``).

@@ -66,6 +66,13 @@ public final class Keyring: Sendable {
         }
     }
 
+    /// Whether `other` has the same index and row keys (compared in constant time): the same blind indexes and
+    /// row MACs, so it may replace this keyring in a running process (a reload after a rotation or a retirement).
+    /// A keyring with other keys would make every stored escrow unreachable.
+    public func sharesIndexAndRowKeys(with other: Keyring) -> Bool {
+        (indexKey == other.indexKey) && (rowKey == other.rowKey)
+    }
+
     /// The same keyring without any master secret key, for a capture-only node (`keys export-public`).
     /// The index key and the row key stay: the node must compute blind indexes and MACs.
     public func publicOnly() -> Keyring {

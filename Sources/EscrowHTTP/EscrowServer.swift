@@ -24,6 +24,8 @@ public struct EscrowServer: Sendable {
     public let configuration: EscrowHTTPConfiguration
     /// The replay worker's settings; nil runs the HTTP API alone.
     public let worker: ReplayWorker.Configuration?
+    /// The keyring file to follow (reloaded on SIGHUP and when it changes); nil keeps the keyring given.
+    public let keyringPath: String?
     public let logger: Logger
 
     public init(
@@ -33,6 +35,7 @@ public struct EscrowServer: Sendable {
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         worker: ReplayWorker.Configuration?,
+        keyringPath: String? = nil,
         logger: Logger
     ) {
         self.escrow = escrow
@@ -41,10 +44,11 @@ public struct EscrowServer: Sendable {
         self.registry = registry
         self.configuration = configuration
         self.worker = worker
+        self.keyringPath = keyringPath
         self.logger = logger
     }
 
-    /// The services in start order: flusher, worker, HTTP application.
+    /// The services in start order: flusher, keyring reloader, worker, HTTP application.
     public func services() throws -> [any Service] {
         let app = EscrowHTTPApplication.build(
             escrow: escrow,
@@ -54,7 +58,13 @@ public struct EscrowServer: Sendable {
             configuration: configuration,
             logger: logger
         )
-        return try EscrowServiceGroup.replayServices(escrow: escrow, worker: worker, logger: logger) + [app]
+        let services = try EscrowServiceGroup.replayServices(
+            escrow: escrow,
+            worker: worker,
+            keyringPath: keyringPath,
+            logger: logger
+        )
+        return services + [app]
     }
 
     /// How long graceful shutdown may take: the worker's bound, or 10 s for the HTTP API alone.

@@ -45,6 +45,15 @@ struct ProblemMiddleware: RouterMiddleware {
             switch error.code {
             case .notFound: return Problem.notFound
             case .captureOnly: return Problem(.conflict, code: "capture_only", detail: error.message)
+            case .keyringOutdated, .keyUnavailable:
+                // This node's keyring cannot do it now (out of date, or without that version): another node, or
+                // this one once its keyring is reloaded, can. Nothing was stored or lost.
+                return Problem(
+                    .serviceUnavailable,
+                    code: error.code.rawValue,
+                    detail: error.message,
+                    headers: [.retryAfter: "5"]
+                )
             case .conflict:
                 return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
             case .ciphertextInvalid:

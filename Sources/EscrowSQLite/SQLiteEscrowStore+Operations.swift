@@ -64,6 +64,7 @@ extension SQLiteEscrowStore {
         -> CaptureOutcome
     {
         let record = item.record
+        try requireUsable(record.sealed.keyVersion, db)
         let captured = item.lifecycle.captured(record, actor: item.actor)
         if try Self.insert(record, db, ifNoLiveEscrow: true) {
             try audit.append([captured], db)
@@ -114,6 +115,7 @@ extension SQLiteEscrowStore {
             case .ignore:
                 return (false, false)
             case .update(let record, let drafts):
+                try Self.requireUsable(record.sealed.keyVersion, db)
                 guard try Self.update(record, expectedRevision: expectedRevision, db) else { return (false, false) }
                 try Self.append(drafts, db)
                 return (true, false)
@@ -203,6 +205,56 @@ extension SQLiteEscrowStore {
                 result[version] = row["n"]
             }
             return result
+        }
+    }
+
+    public func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {
+        try await write { db in
+            let retired = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM retired_key_version WHERE version = ?)",
+                arguments: [Int64(version)]
+            )
+            guard retired != true else { return }
+            let inUse =
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM escrow WHERE key_version = ?",
+                    arguments: [Int64(version)]
+                )
+                ?? 0
+            guard inUse == 0 else {
+                throw EscrowStoreError(
+                    .keyVersionInUse,
+                    "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
+                )
+            }
+            try db.execute(
+                sql: "INSERT INTO retired_key_version (version, retired_at) VALUES (?, ?)",
+                arguments: [Int64(version), Timestamp.unixMilliseconds(audit.first?.at ?? Date())]
+            )
+            try Self.append(audit, db)
+        }
+    }
+
+    public func retiredKeyVersions() async throws -> Set<UInt32> {
+        try await read { db in
+            Set(
+                try Int64.fetchAll(db, sql: "SELECT version FROM retired_key_version").compactMap {
+                    UInt32(exactly: $0)
+                }
+            )
+        }
+    }
+
+    public func auditEvents(escrowID: String, limit: Int) async throws -> [AuditEvent] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT \(Self.auditColumns) FROM audit_event WHERE escrow_id = ? ORDER BY seq LIMIT ?"
+                ),
+                arguments: [escrowID, limit]
+            ).map(Self.event(from:))
         }
     }
 

@@ -196,6 +196,21 @@ extension SQLiteEscrowStore {
         return (id.map { Hex.encode($0) }, index.map { Hex.encode($0.prefix(8)) })
     }
 
+    /// Refuses a row sealed to a retired master key version: nobody holds its secret key any more.
+    static func requireUsable(_ version: UInt32, _ db: Database) throws {
+        let retired = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT 1 FROM retired_key_version WHERE version = ?"),
+            arguments: [Int64(version)]
+        )
+        guard retired == nil else {
+            throw EscrowStoreError(
+                .keyVersionRetired,
+                "master key version \(version) is retired: nothing may be sealed to it (the writing node's keyring "
+                    + "is out of date; reload it)"
+            )
+        }
+    }
+
     /// Inserts a row. With `ifNoLiveEscrow`, a row whose blind index is already live is not inserted
     /// (`ON CONFLICT DO NOTHING`) and the result is false.
     @discardableResult

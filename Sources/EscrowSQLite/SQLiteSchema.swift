@@ -68,6 +68,19 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v3: retired master key versions (captures sealed to one are refused in the capture's transaction), and
+        // an index for one escrow's audit history (`inspect`).
+        migrator.registerMigration("v3") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE retired_key_version (
+                        version INTEGER PRIMARY KEY NOT NULL,
+                        retired_at INTEGER NOT NULL
+                    ) STRICT;
+                    CREATE INDEX audit_event_escrow ON audit_event(escrow_id) WHERE escrow_id IS NOT NULL;
+                    """
+            )
+        }
         return migrator
     }
 }

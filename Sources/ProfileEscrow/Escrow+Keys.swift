@@ -9,11 +9,13 @@ extension Escrow {
     /// with the returned keyring moves existing escrows.
     /// - Returns: the rotated keyring.
     public func rotateKeys(keyringPath: String, actor: AuditActor = .cli) async throws -> Keyring {
+        let keyring = self.keyring
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
         }
         let rotated = try keyring.rotated(now: clock.now())
         try rotated.write(path: keyringPath, overwrite: true)
+        try replaceKeyring(rotated)
         try await store.appendAudit([
             AuditDraft(
                 type: .keysRotated,
@@ -33,6 +35,7 @@ extension Escrow {
         actor: AuditActor = .cli,
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> (rewrapped: Int, failed: Int) {
+        let keyring = self.keyring
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "rewrap needs the full keyring, this one is public-only")
         }
@@ -65,34 +68,92 @@ extension Escrow {
         return (rewrapped, failed)
     }
 
-    /// Checks that no escrow still needs master key `version`, so its secret key may be destroyed.
-    public func checkRetirable(version: UInt32) async throws {
+    /// Checks that master key `version` may be retired here: in this keyring and not the active one. Whether an
+    /// escrow still uses it is checked by the store, atomically, when it is retired.
+    public func checkRetirable(version: UInt32) throws(EscrowError) {
+        let keyring = self.keyring
         guard keyring.keys.contains(where: { $0.version == version }) else {
             throw EscrowError(.notFound, "master key version \(version) is not in this keyring")
         }
         guard version != keyring.activeVersion else {
             throw EscrowError(.keyInUse, "version \(version) is the active master key; rotate first")
         }
-        let inUse = try await store.keyVersionsInUse()[version] ?? 0
-        guard inUse == 0 else {
-            throw EscrowError(
-                .keyInUse,
-                "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
-            )
-        }
     }
 
-    /// Destroys master key `version`'s secret key once no escrow uses it: checks, writes the retired
-    /// keyring to `keyringPath`, then records `keys-retired`.
+    /// Destroys master key `version`'s secret key once no escrow uses it. First the store retires the version
+    /// (in one transaction: no live escrow is sealed to it, the retirement and its `keys-retired` event are
+    /// recorded, and from then on no node can store anything sealed to it), then the keyring file is
+    /// rewritten without the secret key. Running it again after a failed file write finishes the job.
     /// - Returns: the keyring without that secret key.
     public func retireKey(version: UInt32, keyringPath: String, actor: AuditActor = .cli) async throws -> Keyring {
-        try await checkRetirable(version: version)
+        try checkRetirable(version: version)
         let retired = try keyring.retiring(version: version)
-        try retired.write(path: keyringPath, overwrite: true)
-        try await store.appendAudit([
-            AuditDraft(type: .keysRetired, at: clock.now(), detail: "version \(version)", actor: actor)
-        ])
+        do {
+            try await store.retireKeyVersion(
+                version,
+                audit: [AuditDraft(type: .keysRetired, at: clock.now(), detail: "version \(version)", actor: actor)]
+            )
+        } catch let error as EscrowStoreError where error.code == .keyVersionInUse {
+            throw EscrowError(.keyInUse, error.message)
+        }
+        do {
+            try retired.write(path: keyringPath, overwrite: true)
+        } catch {
+            throw EscrowError(
+                .invalidConfiguration,
+                "the store records master key version \(version) as retired, but the keyring file was not rewritten "
+                    + "(\(error.message)): run `keys retire \(version)` again"
+            )
+        }
+        try replaceKeyring(retired)
         logger.notice("master key retired", metadata: ["key.version": "\(version)"])
         return retired
+    }
+
+    /// What ``cycleKeys(keyringPath:actor:progress:)`` did.
+    public struct KeyCycle: Sendable, Equatable {
+        /// The new active version.
+        public var activeVersion: UInt32
+        public var rewrapped: Int
+        /// Escrows whose key could not be re-sealed (they keep their version, which is then not retired).
+        public var failed: Int
+        /// Versions whose secret key was destroyed.
+        public var retired: [UInt32]
+        /// Versions kept because live escrows still use them, with how many.
+        public var kept: [UInt32: Int]
+    }
+
+    /// One key cycle: rotate, rewrap every escrow to the new version, then retire every older version that no
+    /// live escrow uses. Run on a schedule, it bounds how long any copy of a purged escrow (a backup, a
+    /// database's WAL or dead tuples) stays readable: one cycle period.
+    public func cycleKeys(
+        keyringPath: String,
+        actor: AuditActor = .cli,
+        progress: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> KeyCycle {
+        let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
+        let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
+        let inUse = try await store.keyVersionsInUse()
+        var cycle = KeyCycle(
+            activeVersion: rotated.activeVersion,
+            rewrapped: rewrapped,
+            failed: failed,
+            retired: [],
+            kept: [:]
+        )
+        for key in rotated.keys where key.version != rotated.activeVersion && key.hasSecretKey {
+            if let count = inUse[key.version], count > 0 {
+                cycle.kept[key.version] = count
+                continue
+            }
+            do {
+                _ = try await retireKey(version: key.version, keyringPath: keyringPath, actor: actor)
+                cycle.retired.append(key.version)
+            } catch let error as EscrowError where error.code == .keyInUse {
+                // An escrow was sealed to it meanwhile (a node still on the old keyring): the next cycle retires it.
+                cycle.kept[key.version] = try await store.keyVersionsInUse()[key.version] ?? 0
+            }
+        }
+        return cycle
     }
 }

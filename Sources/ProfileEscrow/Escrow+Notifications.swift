@@ -68,7 +68,10 @@ extension Escrow {
             guard profile != old.profile else { return .unchanged }
             let plaintext = EscrowPlaintext(profile: profile, verified: old.verified, capturedAt: old.capturedAt)
             let sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
-            let contentTag = keyring.contentTag(blindIndex: index, plaintext: contentPlaintext(profile, old.verified))
+            let contentTag = keyring.contentTag(
+                blindIndex: index,
+                plaintext: Self.contentPlaintext(profile, old.verified)
+            )
             let event = LifecycleEvent.reseal(sealed, contentTag: contentTag, detail: "email")
             guard try await apply(event, to: record, actor: actor) == .applied else {
                 continue  // it changed under us: read it again

@@ -2,6 +2,7 @@ public import EscrowCore
 public import EscrowCrypto
 import Foundation
 public import Logging
+import NIOConcurrencyHelpers
 
 /// The keychain pattern, on the server: capture the one-time profile before registering, replay it
 /// until the backend confirms, then purge it. What registration services link.
@@ -14,8 +15,8 @@ public import Logging
 /// ```
 public final class Escrow: Sendable {
     public let store: any EscrowStore
-    public let keyring: Keyring
     public let configuration: EscrowConfiguration
+    private let currentKeyring: NIOLockedValueBox<Keyring>
     let logger: Logger
     /// The one place that decides how an escrow changes; every change is committed by ``commit(_:on:metadata:)``.
     let lifecycle: EscrowLifecycle
@@ -28,11 +29,31 @@ public final class Escrow: Sendable {
         logger: Logger
     ) {
         self.store = store
-        self.keyring = keyring
+        self.currentKeyring = NIOLockedValueBox(keyring)
         self.configuration = configuration
         self.logger = logger
         self.lifecycle = configuration.lifecycle
         self.clock = configuration.clock
+    }
+
+    /// The keyring in use now; ``replaceKeyring(_:)`` swaps it (a reload after a rotation or retirement).
+    public var keyring: Keyring { currentKeyring.withLockedValue { $0 } }
+
+    /// Puts `new` in place of the keyring, for every operation from now on. Refused (nothing changes) when its
+    /// index or row key differs: every stored escrow would become unreachable.
+    public func replaceKeyring(_ new: Keyring) throws(EscrowError) {
+        let replaced = currentKeyring.withLockedValue { current -> Bool in
+            guard current.sharesIndexAndRowKeys(with: new) else { return false }
+            current = new
+            return true
+        }
+        guard replaced else {
+            throw EscrowError(
+                .invalidConfiguration,
+                "the new keyring has another index or row key than the one in use: it belongs to another store, "
+                    + "and was not loaded"
+            )
+        }
     }
 
     /// Whether this node can only capture (public-only keyring): it never opens an escrow.
@@ -58,7 +79,20 @@ public final class Escrow: Sendable {
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
         let record = try sealedRecord(profile, verified: verified, now: clock.now())
-        let outcome = try await store.capture(record, actor: actor, lifecycle: lifecycle)
+        let outcome: CaptureOutcome
+        do {
+            outcome = try await store.capture(record, actor: actor, lifecycle: lifecycle)
+        } catch let error as EscrowStoreError where error.code == .keyVersionRetired {
+            logger.error(
+                "refusing to capture: this node's keyring seals to a retired master key version; reload the keyring",
+                metadata: ["key.version": "\(record.sealed.keyVersion)"]
+            )
+            throw EscrowError(
+                .keyringOutdated,
+                "this node's keyring seals to master key version \(record.sealed.keyVersion), which is retired: the "
+                    + "capture was not stored; reload the keyring (SIGHUP) or update the keyring file"
+            )
+        }
         let stored = outcome.record
         let receiptOutcome: CaptureReceipt.Outcome
         switch outcome {
@@ -94,12 +128,16 @@ public final class Escrow: Sendable {
     /// capture waits for its commit (under a burst, thousands wait at once; a buffer held across that
     /// wait would defeat the pool of locked buffers and cost an mmap, mprotect and mlock each).
     func sealedRecord(_ profile: Profile, verified: Bool, now: Date) throws -> EscrowRecord {
+        let keyring = self.keyring  // one keyring for the whole capture, even across a reload
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
         let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
         let sealed = try keyring.seal(plaintext: plaintext, id: EscrowID.random(), blindIndex: blindIndex)
         return EscrowRecord(
             sealed: sealed,
-            contentTag: keyring.contentTag(blindIndex: blindIndex, plaintext: contentPlaintext(profile, verified)),
+            contentTag: keyring.contentTag(
+                blindIndex: blindIndex,
+                plaintext: Self.contentPlaintext(profile, verified)
+            ),
             createdAt: now,
             expiresAt: now.addingTimeInterval(configuration.retention)
         )
@@ -107,7 +145,7 @@ public final class Escrow: Sendable {
 
     /// The content fingerprint ignores the capture time, so that the same profile captured twice
     /// is recognised as the same content.
-    func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
+    static func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
         EscrowPlaintext(profile: profile, verified: verified, capturedAt: Date(timeIntervalSince1970: 0)).encoded()
     }
 
@@ -124,6 +162,7 @@ public final class Escrow: Sendable {
 
     /// Opens a stored record. A failed MAC, open or binding check moves the escrow to `dead`.
     public func open(_ record: EscrowRecord, actor: AuditActor) async throws -> EscrowPlaintext {
+        let keyring = self.keyring
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "this node holds a public-only keyring and cannot open escrows")
         }

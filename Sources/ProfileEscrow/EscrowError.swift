@@ -23,6 +23,9 @@ public struct EscrowError: Error, Sendable, CustomStringConvertible {
         public static let keyUnavailable = Code("key_unavailable")
         /// The stored row failed its MAC or did not open; it was moved to `dead`.
         public static let ciphertextInvalid = Code("ciphertext_invalid")
+        /// This node's keyring seals to a retired master key version: it refuses to capture until its keyring file
+        /// is reloaded (nothing is stored that nobody could open).
+        public static let keyringOutdated = Code("keyring_outdated")
         /// A key version is still used by escrows, or is the active one.
         public static let keyInUse = Code("key_in_use")
         /// The escrow kept changing under a concurrent writer; try again.

@@ -14,13 +14,18 @@ public enum EscrowServiceGroup {
     ///
     /// Open the store with its per-purge flush off (SQLite: `checkpointAfterPurge = false`): the
     /// flusher batches it.
+    ///
+    /// With `keyringPath`, a ``KeyringReloader`` follows that file (on SIGHUP and when it changes), so keys
+    /// rotate, rewrap and retire while the process runs.
     public static func replayServices(
         escrow: Escrow,
         worker configuration: ReplayWorker.Configuration?,
+        keyringPath: String? = nil,
         flushInterval: Duration = .seconds(2),
         logger: Logger
     ) throws -> [any Service] {
         var services: [any Service] = [PurgeFlusher(store: escrow.store, interval: flushInterval, logger: logger)]
+        if let keyringPath { services.append(KeyringReloader(escrow: escrow, path: keyringPath, logger: logger)) }
         if let configuration {
             services.append(try ReplayWorker(escrow: escrow, configuration: configuration, logger: logger))
         }

@@ -7,8 +7,8 @@ import ProfileEscrow
 
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the master keyring: init, show, export-public, rotate, rewrap, retire.",
-        subcommands: [Init.self, Show.self, ExportPublic.self, Rotate.self, Rewrap.self, Retire.self]
+        abstract: "Manage the master keyring: init, show, export-public, rotate, rewrap, retire, cycle.",
+        subcommands: [Init.self, Show.self, ExportPublic.self, Rotate.self, Rewrap.self, Retire.self, Cycle.self]
     )
 
     struct Init: AsyncParsableCommand {
@@ -99,6 +99,33 @@ struct Keys: AsyncParsableCommand {
             print(
                 "retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened"
             )
+        }
+    }
+
+    struct Cycle: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Rotate, rewrap every escrow, then retire every older version no live escrow uses.",
+            discussion: """
+                Run on a schedule: once a version is retired, every copy of an escrow sealed to it (a backup, a \
+                database's old pages or WAL) is unreadable, so a purged profile stays readable anywhere for at most \
+                one cycle period. Safe while serve and replay run: they reload the keyring file.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let escrow = try options.openEscrow(owner: "profile-escrow keys cycle", createKeyring: false)
+            let progress = Progress(label: "rewrapped")
+            let cycle = try await escrow.cycleKeys(keyringPath: options.keyringPath, progress: { progress.update($0) })
+            progress.finish()
+            let retired = cycle.retired.isEmpty ? "none" : cycle.retired.map { "v\($0)" }.joined(separator: ", ")
+            print(
+                "cycled: active version \(cycle.activeVersion); rewrapped \(cycle.rewrapped), \(cycle.failed) failed; retired \(retired)"
+            )
+            for (version, count) in cycle.kept.sorted(by: { $0.key < $1.key }) {
+                print("kept v\(version): \(count) escrow(s) still use it (they failed to rewrap, or arrived meanwhile)")
+            }
+            if cycle.failed > 0 { throw ExitCode(CLIFailure.problem) }
         }
     }
 }

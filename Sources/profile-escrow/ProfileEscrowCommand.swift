@@ -10,7 +10,8 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         commandName: "profile-escrow",
         abstract: "Keep a Sign in with Apple profile until the backend confirms the registration, then purge it.",
         subcommands: [
-            Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Sweep.self, Requeue.self,
+            Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
+            Requeue.self,
             PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
         ]
     )

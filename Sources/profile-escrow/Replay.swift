@@ -47,6 +47,7 @@ struct Replay: AsyncParsableCommand {
             let services = try EscrowServiceGroup.replayServices(
                 escrow: escrow,
                 worker: workerConfiguration,
+                keyringPath: options.keyringPath,
                 logger: logger
             )
             try await EscrowServiceGroup.run(

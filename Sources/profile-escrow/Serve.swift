@@ -136,6 +136,7 @@ struct Serve: AsyncParsableCommand {
             registry: registry,
             configuration: configuration,
             worker: workerConfiguration,
+            keyringPath: options.keyringPath,
             logger: logger
         )
         try await server.run()

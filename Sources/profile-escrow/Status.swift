@@ -10,32 +10,39 @@ struct Status: AsyncParsableCommand {
     @Argument(help: "The Apple user identifier (sub).") var userIdentifier: String
     @Option(help: "text or json.") var format: OutputFormat = .text
 
-    enum OutputFormat: String, ExpressibleByArgument { case text, json }
-
     func validate() throws { try validateUserIdentifier(userIdentifier) }
 
     func run() async throws {
         // Read-only: works beside a running writer. Needs the keyring only for the blind index.
         let escrow = try options.openEscrow(readOnly: true, owner: "profile-escrow status")
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else {
+            // An escrow id has the shape of a user identifier too: say which it is, never guess silently.
+            if let id = EscrowID(hex: userIdentifier), try await escrow.store.record(id: id) != nil {
+                throw NothingHeld(
+                    "nothing is held for this user; this is an escrow id: `profile-escrow inspect \(userIdentifier)`"
+                )
+            }
             throw NothingHeld("nothing is held for this user")
         }
         switch format {
         case .text:
-            let fields: [(String, String)] = [
-                ("escrowId", status.escrowID.hex), ("state", status.state.rawValue),
-                ("attempts", "\(status.attempts)"),
-                ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
-                ("createdAt", Timestamp.seconds(status.createdAt)), ("expiresAt", Timestamp.seconds(status.expiresAt)),
-                ("keyVersion", "\(status.keyVersion)"), ("deadCode", status.deadCode?.rawValue ?? "-"),
-                ("lastStatus", status.lastStatus.map(String.init) ?? "-"),
-            ]
-            for (key, value) in fields { print("\(key.padding(toLength: 14, withPad: " ", startingAt: 0)) \(value)") }
+            print(Self.text(status))
         case .json:
             // The shape of `GET /v1/escrows/{userIdentifier}` (``EscrowStatus``), pretty-printed.
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+            print(try OutputFormat.json(status))
         }
+    }
+
+    /// The metadata as aligned `key value` lines.
+    static func text(_ status: EscrowStatus) -> String {
+        let fields: [(String, String)] = [
+            ("escrowId", status.escrowID.hex), ("state", status.state.rawValue),
+            ("attempts", "\(status.attempts)"),
+            ("nextAttemptAt", status.nextAttemptAt.map(Timestamp.seconds) ?? "-"),
+            ("createdAt", Timestamp.seconds(status.createdAt)), ("expiresAt", Timestamp.seconds(status.expiresAt)),
+            ("keyVersion", "\(status.keyVersion)"), ("deadCode", status.deadCode?.rawValue ?? "-"),
+            ("lastStatus", status.lastStatus.map(String.init) ?? "-"),
+        ]
+        return fields.map { "\($0.padding(toLength: 14, withPad: " ", startingAt: 0)) \($1)" }.joined(separator: "\n")
     }
 }

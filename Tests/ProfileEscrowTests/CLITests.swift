@@ -179,4 +179,48 @@ struct CLITests {
         #expect(report.stdout.contains("\"confirmed\" : 1") || report.stdout.contains("\"confirmed\":1"))
         #expect(!FileManager.default.fileExists(atPath: folder + "/escrow.sqlite-wal"), "nothing was created")
     }
+
+    /// An operator's commands: keys cycle beside the data, inspect and list, status given an escrow id.
+    @Test func operatorCommands() throws {
+        #expect(try run(["keys", "init"]).status == 0)
+        var ids: [String] = []
+        for number in 1...3 {
+            let capture = try run(["capture"], stdin: Self.body(number))
+            #expect(capture.status == 0, "\(capture.stderr)")
+            ids.append(capture.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        #expect(try run(["confirm", Self.user(1)]).status == 0)
+
+        let cycle = try run(["keys", "cycle"])
+        #expect(cycle.status == 0, "\(cycle.stderr)")
+        #expect(cycle.stdout.contains("active version 2; rewrapped 2, 0 failed; retired v1"))
+        let show = try run(["keys", "show"])
+        #expect(show.stdout.contains("v1") && show.stdout.contains("retired") && show.stdout.contains("v2"))
+        #expect(try run(["status", Self.user(2)]).status == 0, "still opens after the cycle (blind index unchanged)")
+
+        let purged = try run(["inspect", ids[0], "--format", "json"])
+        #expect(purged.status == 0, "\(purged.stderr)")
+        let history = try #require(try JSONSerialization.jsonObject(with: Data(purged.stdout.utf8)) as? [String: Any])
+        #expect(history["status"] is NSNull)
+        let types = (history["events"] as? [[String: Any]])?.compactMap { $0["type"] as? String }
+        #expect(types == ["captured", "confirmed", "purged"])
+        let live = try run(["inspect", ids[1]])
+        #expect(live.status == 0 && live.stdout.contains("pending") && live.stdout.contains("captured"))
+        for result in [purged, live] {
+            for token in ["CANARYGIVEN", "CANARYFAMILY", "canarymail", "canaryuid"] {
+                #expect(!result.stdout.contains(token))
+            }
+        }
+        #expect(try run(["inspect", String(repeating: "0", count: 32)]).status == 3)
+        #expect(try run(["inspect", "not-an-id"]).status == 2)
+
+        let asUser = try run(["status", ids[1]])
+        #expect(asUser.status == 3 && asUser.stderr.contains("inspect \(ids[1])"))
+
+        let list = try run(["list", "--state", "pending", "--format", "json"])
+        #expect(list.status == 0, "\(list.stderr)")
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(listed.compactMap { $0["escrowId"] as? String } == [ids[1], ids[2]], "oldest first")
+        #expect(try run(["list", "--state", "purged"]).status == 2)
+    }
 }

@@ -5,6 +5,7 @@ import EscrowTestSupport
 import Foundation
 import Logging
 import ProfileEscrow
+import ServiceLifecycle
 import Testing
 
 @Suite("Key rotation")
@@ -26,8 +27,11 @@ struct KeyRotationTests {
         for number in 10..<13 { _ = try await escrow2.capture(try Fake.profile(number)) }
         #expect(try await harness.store.keyVersionsInUse() == [1: 10, 2: 3])
 
-        await #expect(throws: EscrowError.self) { try await escrow2.checkRetirable(version: 1) }
-        await #expect(throws: EscrowError.self) { try await escrow2.checkRetirable(version: 2) }
+        await #expect(throws: EscrowError.self) {
+            _ = try await escrow2.retireKey(version: 1, keyringPath: keyringPath)  // 10 escrows still use it
+        }
+        #expect(throws: EscrowError.self) { try escrow2.checkRetirable(version: 2) }  // the active one
+        #expect(try Keyring.load(path: keyringPath).keys.allSatisfy(\.hasSecretKey), "nothing was destroyed")
 
         let result = try await escrow2.rewrap()
         #expect(result.rewrapped == 10 && result.failed == 0)
@@ -74,5 +78,76 @@ struct KeyRotationTests {
         let backupRow = try #require(try await harness.store.record(id: receipt.escrowID))
         let retired = try original.rotated(now: Date()).retiring(version: 1)
         #expect(throws: CryptoError.self) { _ = try retired.open(backupRow.sealed) }
+    }
+
+    /// A node whose keyring still seals to a retired version refuses to capture and stores nothing; once its
+    /// keyring is reloaded it captures again. The store enforces it, whatever keyring the node holds.
+    @Test func aCaptureNodeWithAnOutdatedKeyringRefusesUntilReloaded() async throws {
+        let directory = TemporaryDirectory()
+        let keyringPath = directory.path + "/keyring"
+        try Keyring.generate().write(path: keyringPath, overwrite: false)
+        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        let captureNode = Escrow(store: harness.store, keyring: harness.keyring.publicOnly(), logger: .init(label: "t"))
+        _ = try await captureNode.capture(try Fake.profile(1))
+
+        let cycle = try await harness.escrow.cycleKeys(keyringPath: keyringPath)
+        #expect(cycle.activeVersion == 2 && cycle.rewrapped == 1 && cycle.retired == [1] && cycle.kept.isEmpty)
+        #expect(try await harness.store.retiredKeyVersions() == [1])
+
+        do {
+            _ = try await captureNode.capture(try Fake.profile(2))
+            Issue.record("captured with a keyring sealing to a retired version")
+        } catch let error as EscrowError {
+            #expect(error.code == .keyringOutdated)
+        }
+        #expect(
+            try await harness.store.record(
+                blindIndex: harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(2))
+            ) == nil
+        )
+
+        let reloader = KeyringReloader(escrow: captureNode, path: keyringPath, logger: .init(label: "t"))
+        #expect(reloader.reload(because: "test"))
+        #expect(captureNode.keyring.activeVersion == 2)
+        _ = try await captureNode.capture(try Fake.profile(2))
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(2)).profile == Fake.profile(2))
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile == Fake.profile(1))
+    }
+
+    /// A reload is refused when the file holds another store's keyring: the keyring in use stays.
+    @Test func aKeyringOfAnotherStoreIsNeverLoaded() async throws {
+        let directory = TemporaryDirectory()
+        let keyringPath = directory.path + "/keyring"
+        let harness = try Harness()
+        try Keyring.generate().write(path: keyringPath, overwrite: false)
+        let reloader = KeyringReloader(escrow: harness.escrow, path: keyringPath, logger: .init(label: "t"))
+        #expect(!reloader.reload(because: "test"))
+        #expect(harness.escrow.keyring.sharesIndexAndRowKeys(with: harness.keyring))
+        _ = try await harness.escrow.capture(try Fake.profile(1))
+    }
+
+    /// The reloader follows the file while it runs: a rotation written by another process is picked up.
+    @Test func theReloaderFollowsTheFile() async throws {
+        let directory = TemporaryDirectory()
+        let keyringPath = directory.path + "/keyring"
+        try Keyring.generate().write(path: keyringPath, overwrite: false)
+        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        let reloader = KeyringReloader(
+            escrow: harness.escrow,
+            path: keyringPath,
+            interval: .milliseconds(50),
+            logger: .init(label: "t")
+        )
+        let group = ServiceGroup(services: [reloader], logger: .init(label: "t"))
+        let running = Task { try await group.run() }
+        let other = Escrow(
+            store: harness.store,
+            keyring: try Keyring.load(path: keyringPath),
+            logger: .init(label: "t")
+        )
+        _ = try await other.rotateKeys(keyringPath: keyringPath)
+        try await eventually("the rotation is picked up") { harness.escrow.keyring.activeVersion == 2 }
+        await group.triggerGracefulShutdown()
+        try await running.value
     }
 }

@@ -145,6 +145,13 @@ final class FlushCountingStore: EscrowStore {
         try await inner.records(query, after: cursor, limit: limit)
     }
     func keyVersionsInUse() async throws -> [UInt32: Int] { try await inner.keyVersionsInUse() }
+    func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {
+        try await inner.retireKeyVersion(version, audit: audit)
+    }
+    func retiredKeyVersions() async throws -> Set<UInt32> { try await inner.retiredKeyVersions() }
+    func auditEvents(escrowID: String, limit: Int) async throws -> [AuditEvent] {
+        try await inner.auditEvents(escrowID: escrowID, limit: limit)
+    }
     func appendAudit(_ drafts: [AuditDraft]) async throws { try await inner.appendAudit(drafts) }
     func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
         try await inner.auditEvents(after: sequence, limit: limit)

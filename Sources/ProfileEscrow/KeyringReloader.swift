@@ -1,0 +1,98 @@
+import EscrowCrypto
+import Foundation
+public import Logging
+public import ServiceLifecycle
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Picks up a changed keyring file without a restart: on SIGHUP, and when the file changes (checked every
+/// `interval`: its device, inode, size, modification and change times, after following symbolic links, so a
+/// Kubernetes secret's symlink swap counts). So `keys rotate`, `rewrap`, `retire` and `cycle` run while a
+/// service captures and delivers, and every node follows within one interval.
+///
+/// A file that does not load (a half-written copy, a wrong mode) or that belongs to another store (another
+/// index or row key) is logged and ignored: the keyring in use stays.
+public struct KeyringReloader: Service {
+    let escrow: Escrow
+    let path: String
+    let interval: Duration
+    let logger: Logger
+    /// The file as it was when the reloader was made (about when the escrow's keyring was loaded): a change
+    /// before ``run()`` starts is picked up too.
+    let initial: [Int]?
+
+    public init(escrow: Escrow, path: String, interval: Duration = .seconds(2), logger: Logger) {
+        self.escrow = escrow
+        self.path = path
+        self.interval = interval
+        self.logger = logger
+        self.initial = Self.fingerprint(path)
+    }
+
+    public func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        var seen = initial
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in signals {
+                        reload(because: "SIGHUP")
+                    }
+                }
+                while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                    let now = Self.fingerprint(path)
+                    if now != seen {
+                        seen = now
+                        reload(because: "the file changed")
+                    }
+                }
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+        }
+    }
+
+    /// Loads the file and puts it in place; logs what happened. Returns whether the keyring changed.
+    @discardableResult
+    public func reload(because reason: String) -> Bool {
+        let keyring: Keyring
+        do {
+            keyring = try Keyring.load(path: path)
+        } catch {
+            logger.error(
+                "keyring not reloaded: the file does not load; the keyring in use stays",
+                metadata: ["reason": "\(reason)", "error": "\(error.message)"]
+            )
+            return false
+        }
+        do {
+            try escrow.replaceKeyring(keyring)
+        } catch {
+            logger.error("keyring not reloaded", metadata: ["reason": "\(reason)", "error": "\(error.message)"])
+            return false
+        }
+        logger.notice(
+            "keyring reloaded",
+            metadata: [
+                "reason": "\(reason)", "key.active": "\(keyring.activeVersion)",
+                "key.versions":
+                    "\(keyring.keys.map { "\($0.version)\($0.hasSecretKey ? "" : "-")" }.joined(separator: ","))",
+            ]
+        )
+        return true
+    }
+
+    /// What identifies the file's current content without reading it; nil when it cannot be read.
+    static func fingerprint(_ path: String) -> [Int]? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return [
+            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec),
+            Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec),
+        ]
+    }
+}
