@@ -100,10 +100,16 @@ struct ReplayFixture {
         stub.requests.filter { $0.idempotencyKey == id.hex }
     }
 
-    /// Sleeps until `date` (plus a little), bounded.
-    static func sleep(until date: Date?) async throws {
-        let seconds = min(10, max(0, (date ?? Date()).timeIntervalSinceNow) + 0.02)
-        try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+    /// Moves the escrow's clock just past `date` (a retry, a lease's end, a confirmation deadline) instead of
+    /// waiting for it.
+    func advance(past date: Date?) {
+        let clock = harness.clock
+        clock.advance(by: max(0, (date ?? clock.now()).timeIntervalSince(clock.now())) + 0.001)
+    }
+
+    /// Moves the escrow's clock forward.
+    func advance(by seconds: Double) {
+        harness.clock.advance(by: seconds)
     }
 
     /// No request was unsigned, mismatched, or in flight twice; nothing personal was logged.

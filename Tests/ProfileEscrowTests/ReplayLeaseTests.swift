@@ -21,7 +21,7 @@ struct ReplayLeaseTests {
         let lease = try #require(
             try await fixture.claim(owner: "stalled", limit: 1, lease: 0.05).first
         )
-        try await Task.sleep(for: .milliseconds(100))
+        fixture.advance(by: 0.1)  // past the lease
         // Another worker takes it over and delivers it (202: it stays in the store).
         #expect(try await fixture.worker(id: "w2").runOnce().accepted == 1)
         let current = try #require(try await fixture.store.record(id: id))
@@ -59,7 +59,7 @@ struct ReplayLeaseTests {
         var lease = try #require(
             try await fixture.claim(owner: "stalled", limit: 1, lease: 0.05).first
         )
-        try await Task.sleep(for: .milliseconds(100))
+        fixture.advance(by: 0.1)  // past the lease
         #expect(try await fixture.worker(id: "w2").runOnce().accepted == 1)
         let current = try #require(try await fixture.store.record(id: id))
         #expect(current.revision > lease.revision)

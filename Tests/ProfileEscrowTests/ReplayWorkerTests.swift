@@ -104,7 +104,7 @@ struct ReplayWorkerTests {
         #expect(try await fixture.types(id).suffix(2) == ["delivery-attempted", "awaiting-confirmation"])
         #expect(try await worker.runOnce().delivered == 0, "not before the confirmation timeout")
 
-        try await ReplayFixture.sleep(until: waiting.confirmDeadline)
+        fixture.advance(past: waiting.confirmDeadline)
         let second = try await worker.runOnce()
         #expect(second.delivered == 1 && second.confirmed == 1)
         #expect(try await fixture.store.record(id: id) == nil)
@@ -123,7 +123,7 @@ struct ReplayWorkerTests {
         let worker = try fixture.worker()
         #expect(try await worker.runOnce().accepted == 1)
         #expect(try await fixture.escrow.confirm(userIdentifier: Fake.userIdentifier(0)))
-        try await Task.sleep(for: .milliseconds(150))
+        fixture.advance(by: 3600)  // past any confirmation deadline: nothing is left to deliver
         #expect(try await worker.runOnce().delivered == 0)
         #expect(fixture.requests(id).count == 1)
         #expect(try await fixture.types(id).suffix(2) == ["confirmed", "purged"])
@@ -150,11 +150,13 @@ struct ReplayWorkerTests {
         #expect(attempted.type == .deliveryAttempted && attempted.detail == "retry" && attempted.httpStatus == status)
         #expect(try await worker.runOnce().delivered == 0, "not before Retry-After")
 
-        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        fixture.advance(past: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
         let requests = fixture.requests(id)
         #expect(requests.map(\.attempt) == [1, 2])
-        #expect(requests[1].at.timeIntervalSince(requests[0].at) >= 0.99)
+        // Signed at the escrow clock's time: the second request went out at least Retry-After later.
+        let sent = requests.compactMap { $0.webhookTimestamp.flatMap { Int64($0) } }
+        #expect(sent.count == 2 && sent[1] - sent[0] >= 1)
         fixture.expectClean()
     }
 
@@ -206,7 +208,7 @@ struct ReplayWorkerTests {
             let delay = pending.nextAttemptAt.timeIntervalSince(committed)
             // Full jitter: uniform in [0, min(cap, base * 2^(attempt-1))] (millisecond storage).
             #expect(delay >= -0.001 && delay <= policy.ceiling(afterAttempt: attempt) + 0.001)
-            try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+            fixture.advance(past: pending.nextAttemptAt)
         }
     }
 
@@ -226,7 +228,7 @@ struct ReplayWorkerTests {
         // The backend may still be busy with the request: not again before one delivery timeout.
         #expect(pending.nextAttemptAt.timeIntervalSince(attempted.at) >= 0.3 - 0.001)
 
-        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        fixture.advance(past: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
         #expect(Set(fixture.requests(id).compactMap(\.idempotencyKey)) == [id.hex])
         fixture.expectClean()
@@ -255,7 +257,7 @@ struct ReplayWorkerTests {
         #expect(pending.nextAttemptAt.timeIntervalSince(started) >= 0.99, "Retry-After from the head")
         #expect(fixture.harness.loggedText().contains("cut off at the deadline"))
 
-        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        fixture.advance(past: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
         let requests = fixture.requests(id)
         #expect(requests.map(\.attempt) == [1, 2])
@@ -308,7 +310,7 @@ struct ReplayWorkerTests {
         let worker = try fixture.worker()
         #expect(try await worker.runOnce().retried == 1)
         let pending = try #require(try await fixture.store.record(id: id))
-        try await ReplayFixture.sleep(until: pending.nextAttemptAt)
+        fixture.advance(past: pending.nextAttemptAt)
         #expect(try await worker.runOnce().confirmed == 1)
         #expect(fixture.requests(id).map(\.attempt) == [1, 2])
         fixture.expectClean()
@@ -352,7 +354,7 @@ struct ReplayWorkerTests {
         var summaries: [ReplaySummary] = []
         for _ in 0..<5 {
             summaries.append(try await worker.runOnce())
-            try await Task.sleep(for: .milliseconds(10))  // Retry-After: 0 is due right after the commit
+            fixture.advance(by: 0.01)  // Retry-After: 0 is due right after the commit
         }
         #expect(summaries.map(\.delivered) == [1, 1, 1, 0, 0])
         #expect(summaries.map(\.dead) == [0, 0, 1, 0, 0])
