@@ -123,15 +123,18 @@ extension Escrow {
         public var kept: [UInt32: Int]
     }
 
-    /// One key cycle: rotate, rewrap every escrow to the new version, then retire every older version that no
-    /// live escrow uses. Run on a schedule, it bounds how long any copy of a purged escrow (a backup, a
-    /// database's WAL or dead tuples) stays readable: one cycle period.
+    /// One key cycle: rotate, wait `grace` so that every running node reloads the keyring file and seals to the
+    /// new version (a node still sealing to a retired one would be refused), rewrap every escrow to the new
+    /// version, then retire every older version that no live escrow uses. Run on a schedule, it bounds how long
+    /// any copy of a purged escrow (a backup, a database's WAL or dead tuples) stays readable: one cycle period.
     public func cycleKeys(
         keyringPath: String,
+        grace: Duration = .zero,
         actor: AuditActor = .cli,
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> KeyCycle {
         let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
+        if grace > .zero { try await Task.sleep(for: grace) }
         let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
         let inUse = try await store.keyVersionsInUse()
         var cycle = KeyCycle(

@@ -65,11 +65,16 @@ public struct PurgeReport: Sendable, Equatable {
         var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
         var maximumAge: Int64 = 0
         var cursor: Int64 = 0
-        while true {
+        // Verified as of the head read first: writers may append while the report streams (the head and its
+        // events are written in one transaction, so every event up to it is there); later events wait for the
+        // next report instead of looking like a broken end.
+        let head = verify ? try await store.auditHead() : nil
+        let end = head?.sequence ?? Int64.max  // no head: read everything (events without a head are a broken chain)
+        while cursor < end {
             let page = try await store.auditEvents(after: cursor, limit: pageSize)
             guard let last = page.last else { break }
             cursor = last.sequence
-            for event in page {
+            for event in page where event.sequence <= end {
                 if verify { verifier.consume(event) }
                 let draft = event.draft
                 if let since, draft.at < since { continue }
@@ -108,7 +113,7 @@ public struct PurgeReport: Sendable, Equatable {
             )
         }
         if verify {
-            verifier.finish(head: try await store.auditHead())
+            verifier.finish(head: head)
             report.chain = Chain(
                 verified: verifier.isIntact,
                 events: verifier.eventCount,

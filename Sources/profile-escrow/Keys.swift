@@ -108,15 +108,32 @@ struct Keys: AsyncParsableCommand {
             discussion: """
                 Run on a schedule: once a version is retired, every copy of an escrow sealed to it (a backup, a \
                 database's old pages or WAL) is unreadable, so a purged profile stays readable anywhere for at most \
-                one cycle period. Safe while serve and replay run: they reload the keyring file.
+                one cycle period. Safe while serve and replay run: they reload the keyring file (every 2 s, or at \
+                once on SIGHUP); --grace gives them that time between the rotation and the retirement.
                 """
         )
         @OptionGroup var options: GlobalOptions
+        @Option(
+            help:
+                "Wait between rotating and retiring, so running nodes reload the keyring (e.g. 10s; 0s when none runs)."
+        )
+        var grace = "10s"
+
+        func validate() throws {
+            guard let seconds = DurationParser.seconds(grace), seconds <= 3600 else {
+                throw ValidationError("--grace: a duration such as 0s, 10s, 1m (at most 1h)")
+            }
+        }
 
         func run() async throws {
             let escrow = try options.openEscrow(owner: "profile-escrow keys cycle", createKeyring: false)
             let progress = Progress(label: "rewrapped")
-            let cycle = try await escrow.cycleKeys(keyringPath: options.keyringPath, progress: { progress.update($0) })
+            let seconds = DurationParser.seconds(grace) ?? 0
+            let cycle = try await escrow.cycleKeys(
+                keyringPath: options.keyringPath,
+                grace: .milliseconds(Int64(seconds * 1000)),
+                progress: { progress.update($0) }
+            )
             progress.finish()
             let retired = cycle.retired.isEmpty ? "none" : cycle.retired.map { "v\($0)" }.joined(separator: ", ")
             print(

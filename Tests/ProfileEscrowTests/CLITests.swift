@@ -191,7 +191,7 @@ struct CLITests {
         }
         #expect(try run(["confirm", Self.user(1)]).status == 0)
 
-        let cycle = try run(["keys", "cycle"])
+        let cycle = try run(["keys", "cycle", "--grace", "0s"])
         #expect(cycle.status == 0, "\(cycle.stderr)")
         #expect(cycle.stdout.contains("active version 2; rewrapped 2, 0 failed; retired v1"))
         let show = try run(["keys", "show"])
