@@ -12,7 +12,7 @@ extension SQLiteEscrowStore {
         lifecycle: EscrowLifecycle
     ) async throws -> CaptureOutcome {
         try requireWritable()
-        let outcome = try await batcher.submit(CaptureBatcher.Item(record: record, actor: actor, lifecycle: lifecycle))
+        let outcome = try await batcher.submit(CaptureItem(record: record, actor: actor, lifecycle: lifecycle))
         if case .replaced = outcome { try await purgedOne() }
         return outcome
     }
@@ -22,7 +22,7 @@ extension SQLiteEscrowStore {
     /// the failing one fails (rare: a broken row in the way, a full disk). Blocks the calling thread: for
     /// the group-commit queue only.
     static func writeCaptures(
-        _ batch: [CaptureBatcher.Item],
+        _ batch: [CaptureItem],
         pool: DatabasePool,
         lock: WriteLock?
     ) -> [Result<CaptureOutcome, any Error>] {
@@ -57,7 +57,7 @@ extension SQLiteEscrowStore {
     /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs
     /// one statement); only on a blind-index conflict is the live escrow read, and kept or replaced.
     static func capture(
-        _ item: CaptureBatcher.Item,
+        _ item: CaptureItem,
         _ db: Database,
         audit: inout AuditAppender
     ) throws
@@ -109,27 +109,66 @@ extension SQLiteEscrowStore {
         try await read { db in try Self.fetchRecord(db, where: "blind_index = ?", [Data(blindIndex.bytes)]) }
     }
 
+    /// Commits go through the group commit (``CommitBatcher``): concurrent outcomes (a replay worker's deliveries,
+    /// confirmations) share one transaction and one fsync, each still a compare-and-set on its own revision and
+    /// answered only once durable.
     public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
-        let (applied, purged) = try await write { db -> (Bool, Bool) in
-            switch action {
-            case .ignore:
-                return (false, false)
-            case .update(let record, let drafts):
-                try Self.requireUsable(record.sealed.keyVersion, db)
-                guard try Self.update(record, expectedRevision: expectedRevision, db) else { return (false, false) }
-                try Self.append(drafts, db)
-                return (true, false)
-            case .purge(_, let drafts):
-                try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?").execute(
-                    arguments: [Data(id.bytes), expectedRevision]
-                )
-                guard db.changesCount == 1 else { return (false, false) }
-                try Self.append(drafts, db)
-                return (true, true)
+        if case .ignore = action { return false }
+        try requireWritable()
+        let applied = try await committer.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
+        if applied, case .purge = action { try await purgedOne() }
+        return applied
+    }
+
+    /// Writes one batch of lifecycle actions in one transaction (see ``writeCaptures(_:pool:lock:)`` for the
+    /// fallback when one fails). Blocks the calling thread: for the group-commit queue only.
+    static func writeCommits(_ batch: [CommitItem], pool: DatabasePool, lock: WriteLock?) -> [Result<Bool, any Error>] {
+        func write<T>(_ body: (Database) throws -> T) throws -> T {
+            do {
+                return try pool.writeWithoutTransaction { db in try transaction(db, lock: lock, body) }
+            } catch {
+                throw storeError(error, "write transaction failed")
             }
         }
-        if purged { try await purgedOne() }
-        return applied
+        do {
+            return try write { db in
+                var audit = try AuditAppender(db)
+                let applied = try batch.map { try apply($0, db, audit: &audit) }
+                try audit.finish(db)
+                return applied.map { .success($0) }
+            }
+        } catch {
+            return batch.map { item in
+                Result {
+                    try write { db in
+                        var audit = try AuditAppender(db)
+                        let applied = try apply(item, db, audit: &audit)
+                        try audit.finish(db)
+                        return applied
+                    }
+                }
+            }
+        }
+    }
+
+    /// One lifecycle action inside the caller's transaction, with compare-and-set on its revision.
+    static func apply(_ item: CommitItem, _ db: Database, audit: inout AuditAppender) throws -> Bool {
+        switch item.action {
+        case .ignore:
+            return false
+        case .update(let record, let drafts):
+            try requireUsable(record.sealed.keyVersion, db)
+            guard try update(record, expectedRevision: item.expectedRevision, db) else { return false }
+            try audit.append(drafts, db)
+            return true
+        case .purge(_, let drafts):
+            try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?").execute(
+                arguments: [Data(item.id.bytes), item.expectedRevision]
+            )
+            guard db.changesCount == 1 else { return false }
+            try audit.append(drafts, db)
+            return true
+        }
     }
 
     public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {

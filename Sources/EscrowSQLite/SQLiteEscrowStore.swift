@@ -50,6 +50,7 @@ public final class SQLiteEscrowStore: EscrowStore {
 
     let pool: DatabasePool
     let batcher: CaptureBatcher
+    let committer: CommitBatcher
     /// Nil when read-only.
     let writeLock: WriteLock?
     private let closed = NIOLockedValueBox(false)
@@ -112,7 +113,12 @@ public final class SQLiteEscrowStore: EscrowStore {
         } catch {
             throw EscrowStoreError(.unavailable, "cannot open the store at \(path) (\(Self.describe(error)))")
         }
-        self.batcher = CaptureBatcher { [pool] batch in Self.writeCaptures(batch, pool: pool, lock: lock) }
+        self.batcher = CaptureBatcher(label: "profile-escrow.capture-commit") { [pool] batch in
+            Self.writeCaptures(batch, pool: pool, lock: lock)
+        }
+        self.committer = CommitBatcher(label: "profile-escrow.outcome-commit") { [pool] batch in
+            Self.writeCommits(batch, pool: pool, lock: lock)
+        }
 
         logger.info(
             "opened SQLite store",

@@ -320,4 +320,51 @@ extension StoreConformance {
         verifier.finish(head: try await store.auditHead())
         try expect(verifier.isIntact, "the chain written by batched captures verifies")
     }
+
+    /// Concurrent delivery outcomes (a worker's batch) may share a transaction, but each is still its own
+    /// compare-and-set: stale ones change nothing, the others commit, and the chain stays whole.
+    static func concurrentCommitsAreEachCompareAndSet(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let now = fixture.start
+        for number in 0..<40 { _ = try await store.capture(try fixture.record(user: number, at: now), actor: .library) }
+        let leased = try await store.claimDue(at: now, limit: 40, owner: "w1", leaseDuration: 60)
+        try expect(leased.count == 40, "all leased")
+        let lifecycle = EscrowLifecycle()
+        let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for (index, record) in leased.enumerated() {
+                group.addTask {
+                    let outcome: DeliveryOutcome =
+                        index % 2 == 0 ? .confirmed(status: 200) : .retry(status: 503, retryAfter: 5)
+                    let action = lifecycle.handle(
+                        .delivered(outcome, fencingToken: record.revision, unitRandom: 0.5),
+                        on: record,
+                        at: now.addingTimeInterval(1),
+                        actor: .worker("w1")
+                    )
+                    // Every fourth with a stale token, as a worker that lost its lease.
+                    let expected = index % 4 == 3 ? record.revision - 1 : record.revision
+                    return (index, try await store.commit(action, id: record.id, expectedRevision: expected))
+                }
+            }
+            return try await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
+        }
+        for (index, record) in leased.enumerated() {
+            let stored = try await store.record(id: record.id)
+            if index % 4 == 3 {
+                try expect(results[index] == false && stored == record, "a stale outcome changes nothing")
+            } else if index % 2 == 0 {
+                try expect(results[index] == true && stored == nil, "a confirmation purges")
+            } else {
+                try expect(results[index] == true && stored?.state == .pending && stored?.attempts == 1, "a retry")
+            }
+        }
+        let events = try await fixture.allEvents(store)
+        // 40 captures; 20 confirmations × 3 events; 10 retries × 1 event.
+        try expect(events.count == 40 + 20 * 3 + 10, "one event per outcome: \(events.count)")
+        var verifier = AuditChain.Verifier()
+        for event in events { verifier.consume(event) }
+        verifier.finish(head: try await store.auditHead())
+        try expect(verifier.isIntact, "the chain written by batched outcomes verifies")
+    }
 }

@@ -29,6 +29,7 @@ public enum StoreConformance {
         Check(name: "audit chain is contiguous and verifies", run: auditChainVerifies),
         Check(name: "summary counts", run: summaryCounts),
         Check(name: "concurrent captures are all durable and chained", run: concurrentCaptures),
+        Check(name: "concurrent commits are each compare-and-set", run: concurrentCommitsAreEachCompareAndSet),
     ]
 }
 

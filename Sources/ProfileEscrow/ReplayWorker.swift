@@ -58,6 +58,10 @@ public final class ReplayWorker: Service {
     var actor: AuditActor { .worker(configuration.workerID) }
     var clock: any WallClock { escrow.clock }
 
+    /// Claims wait until a quarter of the slots are free (one claim transaction per batch of deliveries, not
+    /// one per delivery), or until nothing is in flight.
+    var claimBatch: Int { max(1, configuration.concurrency / 4) }
+
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
     /// open (an escrow it could not open is left to a worker that can, without using an attempt).
     func claim(dueAt now: Date, limit: Int, leaseDuration: Double) async throws -> [EscrowRecord] {
@@ -97,7 +101,7 @@ public final class ReplayWorker: Service {
                         }
                         let free = configuration.concurrency - run.inFlight
                         var claimedAll = false
-                        if free > 0 {
+                        if free >= claimBatch || (free > 0 && run.inFlight == 0) {
                             do {
                                 let claimed = try await claim(
                                     dueAt: clock.now(),
@@ -115,7 +119,7 @@ public final class ReplayWorker: Service {
                         }
                         // More may be due right away when every free slot was filled and one is free
                         // again; otherwise sleep until a delivery ends, shutdown, or the next poll.
-                        if !claimedAll || run.inFlight >= configuration.concurrency {
+                        if !claimedAll || configuration.concurrency - run.inFlight < claimBatch {
                             let nextHousekeeping = nextSweep.timeIntervalSince(clock.now())
                             await run.wakeup.wait(
                                 seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping))
@@ -154,7 +158,7 @@ public final class ReplayWorker: Service {
                     var reported = 0
                     while true {
                         let free = configuration.concurrency - run.inFlight
-                        if !exhausted, !run.isShuttingDown, free > 0 {
+                        if !exhausted, !run.isShuttingDown, free >= claimBatch || (free > 0 && run.inFlight == 0) {
                             // Due as of the cutoff, so this call ends; leased from now, so a long call
                             // still gives late claims their full lease.
                             let elapsed = clock.now().timeIntervalSince(cutoff)
@@ -170,7 +174,7 @@ public final class ReplayWorker: Service {
                             exhausted = claimed.count < free
                         }
                         if exhausted || run.isShuttingDown, run.inFlight == 0 { break }
-                        if exhausted || run.isShuttingDown || run.inFlight >= configuration.concurrency {
+                        if exhausted || run.isShuttingDown || configuration.concurrency - run.inFlight < claimBatch {
                             await run.wakeup.wait(seconds: configuration.pollInterval)
                         }
                         let summary = run.summary

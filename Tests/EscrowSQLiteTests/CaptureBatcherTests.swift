@@ -17,7 +17,7 @@ struct CaptureBatcherTests {
         var sizes: [Int] { lock.withLock { batches.map(\.count) } }
         var all: [EscrowID] { lock.withLock { batches.flatMap { $0 } } }
         func batch(_ number: Int) -> [EscrowID] { lock.withLock { batches[number - 1] } }
-        func record(_ items: [CaptureBatcher.Item]) -> Int {
+        func record(_ items: [CaptureItem]) -> Int {
             lock.withLock {
                 batches.append(items.map(\.record.id))
                 return batches.count
@@ -42,11 +42,11 @@ struct CaptureBatcherTests {
         )
     }
 
-    static func item(_ record: EscrowRecord) -> CaptureBatcher.Item {
-        CaptureBatcher.Item(record: record, actor: .library, lifecycle: EscrowLifecycle())
+    static func item(_ record: EscrowRecord) -> CaptureItem {
+        CaptureItem(record: record, actor: .library, lifecycle: EscrowLifecycle())
     }
 
-    static func created(_ items: [CaptureBatcher.Item]) -> [Result<CaptureOutcome, any Error>] {
+    static func created(_ items: [CaptureItem]) -> [Result<CaptureOutcome, any Error>] {
         items.map { .success(.created($0.record)) }
     }
 

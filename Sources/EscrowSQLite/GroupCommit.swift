@@ -1,34 +1,29 @@
 import Dispatch
 import EscrowCore
+import EscrowCrypto
 import Glibc
 import NIOConcurrencyHelpers
 
-/// Group commit for captures: concurrent captures share one write transaction (and so one fsync),
-/// while every caller still gets its answer only after that transaction is durable.
+/// Group commit: concurrent writes (captures; lifecycle actions such as delivery outcomes) share one write
+/// transaction, and so one fsync, while every caller still gets its answer only after that transaction is
+/// durable.
 ///
 /// The first caller to find no batch in progress starts a drain; the drain takes everything queued,
-/// writes it with the store's batch writer (one transaction; when a capture fails, the store writes each
-/// capture of that batch again in its own transaction, so one failing capture does not fail the others),
-/// resumes every caller, and repeats until the queue is empty. Callers seal their
-/// profiles before they queue, so sealing runs in parallel with the writer.
+/// writes it with the store's batch writer (one transaction; when an item fails, the store writes each
+/// item of that batch again in its own transaction, so one failing item does not fail the others),
+/// resumes every caller, and repeats until the queue is empty. Callers seal their profiles and classify
+/// their deliveries before they queue, so that work runs in parallel with the writer.
 ///
 /// The drain runs on its own serial dispatch queue, blocking in SQLite there: as a Swift task it would
 /// wait in the cooperative pool behind every capture still sealing, and commits would start only once
 /// the sealing was done (measured: 1.1 of 2 cores busy under 1,000 concurrent captures).
-final class CaptureBatcher: Sendable {
-    /// One capture to write.
-    struct Item: Sendable {
-        let record: EscrowRecord
-        let actor: AuditActor
-        let lifecycle: EscrowLifecycle
-    }
-
+final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes one batch; returns one result per item, in order.
-    typealias Writer = @Sendable ([Item]) -> [Result<CaptureOutcome, any Error>]
+    typealias Writer = @Sendable ([Item]) -> [Result<Output, any Error>]
 
     private struct Waiting: Sendable {
         let item: Item
-        let continuation: CheckedContinuation<CaptureOutcome, any Error>
+        let continuation: CheckedContinuation<Output, any Error>
     }
 
     private struct State {
@@ -36,7 +31,7 @@ final class CaptureBatcher: Sendable {
         var draining = false
     }
 
-    /// The most captures written in one transaction.
+    /// The most items written in one transaction.
     let maximumBatch: Int
     /// Under load, a drain waits for more captures before its next commit in steps of this length, as long as
     /// captures keep arriving ...
@@ -46,19 +41,20 @@ final class CaptureBatcher: Sendable {
     /// to sealing.
     let maximumGatherNanoseconds: UInt64 = 2_000_000
     private let state = NIOLockedValueBox(State())
-    private let queue = DispatchQueue(label: "profile-escrow.group-commit")
+    private let queue: DispatchQueue
     private let write: Writer
 
-    init(maximumBatch: Int = 256, write: @escaping Writer) {
+    init(label: String = "profile-escrow.group-commit", maximumBatch: Int = 256, write: @escaping Writer) {
+        self.queue = DispatchQueue(label: label)
         self.maximumBatch = maximumBatch
         self.write = write
     }
 
-    /// Captures queued and not yet taken by a commit.
+    /// Items queued and not yet taken by a commit.
     var queuedCount: Int { state.withLockedValue { $0.pending.count } }
 
-    /// Queues one capture and waits until the batch that holds it is committed.
-    func submit(_ item: Item) async throws -> CaptureOutcome {
+    /// Queues one item and waits until the batch that holds it is committed.
+    func submit(_ item: Item) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             let startDrain = state.withLockedValue { state -> Bool in
                 state.pending.append(Waiting(item: item, continuation: continuation))
@@ -105,3 +101,23 @@ final class CaptureBatcher: Sendable {
         }
     }
 }
+
+/// One capture to write.
+struct CaptureItem: Sendable {
+    let record: EscrowRecord
+    let actor: AuditActor
+    let lifecycle: EscrowLifecycle
+}
+
+/// Group commit of captures.
+typealias CaptureBatcher = GroupCommit<CaptureItem, CaptureOutcome>
+
+/// One lifecycle action to commit with compare-and-set.
+struct CommitItem: Sendable {
+    let action: LifecycleAction
+    let id: EscrowID
+    let expectedRevision: Int64
+}
+
+/// Group commit of lifecycle actions (delivery outcomes, confirmations, purges…): whether each was applied.
+typealias CommitBatcher = GroupCommit<CommitItem, Bool>
