@@ -224,6 +224,10 @@ if Context.environment["ENABLE_ESCROW_BENCHMARKS"] != nil {
             dependencies: [
                 "ProfileEscrow", "EscrowSQLite", "EscrowCore", "EscrowCrypto", "CSodium",
                 .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -31,6 +31,7 @@ let benchmarks: @Sendable () -> Void = {
     captureBenchmarks()
     ceilingBenchmarks()
     replayBenchmarks()
+    replayEndToEndBenchmarks()
     purgeBenchmarks()
     reportBenchmarks()
     scaleBenchmarks()

@@ -184,6 +184,18 @@ final class Floor: @unchecked Sendable {
         if checkpoint { sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) }
     }
 
+    /// Deletes several rows, one audit row each, in one transaction (the replay floor's batch).
+    func purge(users: [String]) {
+        exec("BEGIN IMMEDIATE")
+        for user in users {
+            bind(deleteEscrow, [blindIndex(user)])
+            sqlite3_step(deleteEscrow)
+            sqlite3_reset(deleteEscrow)
+            audit("purged", [])
+        }
+        exec("COMMIT")
+    }
+
     private func audit(_ type: String, _ id: [UInt8]) {
         var hash = [UInt8](repeating: 0, count: 32)
         let input = Array(type.utf8) + id

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Replay at the speed of capture, measured as a user would, in one run on one machine:
+#   1. HTTP captures into a fresh store: `serve --no-worker` under wrk (`connections` connections, `seconds` s);
+#   2. `replay --once --concurrency <connections>` of everything captured, to an instant loopback backend
+#      (nginx answering 200 at once);
+# then prints captures/s, confirmed purges/s, their ratio, and the CPU per replayed escrow.
+#   Benchmarks/replay/capture-then-replay.sh [connections] [seconds]        (STRACE=1 adds `strace -c -f`)
+# Uses BIN when set (a release profile-escrow), otherwise builds one.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+connections=${1:-64}
+seconds=${2:-10}
+command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
+command -v nginx >/dev/null || apt-get install -y -qq nginx-light >/dev/null
+if [ -z "${BIN:-}" ]; then
+    swift build -c release --product profile-escrow 2>&1 | tail -n 1
+    BIN="$(swift build -c release --show-bin-path)/profile-escrow"
+fi
+work=$(mktemp -d)
+chmod 755 "$work"
+export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $work/body;
+    server { listen 127.0.0.1:18081; keepalive_requests 1000000; location / { return 200; } }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work"
+serve_pid=""
+cleanup() {
+    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+    nginx -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$BIN" keys init >/dev/null
+token=$("$BIN" tokens add load --scope capture | tail -n 1)
+"$BIN" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 \
+    > "$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
+TOKEN="$token" wrk -t2 -c"$connections" -d"${seconds}s" -s Benchmarks/http/capture.lua http://127.0.0.1:18080 \
+    > "$work/wrk.txt"
+kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
+captured=$("$BIN" purge-report --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captured"])')
+capture_rate=$(python3 -c "print(round($captured / $seconds))")
+
+secret=$("$BIN" webhook-secret)
+run=("$BIN" replay --once --concurrency "$connections" --backend http://127.0.0.1:18081/register)
+start=$(date +%s.%N)
+if [ "${STRACE:-0}" = 1 ]; then
+    PROFILE_ESCROW_WEBHOOK_SECRET="$secret" strace -c -f -o "$work/strace.txt" /usr/bin/time -f "%U %S" \
+        -o "$work/time.txt" "${run[@]}" > "$work/replay.txt"
+else
+    PROFILE_ESCROW_WEBHOOK_SECRET="$secret" /usr/bin/time -f "%U %S" -o "$work/time.txt" "${run[@]}" \
+        > "$work/replay.txt"
+fi
+end=$(date +%s.%N)
+cat "$work/replay.txt"
+python3 - "$captured" "$capture_rate" "$start" "$end" "$work/time.txt" <<'PY'
+import sys
+captured, capture_rate, start, end = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+user, system = map(float, open(sys.argv[5]).read().split()[-2:])
+wall = end - start
+purges = captured / wall
+print(f"captured {captured} over HTTP: {capture_rate}/s")
+print(f"replay --once: {captured} confirmed in {wall:.2f} s: {purges:.0f} purges/s")
+print(f"ratio replay/capture: {purges / capture_rate:.2f}")
+print(f"CPU per replayed escrow: {(user + system) / captured * 1e6:.0f} us ({user:.2f} s user + {system:.2f} s system)")
+PY
+if [ "${STRACE:-0}" = 1 ]; then
+    python3 - "$captured" "$work/strace.txt" <<'PY'
+import sys
+captured = int(sys.argv[1])
+for line in open(sys.argv[2]):
+    parts = line.split()
+    if len(parts) >= 5 and parts[-1] in ("fdatasync", "fsync", "pwrite64", "write", "sendmsg", "writev"):
+        print(f"{parts[-1]}: {int(parts[3]) / captured:.2f} per escrow")
+PY
+fi
