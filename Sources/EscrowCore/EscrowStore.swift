@@ -41,6 +41,49 @@ public struct ClaimRequest: Sendable, Equatable {
     }
 }
 
+/// What the purge report counts of one audit event: a capture, or a purge with its reason and age.
+public struct AuditTally: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case captured
+        case purged(PurgeReason?, ageMilliseconds: Int64)
+    }
+
+    public var sequence: Int64
+    /// Milliseconds since 1970.
+    public var at: Int64
+    public var kind: Kind
+
+    public init(sequence: Int64, at: Int64, kind: Kind) {
+        self.sequence = sequence
+        self.at = at
+        self.kind = kind
+    }
+
+    /// The tally of a capture or purge event; nil for any other event.
+    public init?(_ event: AuditEvent) {
+        let at = Timestamp.unixMilliseconds(event.draft.at)
+        switch event.draft.type {
+        case .captured:
+            self.init(sequence: event.sequence, at: at, kind: .captured)
+        case .purged:
+            let reason = event.draft.detail.flatMap(PurgeReason.init(rawValue:))
+            self.init(
+                sequence: event.sequence,
+                at: at,
+                kind: .purged(reason, ageMilliseconds: event.draft.ageMilliseconds ?? 0)
+            )
+        default:
+            return nil
+        }
+    }
+}
+
+extension EscrowStore {
+    public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
+        try await auditEvents(after: sequence, limit: limit).compactMap(AuditTally.init)
+    }
+}
+
 /// Which records to list.
 public enum RecordQuery: Sendable, Equatable {
     /// Every live record.
@@ -138,6 +181,11 @@ public protocol EscrowStore: Sendable {
 
     /// Audit events with a sequence number above `sequence`, in order, at most `limit`.
     func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent]
+
+    /// What the purge report counts of the events with a sequence above `sequence` (captures and purges only;
+    /// the cursor is the last one returned), in order, at most `limit`. The default reads
+    /// ``auditEvents(after:limit:)``; a store may read just these columns.
+    func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally]
 
     /// The newest event's sequence and hash, as recorded beside the chain.
     func auditHead() async throws -> AuditHead?

@@ -272,6 +272,17 @@ extension StoreConformance {
             "the stored chain verifies; broken at \(String(describing: verifier.firstBrokenSequence))"
         )
         try expect(try await store.auditHead()?.sequence == Int64(events.count), "the head names the last event")
+        var tallies: [AuditTally] = []
+        while true {
+            let page = try await store.auditTallies(after: tallies.last?.sequence ?? 0, limit: 2)
+            if page.isEmpty { break }
+            tallies += page
+        }
+        try expect(
+            tallies == events.compactMap(AuditTally.init),
+            "the report's tallies are the captures and purges of the chain, in order"
+        )
+        try expect(tallies.count == 8, "5 captures, 3 purges: \(tallies.count)")
     }
 
     static func summaryCounts(_ make: MakeStore) async throws {

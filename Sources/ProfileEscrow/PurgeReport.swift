@@ -70,39 +70,51 @@ public struct PurgeReport: Sendable, Equatable {
         // next report instead of looking like a broken end.
         let head = verify ? try await store.auditHead() : nil
         let end = head?.sequence ?? Int64.max  // no head: read everything (events without a head are a broken chain)
-        while cursor < end {
+        let sinceMilliseconds = since.map(Timestamp.unixMilliseconds)
+        let untilMilliseconds = until.map(Timestamp.unixMilliseconds)
+        func count(at: Int64, kind: AuditTally.Kind) -> Int64? {
+            if let sinceMilliseconds, at < sinceMilliseconds { return nil }
+            if let untilMilliseconds, at > untilMilliseconds { return nil }
+            switch kind {
+            case .captured:
+                report.captured += 1
+                return nil
+            case .purged(let reason, let ageMilliseconds):
+                if let reason { report.purged[reason, default: 0] += 1 }
+                let age = max(0, ageMilliseconds)
+                _ = ages.record(UInt64(age))
+                maximumAge = max(maximumAge, age)
+                return age
+            }
+        }
+        if !verify, onPurge == nil {
+            // Counting only: the lean read of the columns counted.
+            while true {
+                let page = try await store.auditTallies(after: cursor, limit: pageSize)
+                guard let last = page.last else { break }
+                cursor = last.sequence
+                for tally in page { _ = count(at: tally.at, kind: tally.kind) }
+            }
+        }
+        while verify || onPurge != nil, cursor < end {
             let page = try await store.auditEvents(after: cursor, limit: pageSize)
             guard let last = page.last else { break }
             cursor = last.sequence
             for event in page where event.sequence <= end {
                 if verify { verifier.consume(event) }
+                guard let tally = AuditTally(event), let age = count(at: tally.at, kind: tally.kind) else { continue }
                 let draft = event.draft
-                if let since, draft.at < since { continue }
-                if let until, draft.at > until { continue }
-                switch draft.type {
-                case .captured:
-                    report.captured += 1
-                case .purged:
-                    if let reason = draft.detail.flatMap(PurgeReason.init(rawValue:)) {
-                        report.purged[reason, default: 0] += 1
-                    }
-                    let age = max(0, draft.ageMilliseconds ?? 0)
-                    _ = ages.record(UInt64(age))
-                    maximumAge = max(maximumAge, age)
-                    onPurge?(
-                        Purge(
-                            sequence: event.sequence,
-                            at: draft.at,
-                            escrowID: draft.escrowID ?? "",
-                            indexPrefix: draft.indexPrefix ?? "",
-                            reason: draft.detail ?? "",
-                            ageSeconds: Double(age) / 1000,
-                            actor: draft.actor.rawValue
-                        )
+                onPurge?(
+                    Purge(
+                        sequence: event.sequence,
+                        at: draft.at,
+                        escrowID: draft.escrowID ?? "",
+                        indexPrefix: draft.indexPrefix ?? "",
+                        reason: draft.detail ?? "",
+                        ageSeconds: Double(age) / 1000,
+                        actor: draft.actor.rawValue
                     )
-                default:
-                    break
-                }
+                )
             }
         }
         if ages.totalCount > 0 {

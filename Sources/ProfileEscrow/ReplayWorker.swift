@@ -58,9 +58,9 @@ public final class ReplayWorker: Service {
     var actor: AuditActor { .worker(configuration.workerID) }
     var clock: any WallClock { escrow.clock }
 
-    /// Claims wait until a quarter of the slots are free (one claim transaction per batch of deliveries, not
-    /// one per delivery), or until nothing is in flight.
-    var claimBatch: Int { max(1, configuration.concurrency / 4) }
+    /// Claims wait until half the slots are free (one claim transaction per batch of deliveries, not one per
+    /// delivery), or until nothing is in flight.
+    var claimBatch: Int { max(1, configuration.concurrency / 2) }
 
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
     /// open (an escrow it could not open is left to a worker that can, without using an attempt).
