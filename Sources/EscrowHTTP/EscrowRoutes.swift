@@ -25,6 +25,7 @@ struct EscrowRoutes: Sendable {
         router.delete("/v1/escrows/:userIdentifier") { request, context in try await erase(request, context) }
         router.post("/v1/escrows/:userIdentifier/replay") { request, context in try await replay(request, context) }
         router.post("/v1/escrows/:userIdentifier/confirm") { request, context in try await confirm(request, context) }
+        router.post("/v1/escrows/:userIdentifier/requeue") { request, context in try await requeue(request, context) }
     }
 
     func capture(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -83,6 +84,15 @@ struct EscrowRoutes: Sendable {
         let userIdentifier = try UserIdentifierParameter.require(context)
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
         return JSONResponse.make(.ok, ["purged": .bool(purged)])
+    }
+
+    /// A dead escrow back to `pending` (scope `replay`: it schedules a delivery): `requeued` is false when the
+    /// escrow is not dead; `404` when nothing is held.
+    func requeue(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try await auth.authorize(request, scope: .replay)
+        let userIdentifier = try UserIdentifierParameter.require(context)
+        let requeued = try await escrow.requeue(userIdentifier: userIdentifier, actor: .http(token: caller.name))
+        return JSONResponse.make(.ok, ["requeued": .bool(requeued)])
     }
 
     /// `204` whether or not an escrow was held: erasing is idempotent, and the answer does not tell

@@ -7,6 +7,7 @@ enum RouteTable {
         (["v1", "escrows", "*"], [.get, .head, .delete]),
         (["v1", "escrows", "*", "replay"], [.post]),
         (["v1", "escrows", "*", "confirm"], [.post]),
+        (["v1", "escrows", "*", "requeue"], [.post]),
         (["v1", "apple", "notifications"], [.post]),
         (["healthz"], [.get, .head]),
         (["readyz"], [.get, .head]),

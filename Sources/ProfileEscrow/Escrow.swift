@@ -241,6 +241,16 @@ public final class Escrow: Sendable {
         return try await apply(.requeue, to: record, actor: actor) == .applied
     }
 
+    /// Brings the user's dead escrow back to `pending`. Returns false when the escrow is not dead; throws
+    /// ``EscrowError/Code/notFound`` when nothing is held.
+    @discardableResult
+    public func requeue(userIdentifier: String, actor: AuditActor = .library) async throws -> Bool {
+        guard let record = try await store.record(blindIndex: blindIndex(userIdentifier)) else {
+            throw EscrowError(.notFound, "no escrow is held for this user")
+        }
+        return try await apply(.requeue, to: record, actor: actor) == .applied
+    }
+
     /// Requeues every dead escrow; returns how many.
     @discardableResult
     public func requeueAllDead(actor: AuditActor = .library) async throws -> Int {

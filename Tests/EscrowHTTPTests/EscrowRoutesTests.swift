@@ -141,6 +141,38 @@ struct EscrowRoutesTests {
         }
     }
 
+    @Test("requeue: a dead escrow back to pending (scope replay); false when not dead; 404 when none")
+    func requeue() async throws {
+        let harness = try await HTTPHarness()
+        let receipt = try await harness.escrow.capture(
+            try ProfileParser.parse(Array(Fake.body(6).readableBytesView)).profile
+        )
+        try await harness.app().test(.router) { client async throws in
+            func requeue(_ number: Int, token: String = "replay") async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/escrows/\(Fake.userIdentifier(number))/requeue",
+                    method: .post,
+                    headers: harness.headers(token)
+                )
+            }
+            let notDead = try await requeue(6)
+            #expect(notDead.status == .ok && notDead.json["requeued"] as? Bool == false)
+            #expect(try await requeue(6, token: "read").status == .forbidden)
+            #expect(try await requeue(7).status == .notFound)
+
+            // Dead (the backend rejected it for good), then requeued by the operator over HTTP.
+            let record = try #require(try await harness.store.record(id: receipt.escrowID))
+            let dead = EscrowLifecycle().handle(.tampered, on: record, at: Date(), actor: .cli)
+            #expect(try await harness.store.commit(dead, id: record.id, expectedRevision: record.revision))
+            let requeued = try await requeue(6)
+            #expect(requeued.status == .ok && requeued.json["requeued"] as? Bool == true)
+            let status = try #require(try await harness.store.record(id: receipt.escrowID))
+            #expect(status.state == .pending && status.attempts == 0)
+            let events = try await harness.auditEvents().filter { $0.draft.escrowID == receipt.escrowID.hex }
+            #expect(events.last?.draft.type == .requeued && events.last?.draft.actor.rawValue == "http:scope-replay")
+        }
+    }
+
     @Test("replay on a capture-only node (public-only keyring): 409; capture still works")
     func captureOnly() async throws {
         let harness = try await HTTPHarness(keyring: Keyring.generate().publicOnly())
