@@ -156,27 +156,42 @@ public final class ReplayWorker: Service {
                 try await withThrowingDiscardingTaskGroup { group in
                     var exhausted = false
                     var reported = 0
+                    // Claimed ahead of the free slots (at most `concurrency` wait), so that a slot freed by a
+                    // finished delivery never waits for a claim transaction.
+                    var ready: [EscrowRecord] = []
                     while true {
-                        let free = configuration.concurrency - run.inFlight
-                        if !exhausted, !run.isShuttingDown, free >= claimBatch || (free > 0 && run.inFlight == 0) {
+                        while !run.isShuttingDown, run.inFlight < configuration.concurrency, !ready.isEmpty {
+                            let record = ready.removeFirst()
+                            run.started()
+                            group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
+                        }
+                        if !exhausted, !run.isShuttingDown, ready.count < claimBatch {
                             // Due as of the cutoff, so this call ends; leased from now, so a long call
                             // still gives late claims their full lease.
+                            let want = configuration.concurrency - ready.count
                             let elapsed = clock.now().timeIntervalSince(cutoff)
                             let claimed = try await claim(
                                 dueAt: cutoff,
-                                limit: free,
+                                limit: want,
                                 leaseDuration: configuration.leaseDuration + max(0, elapsed)
                             )
-                            for record in claimed {
-                                run.started()
-                                group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
+                            ready += claimed
+                            exhausted = claimed.count < want
+                            continue
+                        }
+                        if run.isShuttingDown, !ready.isEmpty {
+                            for record in ready {
+                                await release(
+                                    record,
+                                    run: run,
+                                    because: "shutting down",
+                                    metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                                )
                             }
-                            exhausted = claimed.count < free
+                            ready = []
                         }
-                        if exhausted || run.isShuttingDown, run.inFlight == 0 { break }
-                        if exhausted || run.isShuttingDown || configuration.concurrency - run.inFlight < claimBatch {
-                            await run.wakeup.wait(seconds: configuration.pollInterval)
-                        }
+                        if exhausted || run.isShuttingDown, ready.isEmpty, run.inFlight == 0 { break }
+                        await run.wakeup.wait(seconds: configuration.pollInterval)
                         let summary = run.summary
                         if let progress, summary.delivered != reported {
                             reported = summary.delivered
