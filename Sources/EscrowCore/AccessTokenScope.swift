@@ -1,4 +1,4 @@
-/// What a bearer token of the HTTP API may do (SPEC §9).
+/// What a bearer token of the HTTP API may do.
 public enum AccessTokenScope: String, Sendable, Hashable, Codable, CaseIterable, Comparable {
     case capture, read, replay, confirm, erase, metrics
 

@@ -1,4 +1,4 @@
-/// Who caused an audit event (SPEC §6): `library`, `cli`, `apple`, `http:<token name>`, `worker:<id>`.
+/// Who caused an audit event: `library`, `cli`, `apple`, `http:<token name>`, `worker:<id>`.
 public struct AuditActor: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }

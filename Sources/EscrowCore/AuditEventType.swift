@@ -1,4 +1,4 @@
-/// The kinds of audit events (SPEC §6, normative names). A struct, not an enum, so that a stored
+/// The kinds of audit events (normative names). A struct, not an enum, so that a stored
 /// event with a type this version does not know still reads back (and fails chain verification
 /// if it was tampered with) instead of failing to decode.
 public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {

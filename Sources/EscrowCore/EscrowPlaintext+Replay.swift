@@ -1,5 +1,5 @@
 extension EscrowPlaintext {
-    /// The body POSTed to the registration backend (SPEC §7):
+    /// The body POSTed to the registration backend:
     ///
     /// `{"escrowId":…,"userIdentifier":…,"fullName":{…}|null,"email":…|null,"isPrivateEmail":…,`
     /// `"realUserStatus":…|null,"capturedAt":"2026-11-21T10:00:00Z","verified":…,"attempt":3}`
@@ -11,7 +11,7 @@ extension EscrowPlaintext {
         CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: escrowId, attempt: attempt))
     }
 
-    /// The decrypted profile answered by `POST /v1/escrows/{userIdentifier}/replay` (SPEC §9): the members
+    /// The decrypted profile answered by `POST /v1/escrows/{userIdentifier}/replay`: the members
     /// of ``backendJSON(escrowId:attempt:)`` without `escrowId` and `attempt`, in the same style.
     public func profileJSON() -> [UInt8] {
         CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: nil, attempt: nil))

@@ -28,7 +28,7 @@ public import Foundation
 /// with two lowercase hexadecimal digits; every other code point (including `/`, U+007F and all non-ASCII)
 /// is written as its raw UTF-8 bytes. No other escape is produced. Integers are decimal ASCII with a leading
 /// `-` when negative, without leading zeros, fraction or exponent. Values are the validated profile of
-/// SPEC §3: name components NFC-normalized and trimmed, the email as given.
+/// The profile rules: name components NFC-normalized and trimmed, the email as given.
 ///
 /// Example (one line, 262 bytes):
 ///
@@ -40,13 +40,13 @@ public import Foundation
 ///
 /// The encoding is deterministic: the same content always gives the same bytes, so the content tag computed
 /// over them identifies a repeated capture. A decoder accepts only `"v":1`, refuses duplicate keys, unknown
-/// members and wrong types, accepts members in any order, and validates the profile again (SPEC §3).
+/// members and wrong types, accepts members in any order, and validates the profile again.
 public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
     /// The validated profile.
     public let profile: Profile
-    /// Whether the capture was proven by an Apple identity token (verified capture, SPEC §9).
+    /// Whether the capture was proven by an Apple identity token (verified capture).
     public let verified: Bool
     /// When the profile was captured, in whole seconds (the initializer rounds down, as the encoding does).
     public let capturedAt: Date

@@ -1,4 +1,4 @@
-/// The lifecycle states of an escrow (SPEC §2, normative names).
+/// The lifecycle states of an escrow (normative names).
 public enum EscrowState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Waiting for delivery (or redelivery) to the backend.
     case pending

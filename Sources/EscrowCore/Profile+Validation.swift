@@ -1,6 +1,6 @@
 internal import Foundation
 
-// The SPEC §3 rules, one function per field. Messages name the field and the rule, never the value.
+// The profile rules, one function per field. Messages name the field and the rule, never the value.
 extension Profile {
     /// The longest name component, in UTF-8 bytes after NFC normalization.
     static let maximumNameComponentBytes = 256
@@ -95,9 +95,9 @@ extension Profile {
         }
     }
 
-    /// The bidi embeddings and overrides U+202A–U+202E and isolates U+2066–U+2069 that SPEC §3 names.
+    /// The bidi embeddings and overrides U+202A–U+202E and isolates U+2066–U+2069 that the profile rules name.
     /// We also refuse the invisible bidi marks U+200E (LRM), U+200F (RLM) and U+061C (ALM): they are not
-    /// in SPEC's list, but they reorder text just as invisibly and no real name needs them.
+    /// in the rules' list, but they reorder text just as invisibly and no real name needs them.
     static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true

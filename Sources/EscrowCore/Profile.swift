@@ -1,6 +1,6 @@
-/// The one-time Sign in with Apple profile that ProfileEscrow holds (SPEC §2, §3).
+/// The one-time Sign in with Apple profile that ProfileEscrow holds.
 ///
-/// A `Profile` exists only in validated, normalized form: its initializer enforces every SPEC §3 rule.
+/// A `Profile` exists only in validated, normalized form: its initializer enforces every profile rule.
 /// It never shows its contents in `description`, `debugDescription`, string interpolation, `dump` or a
 /// `Mirror`, so a profile that reaches a log by accident prints `Profile(redacted)`.
 public struct Profile: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
@@ -15,7 +15,7 @@ public struct Profile: Sendable, Equatable, CustomStringConvertible, CustomDebug
     /// Apple's real-user indicator.
     public let realUserStatus: RealUserStatus?
 
-    /// Validates and normalizes a profile (SPEC §3).
+    /// Validates and normalizes a profile.
     ///
     /// - Name components are NFC-normalized and trimmed of leading and trailing whitespace; a component
     ///   that is then empty is absent, and a `fullName` whose components are all absent becomes `nil`.

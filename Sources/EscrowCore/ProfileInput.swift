@@ -1,4 +1,4 @@
-/// A parsed profile input (SPEC §3): the validated profile and, when given, the Apple identity token that
+/// A parsed profile input: the validated profile and, when given, the Apple identity token that
 /// verified capture checks. Redacted in `description`, `debugDescription` and `dump`.
 public struct ProfileInput: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The validated, normalized profile.

@@ -1,4 +1,4 @@
-/// Parses the profile input JSON of SPEC §3, the same for the library, the CLI and HTTP.
+/// Parses the profile input JSON, the same for the library, the CLI and HTTP.
 ///
 /// The body is parsed with ``StrictJSON`` (no duplicate keys, strict RFC 8259), must be an object with
 /// only the members `userIdentifier`, `fullName` (`givenName`, `familyName`, `middleName`, `namePrefix`,

@@ -1,4 +1,4 @@
-/// Why a profile was refused (SPEC §3).
+/// Why a profile was refused.
 ///
 /// Its `description` is deliberately generic and built from the ``code`` alone, so logging an error never leaks
 /// data. ``field`` is the JSON path of the member (`"fullName.givenName"`) and ``message`` names the rule that was

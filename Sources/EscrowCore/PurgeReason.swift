@@ -1,4 +1,4 @@
-/// Why an escrow was purged (SPEC §2, normative names).
+/// Why an escrow was purged (normative names).
 public enum PurgeReason: String, Sendable, Hashable, Codable, CaseIterable {
     case confirmed
     case expired

@@ -1,4 +1,4 @@
-/// When to try a delivery again (SPEC §7): `Retry-After` when the backend sent one, otherwise
+/// When to try a delivery again: `Retry-After` when the backend sent one, otherwise
 /// exponential backoff with full jitter, capped; and how many attempts before giving up.
 public struct RetryPolicy: Sendable, Equatable {
     /// Attempts (deliveries started) before a retryable failure makes the escrow `dead`.

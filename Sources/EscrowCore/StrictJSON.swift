@@ -51,7 +51,7 @@ public enum StrictJSON {
         return try parser.parseDocument()
     }
 
-    /// Every key the project's JSON documents define (the SPEC §3 profile, its name, the sealed
+    /// Every key the project's JSON documents define (the profile, its name, the sealed
     /// plaintext). Only these are ever written into an error path.
     static let knownKeys: Set<String> = [
         "userIdentifier", "fullName", "email", "isPrivateEmail", "realUserStatus", "identityToken",

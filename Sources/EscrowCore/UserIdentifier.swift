@@ -1,4 +1,4 @@
-/// The rule for Apple's stable user identifier (`sub`, SPEC §3): 1–255 bytes of `[0-9A-Za-z._-]`.
+/// The rule for Apple's stable user identifier (`sub`): 1–255 bytes of `[0-9A-Za-z._-]`.
 ///
 /// Its one home: a profile, the HTTP path parameter, an Apple notification's `sub` and the CLI's argument
 /// are all checked here. Errors name the rule, never the value.

@@ -4,7 +4,7 @@ internal import CSodium
 import Glibc
 #endif
 
-/// Process-level protections for a process that holds secrets in memory (SPEC §10).
+/// Process-level protections for a process that holds secrets in memory.
 public enum ProcessHardening {
     /// Disables core dumps (`RLIMIT_CORE` 0) and marks the process non-dumpable, so neither a crash
     /// nor a same-user `ptrace` reads keys or profiles out of memory. (`sodium_malloc`'ed buffers are

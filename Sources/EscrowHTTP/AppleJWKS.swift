@@ -62,7 +62,7 @@ struct AppleJWKS: Sendable {
 
     /// Checks the token's header before any key is touched: a known `kid`, and `alg` equal to the one
     /// algorithm of that key (RS256 or ES256). jwt-kit would otherwise fall back to a default key for
-    /// an unknown `kid`. Header and payload must also be strict JSON (no duplicate claim, SPEC §3's
+    /// an unknown `kid`. Header and payload must also be strict JSON (no duplicate claim, the profile rules'
     /// parser): jwt-kit's own decoder would let the last of two `sub`s win.
     func checkHeader(of token: String) -> Bool {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)

@@ -6,7 +6,7 @@ import JWTKit
 import Logging
 import ProfileEscrow
 
-/// `POST /v1/apple/notifications`: Apple's server-to-server notifications (SPEC §9).
+/// `POST /v1/apple/notifications`: Apple's server-to-server notifications.
 ///
 /// A notification whose signature or claims do not verify is answered `401` and changes nothing;
 /// so is every notification when no JWKS and audience are configured. A verified one is answered

@@ -3,7 +3,7 @@ import Foundation
 import JWTKit
 
 /// Verifies Apple identity tokens (verified capture) and server-to-server notifications against a
-/// JWKS file and the configured audiences (SPEC §9): the key chosen by `kid`, algorithms RS256 and
+/// JWKS file and the configured audiences: the key chosen by `kid`, algorithms RS256 and
 /// ES256 only, `iss` `https://appleid.apple.com`, `aud`, `exp`, `iat`; for identity tokens also `sub`
 /// and `email`. jwt-kit's Apple helper checks neither the audience nor the algorithm: both are
 /// checked here.

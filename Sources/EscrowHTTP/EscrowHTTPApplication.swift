@@ -4,7 +4,7 @@ public import Logging
 public import ProfileEscrow
 public import Prometheus
 
-/// The HTTP API of SPEC §9 on Hummingbird 2.
+/// The HTTP API on Hummingbird 2.
 ///
 /// ```swift
 /// let app = EscrowHTTPApplication.build(

@@ -10,7 +10,7 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var apple: AppleVerifier?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
-    /// The largest request body (SPEC §3: 16 KiB).
+    /// The largest request body (16 KiB).
     public var maximumBodySize = 16 * 1024
 
     public init() {}

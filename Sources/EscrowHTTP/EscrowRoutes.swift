@@ -5,7 +5,7 @@ import Hummingbird
 import Logging
 import ProfileEscrow
 
-/// `/v1/escrows…`: capture, status, replay, confirm, erase (SPEC §9).
+/// `/v1/escrows…`: capture, status, replay, confirm, erase.
 struct EscrowRoutes: Sendable {
     let escrow: Escrow
     let auth: BearerAuthenticator

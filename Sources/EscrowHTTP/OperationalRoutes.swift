@@ -35,7 +35,7 @@ struct OperationalRoutes: Sendable {
 
     func metrics(_ request: Request) async throws -> Response {
         if metricsRequireToken { _ = try await auth.authorize(request, scope: .metrics) }
-        // Live escrows by state and the oldest pending age (SPEC §10), read from the store at scrape time.
+        // Live escrows by state and the oldest pending age, read from the store at scrape time.
         let now = Date()
         EscrowMetrics.live(
             try await escrow.store.summary(at: now),

@@ -1,7 +1,7 @@
 import EscrowCore
 import Hummingbird
 
-/// The `{userIdentifier}` path parameter, checked against ``UserIdentifier`` (SPEC §3) before it goes
+/// The `{userIdentifier}` path parameter, checked against ``UserIdentifier`` before it goes
 /// anywhere; a bad one is a 400 problem that does not echo it.
 enum UserIdentifierParameter {
     static func require(_ context: some RequestContext) throws -> String {

@@ -6,7 +6,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
-/// POSTs one escrow to the registration backend (SPEC §7) and classifies the answer.
+/// POSTs one escrow to the registration backend and classifies the answer.
 ///
 /// Redirects are never followed (a `3xx` is classified like any unexpected status: retry later);
 /// TLS certificates are verified (async-http-client's default); every exchange, body included, has

@@ -61,7 +61,7 @@ public final class Escrow: Sendable {
 
     // MARK: Capture
 
-    /// Parses and validates a SPEC §3 JSON body, then captures it. The identity token, if any, is not
+    /// Parses and validates a profile JSON body, then captures it. The identity token, if any, is not
     /// checked here (see verified capture in the HTTP service); the escrow is recorded as unverified.
     public func capture(json body: some Collection<UInt8>, actor: AuditActor = .library) async throws -> CaptureReceipt
     {

@@ -2,7 +2,7 @@ public import EscrowCore
 public import Foundation
 public import Metrics
 
-/// The metrics of SPEC §10, through swift-metrics (the process chooses the backend). Labels are
+/// The product metrics, through swift-metrics (the process chooses the backend). Labels are
 /// reasons, codes and outcomes only: never an id, never personal data.
 public enum EscrowMetrics {
     static func captured() {
@@ -22,7 +22,7 @@ public enum EscrowMetrics {
         Timer(label: "profile_escrow_delivery_duration_seconds").recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    /// The live gauges (SPEC §10): live escrows by state (0 for a state with none) and the oldest pending
+    /// The live gauges: live escrows by state (0 for a state with none) and the oldest pending
     /// escrow's age. Their one publisher: the worker calls it after each sweep, `/metrics` at scrape time
     /// with its registry's factory (the same series when the process bootstrapped metrics over that registry).
     public static func live(_ summary: StoreSummary, at now: Date, factory: any MetricsFactory = MetricsSystem.factory)

@@ -3,7 +3,7 @@ import EscrowCrypto
 public import Foundation
 
 extension PurgeReport: Encodable {
-    /// The JSON form (at least the keys of SPEC §8): pretty-printed, keys sorted; times RFC 3339 with
+    /// The JSON form (the documented keys, see docs/purge-report.md): pretty-printed, keys sorted; times RFC 3339 with
     /// milliseconds, durations in seconds rounded to the millisecond, `null` for what is unknown.
     public func json() -> Data {
         let encoder = JSONEncoder()

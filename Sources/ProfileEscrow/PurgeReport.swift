@@ -3,7 +3,7 @@ import EscrowCrypto
 public import Foundation
 import Histogram
 
-/// What an auditor reads: what was kept, for how long, and why it was purged (SPEC §8). Holds no
+/// What an auditor reads: what was kept, for how long, and why it was purged. Holds no
 /// name, email or user identifier: only counts, durations, random escrow ids and codes.
 public struct PurgeReport: Sendable, Equatable {
     public struct Durations: Sendable, Equatable {

@@ -4,7 +4,7 @@ import Foundation
 public import Logging
 public import ServiceLifecycle
 
-/// Retry, then replay (SPEC §7): delivers captured escrows to the registration backend until it
+/// Retry, then replay: delivers captured escrows to the registration backend until it
 /// confirms them, then they are purged.
 ///
 /// A `Service` for swift-service-lifecycle: ``run()`` keeps delivering until graceful shutdown, then
@@ -185,7 +185,9 @@ public final class ReplayWorker: Service {
                                     record,
                                     run: run,
                                     because: "shutting down",
-                                    metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                                    metadata: [
+                                        "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
+                                    ]
                                 )
                             }
                             ready = []

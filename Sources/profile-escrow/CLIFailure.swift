@@ -4,7 +4,7 @@ import EscrowCrypto
 import Foundation
 import ProfileEscrow
 
-/// Exit codes (SPEC §8) and PII-free messages for every error the CLI can meet.
+/// Exit codes and PII-free messages for every error the CLI can meet.
 enum CLIFailure {
     static let problem: Int32 = 1
     static let badInput: Int32 = 2

@@ -3,7 +3,7 @@ import EscrowCrypto
 import Foundation
 import ProfileEscrow
 
-/// `profile-escrow`: thin over the library. Parse, call, print; exit codes of SPEC §8.
+/// `profile-escrow`: thin over the library. Parse, call, print; the documented exit codes.
 @main
 struct ProfileEscrowCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,7 +16,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         ]
     )
 
-    /// Runs the command and maps every failure to an exit code of SPEC §8: `2` for bad usage
+    /// Runs the command and maps every failure to a documented exit code: `2` for bad usage
     /// (argument-parser's own errors included, instead of its default 64).
     static func main() async {
         ProcessHardening.disableCoreDumps()

@@ -6,7 +6,7 @@ import ProfileEscrow
 
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Deliver escrows to the registration backend until it confirms them (SPEC §7).",
+        abstract: "Deliver escrows to the registration backend until it confirms them.",
         discussion: """
             The webhook secret (whsec_<base64>) comes from PROFILE_ESCROW_WEBHOOK_SECRET, never from the \
             command line. Without --once the worker runs until SIGTERM or SIGINT, then finishes the deliveries \

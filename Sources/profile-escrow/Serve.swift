@@ -9,7 +9,7 @@ import Metrics
 import ProfileEscrow
 import Prometheus
 
-/// `profile-escrow serve`: the HTTP API of SPEC §9, with the in-process replay worker.
+/// `profile-escrow serve`: the HTTP API, with the in-process replay worker.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the HTTP API (and the replay worker) until SIGTERM or SIGINT."

@@ -3,7 +3,7 @@ import EscrowCore
 import Foundation
 import ProfileEscrow
 
-/// The replay worker's tuning (SPEC §8), shared by `replay` and `serve`.
+/// The replay worker's tuning, shared by `replay` and `serve`.
 struct WorkerOptions: ParsableArguments {
     @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
     @Option(help: "Deliveries in flight at once.") var concurrency = 4
