@@ -21,7 +21,7 @@ func replayEndToEndBenchmarks() {
     let ours = Box<Escrow>()
     Benchmark(
         "Replay end to end, \(replayBatch) escrows, \(replayConcurrency) in flight (ours)",
-        configuration: configuration(.kilo, iterations: 5, seconds: 60)
+        configuration: configuration(iterations: 5, seconds: 60)
     ) { benchmark in
         for _ in benchmark.scaledIterations {
             benchmark.stopMeasurement()
@@ -52,7 +52,7 @@ func replayEndToEndBenchmarks() {
     let floorBackend = Box<InstantBackend>()
     Benchmark(
         "Replay end to end, \(replayBatch) escrows, \(replayConcurrency) in flight (floor)",
-        configuration: configuration(.kilo, iterations: 5, seconds: 60)
+        configuration: configuration(iterations: 5, seconds: 60)
     ) { benchmark in
         for _ in benchmark.scaledIterations {
             benchmark.stopMeasurement()
