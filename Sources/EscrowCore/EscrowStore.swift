@@ -79,6 +79,9 @@ public struct AuditTally: Sendable, Equatable {
 }
 
 extension EscrowStore {
+    /// Stores that cannot hold a malformed row have none to purge.
+    public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int { 0 }
+
     public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
         try await auditEvents(after: sequence, limit: limit).compactMap(AuditTally.init)
     }
@@ -162,6 +165,11 @@ public protocol EscrowStore: Sendable {
 
     /// How many live escrows have their key sealed to each master key version.
     func keyVersionsInUse() async throws -> [UInt32: Int]
+
+    /// Purges, as `expired`, every stored row past its retention that does not decode into a record (a
+    /// quarantined malformed row): retention holds for them too, though no lifecycle can be applied to them.
+    /// Returns how many.
+    func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int
 
     /// Retires master key `version` in one transaction: checks that no live escrow is sealed to it (else
     /// ``EscrowStoreError/Code/keyVersionInUse``), records it, and appends `audit`. From then on the store

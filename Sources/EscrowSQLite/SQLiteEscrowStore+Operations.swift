@@ -174,41 +174,52 @@ extension SQLiteEscrowStore {
     public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
         guard request.limit > 0 else { return [] }
         if let versions = request.keyVersions, versions.isEmpty { return [] }
-        // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text.
+        // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text. A version outside
+        // 32 bits is no version at all: such rows are selected whatever the filter, to be quarantined.
         let versionFilter =
-            request.keyVersions.map { " AND key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))" }
-            ?? ""
+            request.keyVersions.map {
+                " AND (key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))"
+                    + " OR key_version NOT BETWEEN 0 AND 4294967295)"
+            } ?? ""
         // Leases need not wait for the disk (see `write(durable:)`): the outcome commit that follows is durable.
         return try await write(durable: false) { db in
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
-                    ORDER BY due_at LIMIT ?
-                    """,
-                arguments: [Self.ms(request.now), request.limit]
-            )
             var audit = try AuditAppender(db)
             var leased: [EscrowRecord] = []
-            for row in rows {
-                let record: EscrowRecord
-                do throws(MalformedRow) {
-                    record = try Self.record(from: row)
-                } catch {
-                    // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                    try Self.quarantine(error.rowID, at: request.now, actor: .worker(request.owner), db, &audit)
-                    continue
-                }
-                let action = lifecycle.handle(
-                    .lease(owner: request.owner, duration: request.leaseDuration),
-                    on: record,
-                    at: request.now,
-                    actor: .worker(request.owner)
+            // Until `limit` leases or nothing more is due: a quarantined row takes no lease, and leaves the queue
+            // (its due_at is cleared), so broken rows never make a claim look like the end of the work.
+            while leased.count < request.limit {
+                let want = request.limit - leased.count
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT \(Self.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
+                        ORDER BY due_at LIMIT ?
+                        """,
+                    arguments: [Self.ms(request.now), want]
                 )
-                guard case .update(let next, let drafts) = action else { continue }
-                guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
-                try audit.append(drafts, db)
-                leased.append(next)
+                var quarantined = 0
+                for row in rows {
+                    let record: EscrowRecord
+                    do throws(MalformedRow) {
+                        record = try Self.record(from: row)
+                    } catch {
+                        // A malformed row never stalls delivery for the others: it is moved to dead, alone.
+                        try Self.quarantine(error.rowID, at: request.now, actor: .worker(request.owner), db, &audit)
+                        quarantined += 1
+                        continue
+                    }
+                    let action = lifecycle.handle(
+                        .lease(owner: request.owner, duration: request.leaseDuration),
+                        on: record,
+                        at: request.now,
+                        actor: .worker(request.owner)
+                    )
+                    guard case .update(let next, let drafts) = action else { continue }
+                    guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
+                    try audit.append(drafts, db)
+                    leased.append(next)
+                }
+                if rows.count < want || quarantined == 0 { break }
             }
             try audit.finish(db)
             return leased
@@ -246,6 +257,30 @@ extension SQLiteEscrowStore {
             }
             return result
         }
+    }
+
+    public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
+        let purged = try await write { db -> Int in
+            var audit = try AuditAppender(db)
+            var purged = 0
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE expires_at <= ?",
+                arguments: [Self.ms(now)]
+            )
+            for row in rows {
+                do throws(MalformedRow) {
+                    _ = try Self.record(from: row)
+                } catch {
+                    try Self.deleteMalformed(error.rowID, reason: .expired, at: now, actor: actor, db, &audit)
+                    purged += 1
+                }
+            }
+            try audit.finish(db)
+            return purged
+        }
+        if purged > 0 { try await purgedOne() }
+        return purged
     }
 
     public func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {

@@ -132,17 +132,24 @@ extension SQLiteEscrowStore {
         throws
     {
         let (escrowID, indexPrefix) = try identification(rowID, db)
+        let already =
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT state = ? AND dead_code IS ? FROM escrow WHERE rowid = ?",
+                arguments: [EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, rowID]
+            ) ?? true
+        // Always off the delivery queue (even a row already marked dead whose due_at was tampered with), so no
+        // claim ever meets it again; the audit records the quarantine once.
         try db.cachedStatement(
             sql: """
                 UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
                     confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = ?
-                WHERE rowid = ? AND NOT (state = ? AND dead_code IS ?)
+                WHERE rowid = ?
                 """
         ).execute(arguments: [
             EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, ms(now), rowID,
-            EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue,
         ])
-        guard db.changesCount == 1 else { return }
+        guard !already else { return }
         try audit.append(
             [
                 AuditDraft(
@@ -158,7 +165,7 @@ extension SQLiteEscrowStore {
         )
     }
 
-    /// Deletes a malformed row for `reason` (a replacing capture), with its `purged` audit event.
+    /// Deletes a malformed row for `reason` (a replacing capture, retention), with its `purged` audit event.
     static func deleteMalformed(
         _ rowID: Int64,
         reason: PurgeReason,

@@ -228,6 +228,8 @@ public final class Escrow: Sendable {
             progress?(purged)
             if !progressed { break }
         }
+        // Rows too broken to be records (quarantined as dead) are past retention too: purged by the store.
+        purged += try await store.purgeMalformed(expiredAt: now, actor: actor)
         if purged > 0 { logger.info("swept expired escrows", metadata: ["count": "\(purged)"]) }
         return purged
     }
