@@ -58,7 +58,10 @@ public final class SQLiteEscrowStore: EscrowStore {
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path
         self.configuration = configuration
-        if !configuration.readOnly { try StoreFiles.createParentDirectory(of: path) }
+        if !configuration.readOnly {
+            try StoreFiles.createParentDirectory(of: path)
+            try StoreFiles.createOwnerOnlyFile(path)
+        }
         if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
             throw EscrowStoreError(.unavailable, "no store at \(path)")
         }

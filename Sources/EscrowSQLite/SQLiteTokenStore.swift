@@ -88,6 +88,7 @@ public final class SQLiteTokenStore: AccessTokenStore {
     private static func createFileIfMissing(_ path: String) throws(EscrowStoreError) {
         guard !FileManager.default.fileExists(atPath: path) else { return }
         try StoreFiles.createParentDirectory(of: path)
+        try StoreFiles.createOwnerOnlyFile(path)
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
             closeDescriptor(descriptor)

@@ -19,8 +19,11 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
     /// Runs the command and maps every failure to a documented exit code: `2` for bad usage
     /// (argument-parser's own errors included, instead of its default 64).
     static func main() async {
+        ProcessHardening.disableCrashBacktraces()
         ProcessHardening.disableCoreDumps()
         ProcessHardening.restrictNewFiles()
+        // A test hook: a real crash after the hardening, so a test can check what a crash prints.
+        if ProcessInfo.processInfo.environment["PROFILE_ESCROW_TEST_CRASH"] == "1" { fatalError("a crash on purpose") }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import EscrowCrypto
 import EscrowTestSupport
 import Foundation
+import Glibc
 import Testing
 
 /// The `profile-escrow` binary, run as an operator would: real files, real exit codes.
@@ -222,5 +223,48 @@ struct CLITests {
         let listed = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
         #expect(listed.compactMap { $0["escrowId"] as? String } == [ids[1], ids[2]], "oldest first")
         #expect(try run(["list", "--state", "purged"]).status == 2)
+    }
+
+    /// A crash report must not print memory: `serve` turns Swift's runtime backtracer off at start (whatever
+    /// `SWIFT_BACKTRACE` it was given), so a fatal signal ends it without registers or memory on stderr.
+    @Test func aCrashPrintsNoMemory() async throws {
+        #expect(try run(["keys", "init"]).status == 0)
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--no-worker", "--port", "0"]
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+        environment["PROFILE_ESCROW_DATABASE"] = database
+        environment["PROFILE_ESCROW_KEYRING"] = keyring
+        environment["SWIFT_BACKTRACE"] = "enable=yes,interactive=no"
+        process.environment = environment
+        let log = directory.path + "/serve.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: log)
+        process.standardError = FileHandle(forWritingAtPath: log)
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let started = Date()
+        while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("Server started") {
+            guard Date().timeIntervalSince(started) < 60, process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let environ = try String(contentsOfFile: "/proc/\(process.processIdentifier)/environ", encoding: .utf8)
+        #expect(environ.split(separator: "\0").contains("SWIFT_BACKTRACE=enable=no"))
+        process.terminate()
+        process.waitUntilExit()
+
+        // A real crash (a trap inside the process, after the hardening): no registers, no memory, no backtrace.
+        let crash = try ProfileEscrowCLI.run(
+            ["status", Self.user(1)],
+            environment: [
+                "PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring,
+                "PROFILE_ESCROW_TEST_CRASH": "1", "SWIFT_BACKTRACE": "enable=yes,interactive=no",
+            ],
+            in: directory.path
+        )
+        #expect(crash.status != 0 && crash.stderr.contains("a crash on purpose"))
+        for marker in ["Program crashed", "Registers", "Backtrace", "rax 0x", "Thread 0"] {
+            #expect(!crash.stderr.contains(marker), "the crash printed \(marker)")
+        }
     }
 }

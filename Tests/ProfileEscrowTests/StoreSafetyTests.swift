@@ -108,6 +108,26 @@ struct StoreSafetyTests {
         }
     }
 
+    /// Embedded without the CLI's `umask 077`, the store's files are owner-only all the same.
+    @Test func theStoresFilesAreOwnerOnlyWhateverTheUmask() async throws {
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let harness = try Harness()
+        _ = try await harness.escrow.capture(try Fake.profile(1))
+        let tokens = try SQLiteTokenStore(path: harness.directory.path + "/tokens.sqlite", logger: Logger(label: "t"))
+        try tokens.close()
+        for suffix in ["", "-wal", "-shm", ".write-lock"] {
+            let path = harness.databasePath + suffix
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(suffix.isEmpty ? "database" : suffix) has mode \(String(mode ?? 0, radix: 8))")
+        }
+        let tokenMode =
+            try FileManager.default.attributesOfItem(atPath: harness.directory.path + "/tokens.sqlite")[
+                .posixPermissions
+            ] as? Int
+        #expect(tokenMode == 0o600)
+    }
+
     @Test func pragmasAreAsSpecified() async throws {
         let harness = try Harness()
         let values = try await harness.store.pool.write { db in
