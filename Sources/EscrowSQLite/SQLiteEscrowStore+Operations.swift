@@ -17,40 +17,34 @@ extension SQLiteEscrowStore {
         return outcome
     }
 
-    /// Writes one batch of captures for the group commit, in one transaction. When one capture fails, the
-    /// transaction is rolled back and each capture is written again in its own transaction, so that only
-    /// the failing one fails (rare: a broken row in the way, a full disk). Blocks the calling thread: for
-    /// the group-commit queue only.
-    static func writeCaptures(
-        _ batch: [CaptureItem],
+    /// Writes one batch of the group commit (captures or lifecycle actions) in one transaction, one audit head
+    /// read and write for all. When one item fails, the transaction is rolled back and each item is written
+    /// again in its own transaction, so that only the failing one fails (rare: a broken row in the way, a
+    /// retired key version, a full disk). Blocks the calling thread: for the group-commit queues only.
+    static func writeBatch<Item, Output>(
+        _ batch: [Item],
         pool: DatabasePool,
-        lock: WriteLock?
-    ) -> [Result<CaptureOutcome, any Error>] {
-        func write<T>(_ body: (Database) throws -> T) throws -> T {
+        lock: WriteLock?,
+        _ each: (Item, Database, inout AuditAppender) throws -> Output
+    ) -> [Result<Output, any Error>] {
+        func write(_ items: [Item]) throws -> [Output] {
             do {
-                return try pool.writeWithoutTransaction { db in try transaction(db, lock: lock, body) }
+                return try pool.writeWithoutTransaction { db in
+                    try transaction(db, lock: lock) { db in
+                        var audit = try AuditAppender(db)
+                        let outputs = try items.map { try each($0, db, &audit) }
+                        try audit.finish(db)
+                        return outputs
+                    }
+                }
             } catch {
                 throw storeError(error, "write transaction failed")
             }
         }
         do {
-            return try write { db in
-                var audit = try AuditAppender(db)
-                let outcomes = try batch.map { try capture($0, db, audit: &audit) }
-                try audit.finish(db)
-                return outcomes.map { .success($0) }
-            }
+            return try write(batch).map { .success($0) }
         } catch {
-            return batch.map { item in
-                Result {
-                    try write { db in
-                        var audit = try AuditAppender(db)
-                        let outcome = try capture(item, db, audit: &audit)
-                        try audit.finish(db)
-                        return outcome
-                    }
-                }
-            }
+            return batch.map { item in Result { try write([item])[0] } }
         }
     }
 
@@ -118,37 +112,6 @@ extension SQLiteEscrowStore {
         let applied = try await committer.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
         if applied, case .purge = action { try await purgedOne() }
         return applied
-    }
-
-    /// Writes one batch of lifecycle actions in one transaction (see ``writeCaptures(_:pool:lock:)`` for the
-    /// fallback when one fails). Blocks the calling thread: for the group-commit queue only.
-    static func writeCommits(_ batch: [CommitItem], pool: DatabasePool, lock: WriteLock?) -> [Result<Bool, any Error>] {
-        func write<T>(_ body: (Database) throws -> T) throws -> T {
-            do {
-                return try pool.writeWithoutTransaction { db in try transaction(db, lock: lock, body) }
-            } catch {
-                throw storeError(error, "write transaction failed")
-            }
-        }
-        do {
-            return try write { db in
-                var audit = try AuditAppender(db)
-                let applied = try batch.map { try apply($0, db, audit: &audit) }
-                try audit.finish(db)
-                return applied.map { .success($0) }
-            }
-        } catch {
-            return batch.map { item in
-                Result {
-                    try write { db in
-                        var audit = try AuditAppender(db)
-                        let applied = try apply(item, db, audit: &audit)
-                        try audit.finish(db)
-                        return applied
-                    }
-                }
-            }
-        }
     }
 
     /// One lifecycle action inside the caller's transaction, with compare-and-set on its revision.

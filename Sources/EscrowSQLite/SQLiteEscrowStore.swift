@@ -117,10 +117,13 @@ public final class SQLiteEscrowStore: EscrowStore {
             throw EscrowStoreError(.unavailable, "cannot open the store at \(path) (\(Self.describe(error)))")
         }
         self.batcher = CaptureBatcher(label: "profile-escrow.capture-commit") { [pool] batch in
-            Self.writeCaptures(batch, pool: pool, lock: lock)
+            Self.writeBatch(batch, pool: pool, lock: lock) { item, db, audit in
+                try Self.capture(item, db, audit: &audit)
+            }
         }
         self.committer = CommitBatcher(label: "profile-escrow.outcome-commit") { [pool] batch in
-            Self.writeCommits(batch, pool: pool, lock: lock)
+            Self.writeBatch(batch, pool: pool, lock: lock) { item, db, audit in try Self.apply(item, db, audit: &audit)
+            }
         }
 
         logger.info(
