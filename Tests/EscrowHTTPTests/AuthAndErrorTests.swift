@@ -74,7 +74,8 @@ struct AuthAndErrorTests {
 
     @Test("per-token rate limit: 429 with Retry-After, other tokens unaffected")
     func rateLimit() async throws {
-        let harness = try await HTTPHarness(rateLimit: RateLimit(requestsPerSecond: 0.5, burst: 2))
+        // One token per 100 s: the third request is limited however slowly a busy machine runs the first two.
+        let harness = try await HTTPHarness(rateLimit: RateLimit(requestsPerSecond: 0.01, burst: 2))
         try await harness.app().test(.router) { client async throws in
             let uri = "/v1/escrows/\(Fake.userIdentifier(1))"
             for _ in 0..<2 {
