@@ -18,11 +18,15 @@ let package = Package(
         .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
         .library(name: "EscrowCore", targets: ["EscrowCore"]),
         .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
+        .library(name: "EscrowPostgres", targets: ["EscrowPostgres"]),
         .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Already resolved through postgres-nio: the TLS configuration behind `sslmode`.
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -74,6 +78,18 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "EscrowPostgres",
+            dependencies: [
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -160,6 +176,18 @@ let package = Package(
                 "EscrowCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowPostgresTests",
+            dependencies: [
+                "EscrowPostgres",
+                "EscrowStoreConformance",
+                "EscrowCore",
+                "EscrowCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

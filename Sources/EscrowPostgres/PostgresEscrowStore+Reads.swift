@@ -1,0 +1,192 @@
+public import EscrowCore
+public import EscrowCrypto
+public import Foundation
+import PostgresNIO
+
+extension PostgresEscrowStore {
+    public func record(id: EscrowID) async throws -> EscrowRecord? {
+        try await fetch(.id, id.bytes)
+    }
+
+    public func record(blindIndex: BlindIndex) async throws -> EscrowRecord? {
+        try await fetch(.blindIndex, blindIndex.bytes)
+    }
+
+    private func fetch(_ column: KeyColumn, _ value: [UInt8]) async throws -> EscrowRecord? {
+        let logger = database.logger
+        let row: PostgresRow?
+        do {
+            row = try await database.client.withConnection { connection in
+                try await Self.fetchRow(connection, column, value, logger: logger)
+            }
+        } catch {
+            throw database.storeError(error, "read failed")
+        }
+        do {
+            return try row.map { row throws(MalformedRow) in try Self.record(from: row) }
+        } catch {
+            throw database.storeError(error, "read failed")
+        }
+    }
+
+    public func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
+        let after = Data(cursor?.bytes ?? [])
+        let columns = Self.escrowColumns
+        let sql: PostgresQuery =
+            switch query {
+            case .all:
+                try "SELECT \(unescaped: columns) FROM escrow WHERE id > \(after) ORDER BY id LIMIT \(limit)"
+            case .expired(let now):
+                try """
+                SELECT \(unescaped: columns) FROM escrow WHERE expires_at <= \(Self.ms(now)) AND id > \(after)
+                ORDER BY id LIMIT \(limit)
+                """
+            case .state(let state):
+                try """
+                SELECT \(unescaped: columns) FROM escrow WHERE state = \(state.rawValue) AND id > \(after)
+                ORDER BY id LIMIT \(limit)
+                """
+            case .keyVersionOtherThan(let version):
+                try """
+                SELECT \(unescaped: columns) FROM escrow WHERE key_version <> \(Int64(version)) AND id > \(after)
+                ORDER BY id LIMIT \(limit)
+                """
+            }
+        // A malformed row is left out of listings (the worker's claim moves it to dead).
+        return try await database.rows("read failed", sql).compactMap { try? Self.record(from: $0) }
+    }
+
+    public func keyVersionsInUse() async throws -> [UInt32: Int] {
+        var result: [UInt32: Int] = [:]
+        let rows = try await database.rows(
+            "read failed",
+            "SELECT key_version, COUNT(*) FROM escrow GROUP BY key_version"
+        )
+        for row in rows {
+            let (version, count) = try decode(row, (Int64, Int64).self)
+            // A version outside 32 bits is a malformed row, not a version in use.
+            guard let version = UInt32(exactly: version) else { continue }
+            result[version] = Int(count)
+        }
+        return result
+    }
+
+    public func retiredKeyVersions() async throws -> Set<UInt32> {
+        let rows = try await database.rows("read failed", "SELECT version FROM retired_key_version")
+        return Set(try rows.compactMap { UInt32(exactly: try decode($0, Int64.self)) })
+    }
+
+    public func auditEvents(escrowID: String, limit: Int) async throws -> [AuditEvent] {
+        let rows = try await database.rows(
+            "read failed",
+            """
+            SELECT \(unescaped: Self.auditColumns) FROM audit_event WHERE escrow_id = \(escrowID)
+            ORDER BY seq LIMIT \(limit)
+            """
+        )
+        return try rows.map { try events($0) }
+    }
+
+    public func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
+        let rows = try await database.rows(
+            "read failed",
+            "SELECT \(unescaped: Self.auditColumns) FROM audit_event WHERE seq > \(sequence) ORDER BY seq LIMIT \(limit)"
+        )
+        return try rows.map { try events($0) }
+    }
+
+    /// Reads only the columns the report counts, of captures and purges only.
+    public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
+        let rows = try await database.rows(
+            "read failed",
+            """
+            SELECT seq, at, type, detail, age_ms FROM audit_event
+            WHERE seq > \(sequence) AND type IN ('captured', 'purged') ORDER BY seq LIMIT \(limit)
+            """
+        )
+        return try rows.map { row in
+            let (sequence, at, type, detail, age) = try decode(row, (Int64, Int64, String, String?, Int64?).self)
+            let kind: AuditTally.Kind =
+                type == "captured"
+                ? .captured : .purged(detail.flatMap(PurgeReason.init(rawValue:)), ageMilliseconds: age ?? 0)
+            return AuditTally(sequence: sequence, at: at, kind: kind)
+        }
+    }
+
+    public func auditHead() async throws -> AuditHead? {
+        let rows = try await database.rows("read failed", "SELECT seq, hash FROM audit_head WHERE singleton = 1")
+        guard let row = rows.first else { return nil }
+        let (sequence, hash) = try decode(row, (Int64, Data).self)
+        // A head at the genesis (created, no event appended yet) is no head, as on SQLite.
+        return sequence == 0 ? nil : AuditHead(sequence: sequence, hash: [UInt8](hash))
+    }
+
+    public func summary(at now: Date) async throws -> StoreSummary {
+        let logger = database.logger
+        let pending = EscrowState.pending.rawValue
+        let dead = EscrowState.dead.rawValue
+        do {
+            // One snapshot for every count.
+            return try await database.client.withConnection { connection in
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                var live: [EscrowState: Int] = [:]
+                for state in EscrowState.live { live[state] = 0 }
+                for try await (state, count) in try await connection.query(
+                    "SELECT state, COUNT(*) FROM escrow GROUP BY state",
+                    logger: logger
+                ).decode((String, Int64).self) {
+                    if let state = EscrowState(rawValue: state) { live[state] = Int(count) }
+                }
+                let (oldest, oldestPending, overdue) =
+                    try await connection.query(
+                        """
+                        SELECT MIN(created_at), MIN(created_at) FILTER (WHERE state = \(pending)),
+                            COUNT(*) FILTER (WHERE expires_at <= \(Self.ms(now)))
+                        FROM escrow
+                        """,
+                        logger: logger
+                    ).collect().map { try $0.decode((Int64?, Int64?, Int64).self) }.first ?? (nil, nil, Int64(0))
+                var deadEscrows: [DeadEscrow] = []
+                for try await (id, code) in try await connection.query(
+                    "SELECT id, dead_code FROM escrow WHERE state = \(dead) ORDER BY created_at",
+                    logger: logger
+                ).decode((Data, String?).self) {
+                    guard let id = EscrowID(bytes: [UInt8](id)) else { continue }
+                    deadEscrows.append(DeadEscrow(id: id, code: code.map(DeadCode.init(rawValue:))))
+                }
+                try await connection.query("COMMIT", logger: logger)
+                return StoreSummary(
+                    live: live,
+                    oldestLiveCreatedAt: Self.date(oldest),
+                    oldestPendingCreatedAt: Self.date(oldestPending),
+                    overdue: Int(overdue),
+                    dead: deadEscrows
+                )
+            }
+        } catch {
+            throw database.storeError(error, "read failed")
+        }
+    }
+
+    private func events(_ row: PostgresRow) throws -> AuditEvent {
+        do { return try Self.event(from: row) } catch {
+            throw EscrowStoreError(.failed, "an audit event does not decode")
+        }
+    }
+
+    /// Decodes a row of a store-written table; a value of the wrong type is a `store_failed` without its content.
+    func decode<each Column: PostgresDecodable>(
+        _ row: PostgresRow,
+        _ type: (repeat each Column).Type
+    ) throws -> (repeat each Column) {
+        do { return try row.decode(type) } catch {
+            throw EscrowStoreError(.failed, "a stored value does not decode")
+        }
+    }
+
+    func decode<Column: PostgresDecodable>(_ row: PostgresRow, _ type: Column.Type) throws -> Column {
+        do { return try row.decode(Column.self) } catch {
+            throw EscrowStoreError(.failed, "a stored value does not decode")
+        }
+    }
+}

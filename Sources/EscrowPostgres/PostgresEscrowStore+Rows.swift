@@ -1,0 +1,294 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresEscrowStore {
+    static func ms(_ date: Date) -> Int64 { Timestamp.unixMilliseconds(date) }
+    static func ms(_ date: Date?) -> Int64? { date.map(Timestamp.unixMilliseconds) }
+    static func date(_ ms: Int64?) -> Date? { ms.map { Timestamp.date(unixMilliseconds: $0) } }
+
+    /// The columns ``record(from:)`` reads, in this order: `row_id` first.
+    static let escrowColumns = """
+        row_id, id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac, content_tag, state, \
+        revision, attempts, next_attempt_at, lease_owner, lease_expires_at, confirm_deadline, created_at, \
+        expires_at, updated_at, dead_code, last_status
+        """
+
+    /// Decodes a row selected with ``escrowColumns``. Every value is checked, so no stored value can trap.
+    static func record(from row: PostgresRow) throws(MalformedRow) -> EscrowRecord {
+        let cells = row.makeRandomAccess()
+        let rowID = (try? cells[0].decode(Int64.self)) ?? 0
+        func value<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T {
+            do { return try cells[index].decode(T.self) } catch { throw MalformedRow(rowID: rowID, column: cells[index].columnName) }
+        }
+        func optional<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T? {
+            guard cells[index].bytes != nil else { return nil }
+            return try value(index, T.self)
+        }
+        func bytes(_ index: Int) throws(MalformedRow) -> [UInt8] { [UInt8](try value(index, Data.self)) }
+        func time(_ index: Int) throws(MalformedRow) -> Date { Timestamp.date(unixMilliseconds: try value(index, Int64.self)) }
+
+        guard let id = EscrowID(bytes: try bytes(1)) else { throw MalformedRow(rowID: rowID, column: "id") }
+        guard let index = BlindIndex(bytes: try bytes(2)) else { throw MalformedRow(rowID: rowID, column: "blind_index") }
+        guard let keyVersion = UInt32(exactly: try value(3, Int64.self)) else {
+            throw MalformedRow(rowID: rowID, column: "key_version")
+        }
+        guard let state = EscrowState(rawValue: try value(9, String.self)) else {
+            throw MalformedRow(rowID: rowID, column: "state")
+        }
+        let phase: EscrowRecord.Phase
+        switch state {
+        case .pending:
+            phase = .pending
+        case .leased:
+            guard let owner = try optional(13, String.self), let end = try optional(14, Int64.self) else {
+                throw MalformedRow(rowID: rowID, column: "lease_owner")
+            }
+            phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
+        case .awaitingConfirmation:
+            guard let deadline = try optional(15, Int64.self) else {
+                throw MalformedRow(rowID: rowID, column: "confirm_deadline")
+            }
+            phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
+        case .dead:
+            guard let code = try optional(19, String.self) else { throw MalformedRow(rowID: rowID, column: "dead_code") }
+            phase = .dead(DeadCode(rawValue: code))
+        case .purged:
+            throw MalformedRow(rowID: rowID, column: "state")
+        }
+        let attempts = try value(11, Int64.self)
+        guard (0...Int64(Int32.max)).contains(attempts) else { throw MalformedRow(rowID: rowID, column: "attempts") }
+        let lastStatus = try optional(20, Int64.self)
+        guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
+            throw MalformedRow(rowID: rowID, column: "last_status")
+        }
+        let sealed = SealedEscrow(
+            id: id,
+            blindIndex: index,
+            keyVersion: keyVersion,
+            publicKey: try bytes(4),
+            sealedProfile: try bytes(5),
+            sealedKey: try bytes(6),
+            mac: try bytes(7)
+        )
+        return EscrowRecord(
+            sealed: sealed,
+            contentTag: try bytes(8),
+            phase: phase,
+            revision: try value(10, Int64.self),
+            attempts: Int(attempts),
+            nextAttemptAt: try time(12),
+            createdAt: try time(16),
+            expiresAt: try time(17),
+            updatedAt: try time(18),
+            lastStatus: lastStatus.map { Int($0) }
+        )
+    }
+
+    /// The live record whose `column` is `value` (`id` or `blind_index`), optionally locked for this transaction.
+    static func fetchRow(
+        _ connection: PostgresConnection,
+        _ column: KeyColumn,
+        _ value: [UInt8],
+        forUpdate: Bool = false,
+        logger: Logger
+    ) async throws -> PostgresRow? {
+        let lock = forUpdate ? " FOR UPDATE" : ""
+        return try await connection.query(
+            "SELECT \(unescaped: escrowColumns) FROM escrow WHERE \(unescaped: column.rawValue) = \(Data(value))\(unescaped: lock)",
+            logger: logger
+        ).collect().first
+    }
+
+    enum KeyColumn: String {
+        case id
+        case blindIndex = "blind_index"
+    }
+
+    /// Inserts a row. With `ifNoLiveEscrow`, a row whose blind index is already live is not inserted
+    /// (`ON CONFLICT DO NOTHING`: it waits for a concurrent insert of the same user to commit or roll back) and
+    /// the result is false.
+    @discardableResult
+    static func insert(
+        _ record: EscrowRecord,
+        _ connection: PostgresConnection,
+        ifNoLiveEscrow: Bool = false,
+        logger: Logger
+    ) async throws -> Bool {
+        let conflict = ifNoLiveEscrow ? "ON CONFLICT (blind_index) DO NOTHING" : ""
+        let sealed = record.sealed
+        let rows = try await connection.query(
+            """
+            INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
+                content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
+                confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status)
+            VALUES (\(Data(sealed.id.bytes)), \(Data(sealed.blindIndex.bytes)), \(Int64(sealed.keyVersion)),
+                \(Data(sealed.publicKey)), \(Data(sealed.sealedProfile)), \(Data(sealed.sealedKey)), \(Data(sealed.mac)),
+                \(Data(record.contentTag)), \(record.state.rawValue), \(record.revision), \(Int64(record.attempts)),
+                \(ms(record.nextAttemptAt)), \(record.leaseOwner), \(ms(record.leaseExpiresAt)),
+                \(ms(record.confirmDeadline)), \(ms(record.dueAt)), \(ms(record.createdAt)), \(ms(record.expiresAt)),
+                \(ms(record.updatedAt)), \(record.deadCode?.rawValue), \(record.lastStatus.map { Int64($0) }))
+            \(unescaped: conflict) RETURNING 1
+            """,
+            logger: logger
+        ).collect()
+        return rows.count == 1
+    }
+
+    /// Rewrites a record in place if it is still at `expectedRevision` (compare-and-set); returns whether it was.
+    static func update(
+        _ record: EscrowRecord,
+        expectedRevision: Int64,
+        _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Bool {
+        let sealed = record.sealed
+        let rows = try await connection.query(
+            """
+            UPDATE escrow SET key_version = \(Int64(sealed.keyVersion)), public_key = \(Data(sealed.publicKey)),
+                sealed_profile = \(Data(sealed.sealedProfile)), sealed_key = \(Data(sealed.sealedKey)),
+                mac = \(Data(sealed.mac)), content_tag = \(Data(record.contentTag)), state = \(record.state.rawValue),
+                revision = \(record.revision), attempts = \(Int64(record.attempts)),
+                next_attempt_at = \(ms(record.nextAttemptAt)), lease_owner = \(record.leaseOwner),
+                lease_expires_at = \(ms(record.leaseExpiresAt)), confirm_deadline = \(ms(record.confirmDeadline)),
+                due_at = \(ms(record.dueAt)), expires_at = \(ms(record.expiresAt)), updated_at = \(ms(record.updatedAt)),
+                dead_code = \(record.deadCode?.rawValue), last_status = \(record.lastStatus.map { Int64($0) })
+            WHERE id = \(Data(sealed.id.bytes)) AND revision = \(expectedRevision)
+            RETURNING 1
+            """,
+            logger: logger
+        ).collect()
+        return rows.count == 1
+    }
+
+    /// Deletes a row if it is still at `expectedRevision`; returns whether it was.
+    static func delete(
+        id: EscrowID,
+        expectedRevision: Int64?,
+        _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Bool {
+        let rows: [PostgresRow]
+        if let expectedRevision {
+            rows = try await connection.query(
+                "DELETE FROM escrow WHERE id = \(Data(id.bytes)) AND revision = \(expectedRevision) RETURNING 1",
+                logger: logger
+            ).collect()
+        } else {
+            rows = try await connection.query(
+                "DELETE FROM escrow WHERE id = \(Data(id.bytes)) RETURNING 1",
+                logger: logger
+            ).collect()
+        }
+        return rows.count == 1
+    }
+
+    /// Moves a malformed row to dead (`ciphertext_invalid`) and off the delivery queue, with a `dead` audit event
+    /// naming whatever its id and blind index columns hold. Addressed by `row_id`: the id column may be what is
+    /// broken. A row already quarantined is left alone.
+    static func quarantine(
+        _ rowID: Int64,
+        at now: Date,
+        actor: AuditActor,
+        _ connection: PostgresConnection,
+        _ audit: inout PendingAudit,
+        logger: Logger
+    ) async throws {
+        let dead = EscrowState.dead.rawValue
+        let code = DeadCode.ciphertextInvalid.rawValue
+        let rows = try await connection.query(
+            """
+            UPDATE escrow SET state = \(dead), dead_code = \(code), lease_owner = NULL, lease_expires_at = NULL,
+                confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = \(ms(now))
+            WHERE row_id = \(rowID) AND NOT (state = \(dead) AND dead_code IS NOT DISTINCT FROM \(code))
+            RETURNING id, blind_index
+            """,
+            logger: logger
+        ).collect()
+        guard let row = rows.first else { return }
+        let (escrowID, indexPrefix) = identification(row)
+        audit.add([
+            AuditDraft(
+                type: .dead,
+                at: now,
+                escrowID: escrowID,
+                indexPrefix: indexPrefix,
+                detail: code,
+                actor: actor
+            )
+        ])
+    }
+
+    /// Deletes a malformed row for `reason` (a replacing capture), with its `purged` audit event.
+    static func deleteMalformed(
+        _ rowID: Int64,
+        reason: PurgeReason,
+        at now: Date,
+        actor: AuditActor,
+        _ connection: PostgresConnection,
+        _ audit: inout PendingAudit,
+        logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            "DELETE FROM escrow WHERE row_id = \(rowID) RETURNING id, blind_index",
+            logger: logger
+        ).collect()
+        guard let row = rows.first else { return }
+        let (escrowID, indexPrefix) = identification(row)
+        audit.add([
+            AuditDraft(
+                type: .purged,
+                at: now,
+                escrowID: escrowID,
+                indexPrefix: indexPrefix,
+                detail: reason.rawValue,
+                actor: actor
+            )
+        ])
+    }
+
+    /// The hex of a row's id and of its blind index's first 8 bytes, whatever their length.
+    private static func identification(_ row: PostgresRow) -> (String?, String?) {
+        let cells = row.makeRandomAccess()
+        let id = try? cells[0].decode(Data.self)
+        let index = try? cells[1].decode(Data.self)
+        return (id.map { Hex.encode($0) }, index.map { Hex.encode($0.prefix(8)) })
+    }
+
+    /// Refuses a transaction that wrote rows sealed to a retired master key version: nobody holds its secret key any
+    /// more. Runs after the transaction's own writes: a concurrent `retireKeyVersion` locks the escrow table in SHARE
+    /// mode, so either it waited for this transaction (and counts its rows), or this check sees its version.
+    static func requireUsable(_ versions: Set<UInt32>, _ connection: PostgresConnection, logger: Logger) async throws {
+        guard !versions.isEmpty else { return }
+        let rows = try await connection.query(
+            "SELECT version FROM retired_key_version WHERE version = ANY(\(versions.sorted().map { Int64($0) })) LIMIT 1",
+            logger: logger
+        ).collect().map { try $0.decode(Int64.self) }
+        if let version = rows.first {
+            throw EscrowStoreError(
+                .keyVersionRetired,
+                "master key version \(version) is retired: nothing may be sealed to it (the writing node's keyring "
+                    + "is out of date; reload it)"
+            )
+        }
+    }
+
+    static let auditColumns = "seq, at, type, escrow_id, index_prefix, detail, http_status, actor, age_ms, hash"
+
+    static func event(from row: PostgresRow) throws -> AuditEvent {
+        let cells = row.makeRandomAccess()
+        let draft = AuditDraft(
+            type: AuditEventType(rawValue: try cells[2].decode(String.self)),
+            at: Timestamp.date(unixMilliseconds: try cells[1].decode(Int64.self)),
+            escrowID: try cells[3].decode(String?.self),
+            indexPrefix: try cells[4].decode(String?.self),
+            detail: try cells[5].decode(String?.self),
+            httpStatus: try cells[6].decode(Int64?.self).map { Int(truncatingIfNeeded: $0) },
+            actor: AuditActor(rawValue: try cells[7].decode(String.self)),
+            ageMilliseconds: try cells[8].decode(Int64?.self)
+        )
+        return AuditEvent(sequence: try cells[0].decode(Int64.self), draft: draft, hash: [UInt8](try cells[9].decode(Data.self)))
+    }
+}

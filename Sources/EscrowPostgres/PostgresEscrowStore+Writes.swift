@@ -1,0 +1,306 @@
+public import EscrowCore
+public import EscrowCrypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One capture to write.
+struct CaptureItem: Sendable {
+    let record: EscrowRecord
+    let actor: AuditActor
+    let lifecycle: EscrowLifecycle
+}
+
+/// One lifecycle action to commit with compare-and-set.
+struct CommitItem: Sendable {
+    let action: LifecycleAction
+    let id: EscrowID
+    let expectedRevision: Int64
+}
+
+extension PostgresEscrowStore {
+    /// Captures go through the group commit (``AsyncGroupCommit``): concurrent captures of this node share one
+    /// transaction, and each returns only once that transaction's COMMIT returned.
+    public func capture(
+        _ record: EscrowRecord,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> CaptureOutcome {
+        try requireWritable()
+        return try await captures.submit(CaptureItem(record: record, actor: actor, lifecycle: lifecycle))
+    }
+
+    /// Commits go through the group commit too: each is still a compare-and-set on its own revision.
+    public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
+        if case .ignore = action { return false }
+        try requireWritable()
+        return try await commits.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
+    }
+
+    func requireWritable() throws(EscrowStoreError) {
+        guard !configuration.readOnly else {
+            throw EscrowStoreError(.readOnly, "the store at \(url) is open read-only")
+        }
+    }
+
+    /// Writes a batch in one transaction. When it fails, each item is written again in its own transaction, so
+    /// only a failing item fails (a retired key version, a broken row in the way). Items are written in the
+    /// order of their blind index (captures) or id (commits): two nodes lock the same rows in the same order.
+    static func writeBatch<Item: Sendable, Output: Sendable>(
+        _ batch: [Item],
+        _ database: StoreDatabase,
+        what: String,
+        order: (Item) -> [UInt8],
+        write: (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
+    ) async -> [Result<Output, any Error>] {
+        func run(_ items: [(Int, Item)]) async throws -> [(Int, Output)] {
+            try await database.transaction(what) { connection in
+                var audit = PendingAudit()
+                var versions: Set<UInt32> = []
+                var outputs: [(Int, Output)] = []
+                for (position, item) in items {
+                    outputs.append((position, try await write(item, connection, &audit, &versions)))
+                }
+                try await requireUsable(versions, connection, logger: database.logger)
+                try await audit.write(connection, logger: database.logger)
+                return outputs
+            }
+        }
+        let ordered = batch.enumerated().sorted { order($0.element).lexicographicallyPrecedes(order($1.element)) }
+        do {
+            var results = [Result<Output, any Error>?](repeating: nil, count: batch.count)
+            for (position, output) in try await run(ordered.map { ($0.offset, $0.element) }) {
+                results[position] = .success(output)
+            }
+            return results.map { $0 ?? .failure(EscrowStoreError(.failed, "\(what): no result")) }
+        } catch {
+            guard batch.count > 1 else { return [.failure(database.storeError(error, what))] }
+            var results: [Result<Output, any Error>] = []
+            for (position, item) in batch.enumerated() {
+                do {
+                    results.append(.success(try await run([(position, item)])[0].1))
+                } catch {
+                    results.append(.failure(database.storeError(error, what)))
+                }
+            }
+            return results
+        }
+    }
+
+    static func writeCaptures(_ batch: [CaptureItem], _ database: StoreDatabase) async -> [Result<
+        CaptureOutcome, any Error
+    >] {
+        await writeBatch(batch, database, what: "capture failed", order: { $0.record.blindIndex.bytes }) {
+            item, connection, audit, versions in
+            versions.insert(item.record.sealed.keyVersion)
+            return try await capture(item, connection, &audit, logger: database.logger)
+        }
+    }
+
+    static func writeCommits(_ batch: [CommitItem], _ database: StoreDatabase) async -> [Result<Bool, any Error>] {
+        await writeBatch(batch, database, what: "commit failed", order: { $0.id.bytes }) {
+            item, connection, audit, versions in
+            try await apply(item, connection, &audit, &versions, logger: database.logger)
+        }
+    }
+
+    /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs one
+    /// statement); only on a blind-index conflict is the live escrow read (and locked), and kept or replaced.
+    static func capture(
+        _ item: CaptureItem,
+        _ connection: PostgresConnection,
+        _ audit: inout PendingAudit,
+        logger: Logger
+    ) async throws -> CaptureOutcome {
+        let record = item.record
+        let captured = item.lifecycle.captured(record, actor: item.actor)
+        // A live escrow deleted by another node between the insert and the read: insert again.
+        for _ in 0..<3 {
+            if try await insert(record, connection, ifNoLiveEscrow: true, logger: logger) {
+                audit.add([captured])
+                return .created(record)
+            }
+            guard
+                let row = try await fetchRow(
+                    connection,
+                    .blindIndex,
+                    record.blindIndex.bytes,
+                    forUpdate: true,
+                    logger: logger
+                )
+            else { continue }
+            let existing: EscrowRecord
+            do throws(MalformedRow) {
+                existing = try Self.record(from: row)
+            } catch {
+                // The user's previous row is broken: it can never be delivered. The new capture replaces it.
+                try await deleteMalformed(
+                    error.rowID,
+                    reason: .replaced,
+                    at: record.createdAt,
+                    actor: item.actor,
+                    connection,
+                    &audit,
+                    logger: logger
+                )
+                try await insert(record, connection, logger: logger)
+                audit.add([captured])
+                return .created(record)
+            }
+            if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+                return .unchanged(existing)
+            }
+            let action = item.lifecycle.handle(
+                .replace(by: record.id),
+                on: existing,
+                at: record.createdAt,
+                actor: item.actor
+            )
+            guard case .purge(_, let purgeDrafts) = action else {
+                throw EscrowStoreError(.failed, "cannot replace the previous escrow")
+            }
+            _ = try await delete(id: existing.id, expectedRevision: nil, connection, logger: logger)
+            try await insert(record, connection, logger: logger)
+            audit.add(purgeDrafts + [captured])
+            return .replaced(record, previous: existing.id)
+        }
+        throw EscrowStoreError(.failed, "the user's live escrow kept changing during the capture; try again")
+    }
+
+    /// One lifecycle action inside the caller's transaction, with compare-and-set on its revision.
+    static func apply(
+        _ item: CommitItem,
+        _ connection: PostgresConnection,
+        _ audit: inout PendingAudit,
+        _ versions: inout Set<UInt32>,
+        logger: Logger
+    ) async throws -> Bool {
+        switch item.action {
+        case .ignore:
+            return false
+        case .update(let record, let drafts):
+            versions.insert(record.sealed.keyVersion)
+            guard try await update(record, expectedRevision: item.expectedRevision, connection, logger: logger) else {
+                return false
+            }
+            audit.add(drafts)
+            return true
+        case .purge(_, let drafts):
+            guard try await delete(id: item.id, expectedRevision: item.expectedRevision, connection, logger: logger)
+            else { return false }
+            audit.add(drafts)
+            return true
+        }
+    }
+
+    public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
+        guard request.limit > 0 else { return [] }
+        if let versions = request.keyVersions, versions.isEmpty { return [] }
+        let logger = database.logger
+        let now = Self.ms(request.now)
+        let actor = AuditActor.worker(request.owner)
+        // Leases need not wait for the WAL flush (see `StoreDatabase.transaction`): the outcome commit that
+        // follows is durable.
+        return try await database.transaction("claim failed", durable: false) { connection in
+            let rows: [PostgresRow]
+            if let versions = request.keyVersions {
+                rows = try await connection.query(
+                    """
+                    SELECT \(unescaped: Self.escrowColumns) FROM escrow
+                    WHERE due_at <= \(now) AND key_version = ANY(\(versions.sorted().map { Int64($0) }))
+                    ORDER BY due_at LIMIT \(request.limit) FOR UPDATE SKIP LOCKED
+                    """,
+                    logger: logger
+                ).collect()
+            } else {
+                rows = try await connection.query(
+                    """
+                    SELECT \(unescaped: Self.escrowColumns) FROM escrow WHERE due_at <= \(now)
+                    ORDER BY due_at LIMIT \(request.limit) FOR UPDATE SKIP LOCKED
+                    """,
+                    logger: logger
+                ).collect()
+            }
+            var audit = PendingAudit()
+            var leased: [EscrowRecord] = []
+            for row in rows {
+                let record: EscrowRecord
+                do throws(MalformedRow) {
+                    record = try Self.record(from: row)
+                } catch {
+                    // A malformed row never stalls delivery for the others: it is moved to dead, alone.
+                    try await Self.quarantine(error.rowID, at: request.now, actor: actor, connection, &audit, logger: logger)
+                    continue
+                }
+                let action = lifecycle.handle(
+                    .lease(owner: request.owner, duration: request.leaseDuration),
+                    on: record,
+                    at: request.now,
+                    actor: actor
+                )
+                guard case .update(let next, let drafts) = action else { continue }
+                guard try await Self.update(next, expectedRevision: record.revision, connection, logger: logger) else {
+                    continue
+                }
+                audit.add(drafts)
+                leased.append(next)
+            }
+            try await audit.write(connection, logger: logger)
+            return leased
+        }
+    }
+
+    public func retireKeyVersion(_ version: UInt32, audit drafts: [AuditDraft]) async throws {
+        let logger = database.logger
+        try await database.transaction("retiring a key version failed") { connection in
+            let retired = try await connection.query(
+                "SELECT 1 FROM retired_key_version WHERE version = \(Int64(version))",
+                logger: logger
+            ).collect()
+            guard retired.isEmpty else { return }
+            // Waits for every transaction writing escrows to end, and holds new ones until this one commits:
+            // the count below sees every escrow, and no capture sealed to this version can slip in after it.
+            try await connection.query("LOCK TABLE escrow IN SHARE MODE", logger: logger)
+            let inUse =
+                try await connection.query(
+                    "SELECT COUNT(*) FROM escrow WHERE key_version = \(Int64(version))",
+                    logger: logger
+                ).collect().map { try $0.decode(Int64.self) }.first ?? 0
+            guard inUse == 0 else {
+                throw EscrowStoreError(
+                    .keyVersionInUse,
+                    "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
+                )
+            }
+            let at = Self.ms(drafts.first?.at ?? Date())
+            let inserted = try await connection.query(
+                """
+                INSERT INTO retired_key_version (version, retired_at) VALUES (\(Int64(version)), \(at))
+                ON CONFLICT (version) DO NOTHING RETURNING 1
+                """,
+                logger: logger
+            ).collect()
+            // Another node retired it meanwhile: nothing to append.
+            guard inserted.count == 1 else { return }
+            var audit = PendingAudit()
+            audit.add(drafts)
+            try await audit.write(connection, logger: logger)
+        }
+    }
+
+    public func appendAudit(_ drafts: [AuditDraft]) async throws {
+        guard !drafts.isEmpty else { return }
+        let logger = database.logger
+        try await database.transaction("appending audit events failed") { connection in
+            var audit = PendingAudit()
+            audit.add(drafts)
+            try await audit.write(connection, logger: logger)
+        }
+    }
+
+    /// A no-op. SQLite keeps copies of purged pages in its WAL file until a checkpoint truncates it; PostgreSQL's
+    /// copies of a deleted row are dead tuples (until vacuum reuses their space), its WAL and WAL archives, and base
+    /// backups: none of them can be cleared from here. What bounds them is key cycling (`keys cycle`): once the
+    /// master key version an escrow was sealed to is retired, every such copy is unreadable.
+    public func flushPurged() async throws {}
+}

@@ -1,0 +1,170 @@
+public import EscrowCore
+import Foundation
+public import Logging
+import PostgresNIO
+
+/// The scale-out store: escrows, the audit chain, Apple notification records and the HTTP API's tokens in one
+/// PostgreSQL database, shared by any number of service and worker nodes.
+///
+/// The same semantics as the SQLite store: a capture returns only once its COMMIT returned with
+/// `synchronous_commit` on (checked at open: `off` and `local` are refused), one live escrow per user (a unique
+/// index on the blind index), a purge and its audit events in one transaction, claims with
+/// `FOR UPDATE SKIP LOCKED` and compare-and-set on the revision (the fencing token), one audit chain for all nodes
+/// (appends serialize on its head row), and concurrent captures of one node sharing one transaction (group commit).
+///
+/// ## Lifetime
+///
+/// ``connect(url:configuration:logger:)`` starts the connection pool's run loop (`PostgresClient.run()`) in a task
+/// the store owns, checks the server, and applies missing migrations; the store is usable when it returns, and
+/// there is nothing else to start. ``close()`` ends the run loop once the store's last operation returned;
+/// releasing the store ends it too. Operations after ``close()`` fail with ``EscrowStoreError/Code/unavailable``.
+public final class PostgresEscrowStore: EscrowStore, Sendable {
+    public struct Configuration: Sendable {
+        /// Write nothing and apply no migration (the schema must be current): for `status` and `purge-report`.
+        /// The connections also start with `default_transaction_read_only`, so the server refuses any write.
+        public var readOnly: Bool = false
+        /// Apply missing migrations at open (the role must be allowed to create tables). When false, or when the
+        /// schema is already current, no DDL runs, so the service role needs no more than its grants on the tables.
+        public var migrate: Bool = true
+        /// The most connections the pool opens.
+        public var maximumConnections: Int = 20
+        /// The most captures (and the most lifecycle actions) one group-commit transaction holds.
+        public var maximumBatch: Int = 256
+
+        public init() {}
+    }
+
+    public let url: PostgresURL
+    public let configuration: Configuration
+    /// `SHOW server_version`, for the startup log.
+    public let serverVersion: String
+    /// `SHOW synchronous_commit` at open (never `off` or `local`).
+    public let synchronousCommit: String
+
+    let database: StoreDatabase
+    private let runner: Task<Void, Never>
+    let captures: AsyncGroupCommit<CaptureItem, CaptureOutcome>
+    let commits: AsyncGroupCommit<CommitItem, Bool>
+
+    /// Connects to `url` (`postgres://` or `postgresql://`, see ``PostgresURL``), checks that commits are durable,
+    /// and applies missing migrations (``Configuration/migrate``). Fails with a PII-free, password-free error.
+    public static func connect(
+        url text: String,
+        configuration: Configuration = Configuration(),
+        logger: Logger
+    ) async throws -> PostgresEscrowStore {
+        let url = try PostgresURL(text)
+        var clientConfiguration = try url.clientConfiguration()
+        clientConfiguration.options.maximumConnections = max(1, configuration.maximumConnections)
+        if configuration.readOnly {
+            clientConfiguration.options.additionalStartupParameters.append(("default_transaction_read_only", "on"))
+        }
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let runner = Task { await client.run() }
+        let database = StoreDatabase(
+            client: client,
+            logger: logger,
+            readOnly: configuration.readOnly,
+            place: url.description
+        )
+        do {
+            let (version, synchronous) = try await checkServer(database)
+            if configuration.migrate && !configuration.readOnly {
+                let applied = try await PostgresSchema.migrate(client, logger: logger)
+                if !applied.isEmpty {
+                    logger.notice("applied schema migrations", metadata: ["versions": "\(applied)"])
+                }
+            } else {
+                try await PostgresSchema.requireCurrent(client, logger: logger)
+            }
+            let store = PostgresEscrowStore(
+                url: url,
+                configuration: configuration,
+                serverVersion: version,
+                synchronousCommit: synchronous,
+                database: database,
+                runner: runner
+            )
+            logger.info(
+                "opened PostgreSQL store",
+                metadata: [
+                    "url": "\(url)", "postgres.version": "\(version)", "synchronous_commit": "\(synchronous)",
+                    "mode": "\(configuration.readOnly ? "read-only" : "read-write")",
+                ]
+            )
+            return store
+        } catch {
+            runner.cancel()
+            await runner.value
+            throw database.storeError(error, "cannot open the store at \(url)")
+        }
+    }
+
+    private init(
+        url: PostgresURL,
+        configuration: Configuration,
+        serverVersion: String,
+        synchronousCommit: String,
+        database: StoreDatabase,
+        runner: Task<Void, Never>
+    ) {
+        self.url = url
+        self.configuration = configuration
+        self.serverVersion = serverVersion
+        self.synchronousCommit = synchronousCommit
+        self.database = database
+        self.runner = runner
+        self.captures = AsyncGroupCommit(maximumBatch: configuration.maximumBatch) { [database] batch in
+            await Self.writeCaptures(batch, database)
+        }
+        self.commits = AsyncGroupCommit(maximumBatch: configuration.maximumBatch) { [database] batch in
+            await Self.writeCommits(batch, database)
+        }
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// Closes the pool's connections and ends its run loop. Call it once the store's operations have returned.
+    public func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    /// How this store writes, for the startup log.
+    public var mode: String {
+        configuration.readOnly
+            ? "read-only"
+            : "group commit per node, audit appends serialized on the chain's head row"
+    }
+
+    /// The server's version, and refuses a server whose commits are not durable when they return.
+    private static func checkServer(_ database: StoreDatabase) async throws -> (String, String) {
+        try await database.client.withConnection { connection in
+            let version =
+                try await connection.query("SHOW server_version", logger: database.logger)
+                .collect().map { try $0.decode(String.self) }.first ?? "?"
+            let synchronous =
+                try await connection.query("SHOW synchronous_commit", logger: database.logger)
+                .collect().map { try $0.decode(String.self) }.first ?? "?"
+            guard synchronous != "off" else {
+                throw EscrowStoreError(
+                    .unavailable,
+                    "PostgreSQL runs with synchronous_commit=\(synchronous): a capture could be acknowledged and then "
+                        + "lost in a crash. Set synchronous_commit to on (or remote_write, remote_apply) for this "
+                        + "database or role"
+                )
+            }
+            if synchronous == "local" {
+                throw EscrowStoreError(
+                    .unavailable,
+                    "PostgreSQL runs with synchronous_commit=local: with a synchronous standby configured, a capture "
+                        + "could be acknowledged before the standby has it. Set synchronous_commit to on (or "
+                        + "remote_write, remote_apply) for this database or role"
+                )
+            }
+            return (version, synchronous)
+        }
+    }
+}

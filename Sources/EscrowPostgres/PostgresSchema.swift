@@ -1,0 +1,181 @@
+import EscrowCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The schema, as numbered migrations recorded in `schema_migrations`. Only sealed bytes, a blind index
+/// and metadata are stored: times as bigint milliseconds since 1970, bytes as bytea.
+///
+/// Migrations run in one transaction under `pg_advisory_xact_lock`: nodes starting at once wait for
+/// each other, and each migration is applied exactly once. A role without the right to create tables
+/// (the service role) opens a store whose schema is current without taking the lock at all.
+enum PostgresSchema {
+    struct Migration: Sendable {
+        let version: Int64
+        let name: String
+        let statements: [String]
+    }
+
+    /// `pg_advisory_xact_lock`'s key: "escrow" in ASCII, so that it names this program in `pg_locks`.
+    static let advisoryLockKey: Int64 = 0x6573_6372_6F77
+
+    static let migrations: [Migration] = [
+        Migration(
+            version: 1,
+            name: "escrow, audit chain, notifications, retired key versions, access tokens",
+            statements: [
+                """
+                CREATE TABLE escrow (
+                    row_id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+                    id bytea PRIMARY KEY,
+                    blind_index bytea NOT NULL,
+                    key_version bigint NOT NULL,
+                    public_key bytea NOT NULL,
+                    sealed_profile bytea NOT NULL,
+                    sealed_key bytea NOT NULL,
+                    mac bytea NOT NULL,
+                    content_tag bytea NOT NULL,
+                    state text NOT NULL,
+                    revision bigint NOT NULL,
+                    attempts bigint NOT NULL,
+                    next_attempt_at bigint NOT NULL,
+                    lease_owner text,
+                    lease_expires_at bigint,
+                    confirm_deadline bigint,
+                    due_at bigint,
+                    created_at bigint NOT NULL,
+                    expires_at bigint NOT NULL,
+                    updated_at bigint NOT NULL,
+                    dead_code text,
+                    last_status bigint
+                )
+                """,
+                // One live escrow per user.
+                "CREATE UNIQUE INDEX escrow_blind_index ON escrow (blind_index)",
+                "CREATE INDEX escrow_due ON escrow (due_at) WHERE due_at IS NOT NULL",
+                "CREATE INDEX escrow_expiry ON escrow (expires_at)",
+                """
+                CREATE TABLE audit_event (
+                    seq bigint PRIMARY KEY,
+                    at bigint NOT NULL,
+                    type text NOT NULL,
+                    escrow_id text,
+                    index_prefix text,
+                    detail text,
+                    http_status bigint,
+                    actor text NOT NULL,
+                    age_ms bigint,
+                    hash bytea NOT NULL
+                )
+                """,
+                "CREATE INDEX audit_event_at ON audit_event (at)",
+                "CREATE INDEX audit_event_escrow ON audit_event (escrow_id) WHERE escrow_id IS NOT NULL",
+                """
+                CREATE TABLE audit_head (
+                    singleton integer PRIMARY KEY CHECK (singleton = 1),
+                    seq bigint NOT NULL,
+                    hash bytea NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE apple_notification (
+                    jti_hash bytea PRIMARY KEY,
+                    received_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX apple_notification_received ON apple_notification (received_at)",
+                """
+                CREATE TABLE retired_key_version (
+                    version bigint PRIMARY KEY,
+                    retired_at bigint NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE access_token (
+                    name text PRIMARY KEY,
+                    token_hash bytea NOT NULL UNIQUE,
+                    scopes text NOT NULL,
+                    created_at bigint NOT NULL,
+                    revoked_at bigint
+                )
+                """,
+            ]
+        )
+    ]
+
+    static var latestVersion: Int64 { migrations.last?.version ?? 0 }
+
+    /// The highest version applied, 0 when the table is missing.
+    static func appliedVersion(_ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        let exists = try await connection.query(
+            "SELECT to_regclass('schema_migrations') IS NOT NULL",
+            logger: logger
+        ).collect().map { try $0.decode(Bool.self) }.first ?? false
+        guard exists else { return 0 }
+        return try await connection.query(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            logger: logger
+        ).collect().map { try $0.decode(Int64.self) }.first ?? 0
+    }
+
+    /// Applies what is missing, under the advisory lock, in one transaction. Returns the versions applied.
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int64] {
+        let current = try await client.withConnection { try await appliedVersion($0, logger: logger) }
+        try requireKnown(current)
+        guard current < latestVersion else { return [] }
+        return try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(advisoryLockKey))", logger: logger)
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version bigint PRIMARY KEY,
+                    name text NOT NULL,
+                    applied_at bigint NOT NULL
+                )
+                """,
+                logger: logger
+            )
+            // Another node may have applied them while this one waited for the lock.
+            let applied = try await appliedVersion(connection, logger: logger)
+            try requireKnown(applied)
+            var done: [Int64] = []
+            for migration in migrations where migration.version > applied {
+                for statement in migration.statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                let now = Timestamp.unixMilliseconds(Date())
+                try await connection.query(
+                    """
+                    INSERT INTO schema_migrations (version, name, applied_at)
+                    VALUES (\(migration.version), \(migration.name), \(now))
+                    """,
+                    logger: logger
+                )
+                done.append(migration.version)
+            }
+            return done
+        }
+    }
+
+    /// Fails unless the schema is exactly the one this program knows (for a store that must not migrate).
+    static func requireCurrent(_ client: PostgresClient, logger: Logger) async throws {
+        let current = try await client.withConnection { try await appliedVersion($0, logger: logger) }
+        try requireKnown(current)
+        guard current == latestVersion else {
+            throw EscrowStoreError(
+                .schema,
+                "the database's schema is at version \(current), this program needs \(latestVersion): "
+                    + "open it once with the migration role (see docs/operations.md, PostgreSQL)"
+            )
+        }
+    }
+
+    private static func requireKnown(_ version: Int64) throws {
+        guard version <= latestVersion else {
+            throw EscrowStoreError(
+                .schema,
+                "the database's schema is at version \(version), newer than this program's \(latestVersion): upgrade it"
+            )
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import EscrowCore
+import Foundation
+import NIOSSL
+public import PostgresNIO
+
+/// A `postgres://` or `postgresql://` connection URL, read the way libpq reads it:
+/// `postgresql://user:password@host:port/database?sslmode=verify-full&application_name=…`.
+///
+/// - Host: a name, an IPv4 address or a bracketed IPv6 address; or a Unix socket directory, given as a
+///   percent-encoded path (`postgresql://%2Fvar%2Frun%2Fpostgresql/escrow`) or as `?host=/var/run/postgresql`.
+///   Without one, the server's default socket directory (`/var/run/postgresql` on Debian), as libpq does.
+/// - Port 5432 unless given; user `PGUSER`, else the login name; password `PGPASSWORD` when the URL has none;
+///   database the user's name unless given.
+/// - `sslmode`: `disable`, `prefer` (the default: TLS when the server offers it, certificate not checked),
+///   `require` (TLS, certificate not checked), `verify-ca` (TLS, certificate checked against the trust roots),
+///   `verify-full` (also the host name). `sslrootcert` names a PEM file of trust roots (default: the system's).
+/// - Also `connect_timeout` (seconds) and `application_name`. Any other parameter is refused, as libpq does.
+///
+/// The password is kept only in the connection configuration: ``description`` and every error leave it out.
+public struct PostgresURL: Sendable, CustomStringConvertible {
+    /// libpq's `sslmode` values this store supports.
+    public enum SSLMode: String, Sendable, CaseIterable {
+        case disable
+        case prefer
+        case require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+    }
+
+    public var host: String?
+    public var unixSocketPath: String?
+    public var port: Int
+    public var user: String
+    public var database: String
+    public var sslMode: SSLMode
+    public var sslRootCertificate: String?
+    public var applicationName: String?
+    public var connectTimeout: Double?
+    /// Never printed: not part of ``description``.
+    var password: String?
+
+    /// Whether `text` is a PostgreSQL URL (and not a file path).
+    public static func isPostgresURL(_ text: String) -> Bool {
+        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
+    }
+
+    /// Parses `text`. Errors never repeat the URL (it may hold a password).
+    public init(_ text: String, environment: [String: String]? = nil) throws {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        guard Self.isPostgresURL(text) else { throw Self.invalid("it must start with postgres:// or postgresql://") }
+        // Foundation's parser wants a host; libpq allows `postgresql:///db` (default socket).
+        guard let components = URLComponents(string: text) else {
+            throw Self.invalid("it is not a valid URL (reserved characters in a password must be percent-encoded)")
+        }
+        var host: String? = components.percentEncodedHost.flatMap { $0.removingPercentEncoding }
+        if let h = host, h.isEmpty { host = nil }
+        if let h = host, h.contains(",") { throw Self.invalid("several hosts are not supported") }
+        if let h = host, h.hasPrefix("["), h.hasSuffix("]") { host = String(h.dropFirst().dropLast()) }
+        let port = components.port ?? 5432
+        guard (1...65535).contains(port) else { throw Self.invalid("the port must be 1-65535") }
+        self.port = port
+        let login = environment["PGUSER"] ?? environment["USER"] ?? "postgres"
+        self.user = components.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
+            ?? login
+        self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding } ?? environment["PGPASSWORD"]
+        let path = components.percentEncodedPath.removingPercentEncoding ?? ""
+        let name = path.hasPrefix("/") ? String(path.dropFirst()) : path
+        guard !name.contains("/") else { throw Self.invalid("the database name must not contain '/'") }
+        self.database = name.isEmpty ? user : name
+        self.sslMode = .prefer
+        for item in components.queryItems ?? [] {
+            let value = item.value ?? ""
+            switch item.name {
+            case "sslmode":
+                if value == "allow" {
+                    throw Self.invalid("sslmode=allow is not supported: use prefer, require, verify-ca or verify-full")
+                }
+                guard let mode = SSLMode(rawValue: value) else {
+                    throw Self.invalid("sslmode must be disable, prefer, require, verify-ca or verify-full")
+                }
+                self.sslMode = mode
+            case "sslrootcert": self.sslRootCertificate = value
+            case "host": host = value
+            case "port":
+                guard let number = Int(value), (1...65535).contains(number) else {
+                    throw Self.invalid("the port must be 1-65535")
+                }
+                self.port = number
+            case "user": self.user = value
+            case "password": self.password = value
+            case "dbname": self.database = value
+            case "application_name": self.applicationName = value
+            case "connect_timeout":
+                guard let seconds = Double(value), seconds > 0 else {
+                    throw Self.invalid("connect_timeout must be a positive number of seconds")
+                }
+                self.connectTimeout = seconds
+            default:
+                // Only the parameter's name, never its value.
+                throw Self.invalid("the parameter '\(item.name.prefix(40))' is not supported")
+            }
+        }
+        if let h = host, h.hasPrefix("/") {
+            self.unixSocketPath = "\(h)/.s.PGSQL.\(self.port)"
+            self.host = nil
+        } else if let h = host {
+            self.host = h
+        } else {
+            self.unixSocketPath = "/var/run/postgresql/.s.PGSQL.\(self.port)"
+        }
+    }
+
+    /// Where it connects, without the password: `postgresql://user@host:port/database?sslmode=…`.
+    public var description: String {
+        let place = host.map { $0.contains(":") ? "[\($0)]:\(port)" : "\($0):\(port)" } ?? ""
+        let socket = unixSocketPath.map { "&host=\(($0 as NSString).deletingLastPathComponent)" } ?? ""
+        return "postgresql://\(user)@\(place)/\(database)?sslmode=\(sslMode.rawValue)\(socket)"
+    }
+
+    /// The client configuration: TLS as `sslmode` asks.
+    public func clientConfiguration() throws -> PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        if let unixSocketPath {
+            configuration = PostgresClient.Configuration(
+                unixSocketPath: unixSocketPath,
+                username: user,
+                password: password,
+                database: database
+            )
+            if sslMode == .verifyCA || sslMode == .verifyFull || sslMode == .require {
+                throw Self.invalid("sslmode=\(sslMode.rawValue) needs a TCP host, not a Unix socket")
+            }
+        } else {
+            configuration = PostgresClient.Configuration(
+                host: host ?? "localhost",
+                port: port,
+                username: user,
+                password: password,
+                database: database,
+                tls: try tls()
+            )
+        }
+        if let applicationName { configuration.options.additionalStartupParameters.append(("application_name", applicationName)) }
+        if let connectTimeout { configuration.options.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
+        return configuration
+    }
+
+    func tls() throws -> PostgresClient.Configuration.TLS {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        switch sslMode {
+        case .disable:
+            return .disable
+        case .prefer, .require:
+            // libpq checks no certificate in these modes.
+            tls.certificateVerification = .none
+        case .verifyCA:
+            tls.certificateVerification = .noHostnameVerification
+        case .verifyFull:
+            tls.certificateVerification = .fullVerification
+        }
+        if let sslRootCertificate, sslMode == .verifyCA || sslMode == .verifyFull {
+            guard FileManager.default.isReadableFile(atPath: sslRootCertificate) else {
+                throw Self.invalid("sslrootcert: cannot read \(sslRootCertificate)")
+            }
+            tls.trustRoots = .file(sslRootCertificate)
+        }
+        return sslMode == .prefer ? .prefer(tls) : .require(tls)
+    }
+
+    static func invalid(_ why: String) -> EscrowStoreError {
+        EscrowStoreError(.unavailable, "invalid PostgreSQL URL: \(why)")
+    }
+}

@@ -1,0 +1,105 @@
+import EscrowCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The pool and how the store talks through it: transactions (retried on a deadlock or serialization failure,
+/// which roll back everything), reads, and PII-free errors.
+struct StoreDatabase: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    let readOnly: Bool
+    /// Where the store connects, without the password: for error messages.
+    let place: String
+
+    /// How often a transaction that PostgreSQL rolled back for a deadlock or a serialization failure runs again.
+    static let transactionAttempts = 4
+
+    /// One transaction. `durable: false` commits without waiting for the WAL flush (`SET LOCAL synchronous_commit
+    /// = off`): for what may be lost in a crash without harm, a claim's leases (the escrows are simply due again).
+    /// Every later durable commit flushes the WAL up to itself, so nothing committed after a lease can be kept while
+    /// the lease is lost.
+    func transaction<T: Sendable>(
+        _ what: String,
+        durable: Bool = true,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        guard !readOnly else { throw EscrowStoreError(.readOnly, "the store at \(place) is open read-only") }
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    if !durable { try await connection.query("SET LOCAL synchronous_commit = off", logger: logger) }
+                    return try await body(connection)
+                }
+            } catch {
+                if attempt < Self.transactionAttempts, Self.isRetryable(error) { continue }
+                throw storeError(error, what)
+            }
+        }
+    }
+
+    /// Rows of one statement, outside any transaction.
+    func rows(_ what: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
+        do {
+            return try await client.query(query, logger: logger).collect()
+        } catch {
+            throw storeError(error, what)
+        }
+    }
+
+    /// Only a statement that PostgreSQL rolled back as a whole, inside the transaction's body, runs again: a
+    /// failed or interrupted COMMIT may have committed, and is never repeated.
+    static func isRetryable(_ error: any Error) -> Bool {
+        guard let transaction = error as? PostgresTransactionError, let failure = transaction.closureError,
+            transaction.commitError == nil
+        else { return false }
+        let state = (failure as? PSQLError)?.serverInfo?[.sqlState]
+        return state == "40P01" || state == "40001"
+    }
+
+    /// Our own errors pass through; a malformed row is `malformed_row`; PostgreSQL's become `store_unavailable`
+    /// (cannot connect, connection lost, server shutting down) or `store_failed`, with the SQLSTATE and the
+    /// server's message only: never the query's arguments, the URL's password, or a row's content.
+    func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+        var error = error
+        if let transaction = error as? PostgresTransactionError {
+            error =
+                transaction.closureError ?? transaction.commitError ?? transaction.beginError
+                ?? transaction.rollbackError ?? error
+        }
+        if let error = error as? EscrowStoreError { return error }
+        if let error = error as? MalformedRow {
+            return EscrowStoreError(
+                .malformedRow,
+                "a stored escrow row is malformed (column \(error.column)); the replay worker moves it to dead"
+            )
+        }
+        if let error = error as? PSQLError {
+            if error.code == .server, let state = error.serverInfo?[.sqlState] {
+                let message = error.serverInfo?[.message] ?? ""
+                let text = "\(what) (PostgreSQL \(state): \(message))"
+                switch state {
+                case "25006": return EscrowStoreError(.readOnly, text)
+                case _ where state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53"):
+                    return EscrowStoreError(.unavailable, text)
+                case "28P01", "28000", "3D000":
+                    return EscrowStoreError(.unavailable, "cannot open \(place) (PostgreSQL \(state): \(message))")
+                default: return EscrowStoreError(.failed, text)
+                }
+            }
+            return EscrowStoreError(.unavailable, "\(what): cannot reach PostgreSQL at \(place) (\(error.code))")
+        }
+        if error is CancellationError { return EscrowStoreError(.unavailable, "\(what): cancelled") }
+        return EscrowStoreError(.failed, "\(what) (\(type(of: error)))")
+    }
+}
+
+/// A stored row that does not decode into a valid record: a wrong length, a value out of range, an unknown
+/// value, a state without what it needs. Such a row is quarantined, never a crash.
+struct MalformedRow: Error {
+    /// The row's `row_id`, to address it whatever its id column holds.
+    let rowID: Int64
+    let column: String
+}
