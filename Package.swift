@@ -138,6 +138,7 @@ let package = Package(
                 "EscrowCore",
                 "EscrowCrypto",
                 "EscrowHTTP",
+                "EscrowPostgres",
                 "EscrowSQLite",
                 "ProfileEscrow",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

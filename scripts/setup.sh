@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the system libraries ProfileEscrow links (libsodium, SQLite) when they are missing.
+# Installs the system libraries ProfileEscrow links (libsodium, SQLite) and the PostgreSQL server the tests start
+# (Debian's `postgresql`) when they are missing.
 set -euo pipefail
 missing=()
-for pkg in libsodium-dev libsqlite3-dev pkg-config; do
+for pkg in libsodium-dev libsqlite3-dev pkg-config postgresql; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Sets up what the tests need and runs the whole suite (real SQLite files, real libsodium).
+# Sets up what the tests need and runs the whole suite (real SQLite files, real libsodium, and a real PostgreSQL
+# server started here in a temporary folder and stopped at the end: see scripts/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+eval "$(scripts/postgres.sh start)"
+trap 'scripts/postgres.sh stop' EXIT
+echo "PostgreSQL for the tests: $PROFILE_ESCROW_TEST_POSTGRES_URL" >&2
 # The explicit import check makes an import without its arrow in Package.swift a build error.
 # A crashed test process can leave `swift test` hanging: bound it.
-exec timeout 2400 swift test --explicit-target-dependency-import-check error "$@"
+timeout 2400 swift test --explicit-target-dependency-import-check error "$@"

@@ -56,9 +56,11 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         let url = try PostgresURL(text)
         var clientConfiguration = try url.clientConfiguration()
         clientConfiguration.options.maximumConnections = max(1, configuration.maximumConnections)
-        if configuration.readOnly {
-            clientConfiguration.options.additionalStartupParameters.append(("default_transaction_read_only", "on"))
-        }
+        let startup = configuration.readOnly ? [("default_transaction_read_only", "on")] : []
+        clientConfiguration.options.additionalStartupParameters += startup
+        // One connection of its own first: a wrong password or an unreachable server fails here at once (the pool
+        // would retry), and a server whose commits are not durable is refused before anything is written.
+        let (version, synchronous) = try await checkServer(url, startup: startup, logger: logger)
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
         let runner = Task { await client.run() }
         let database = StoreDatabase(
@@ -68,7 +70,6 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
             place: url.description
         )
         do {
-            let (version, synchronous) = try await checkServer(database)
             if configuration.migrate && !configuration.readOnly {
                 let applied = try await PostgresSchema.migrate(client, logger: logger)
                 if !applied.isEmpty {
@@ -140,13 +141,39 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     }
 
     /// The server's version, and refuses a server whose commits are not durable when they return.
-    private static func checkServer(_ database: StoreDatabase) async throws -> (String, String) {
-        try await database.client.withConnection { connection in
-            let version =
-                try await connection.query("SHOW server_version", logger: database.logger)
+    private static func checkServer(
+        _ url: PostgresURL,
+        startup: [(String, String)],
+        logger: Logger
+    ) async throws -> (String, String) {
+        let place = url.description
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(
+                configuration: url.connectionConfiguration(startupParameters: startup),
+                id: 0,
+                logger: logger
+            )
+        } catch {
+            throw StoreDatabase.openError(error, place: place)
+        }
+        do {
+            let result = try await check(connection, logger: logger)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw StoreDatabase.openError(error, place: place)
+        }
+    }
+
+    private static func check(_ connection: PostgresConnection, logger: Logger) async throws -> (String, String) {
+        do {
+            let version: String =
+                try await connection.query("SHOW server_version", logger: logger)
                 .collect().map { try $0.decode(String.self) }.first ?? "?"
             let synchronous =
-                try await connection.query("SHOW synchronous_commit", logger: database.logger)
+                try await connection.query("SHOW synchronous_commit", logger: logger)
                 .collect().map { try $0.decode(String.self) }.first ?? "?"
             guard synchronous != "off" else {
                 throw EscrowStoreError(

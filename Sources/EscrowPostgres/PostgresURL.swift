@@ -145,12 +145,51 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         return configuration
     }
 
+    /// One connection's configuration, the same as the pool's: for the checks at open, which must fail at once
+    /// (a wrong password, a refused connection) where the pool would keep retrying.
+    func connectionConfiguration(startupParameters: [(String, String)]) throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
+        if let unixSocketPath {
+            configuration = PostgresConnection.Configuration(
+                unixSocketPath: unixSocketPath,
+                username: user,
+                password: password,
+                database: database
+            )
+        } else {
+            let tls: PostgresConnection.Configuration.TLS
+            switch sslMode {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(try NIOSSLContext(configuration: tlsConfiguration()))
+            default: tls = .require(try NIOSSLContext(configuration: tlsConfiguration()))
+            }
+            configuration = PostgresConnection.Configuration(
+                host: host ?? "localhost",
+                port: port,
+                username: user,
+                password: password,
+                database: database,
+                tls: tls
+            )
+        }
+        configuration.options.additionalStartupParameters = startupParameters
+        if let applicationName { configuration.options.additionalStartupParameters.append(("application_name", applicationName)) }
+        if let connectTimeout { configuration.options.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
+        return configuration
+    }
+
     func tls() throws -> PostgresClient.Configuration.TLS {
+        switch sslMode {
+        case .disable: .disable
+        case .prefer: .prefer(try tlsConfiguration())
+        default: .require(try tlsConfiguration())
+        }
+    }
+
+    func tlsConfiguration() throws -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         switch sslMode {
-        case .disable:
-            return .disable
-        case .prefer, .require:
+        case .disable, .prefer, .require:
             // libpq checks no certificate in these modes.
             tls.certificateVerification = .none
         case .verifyCA:
@@ -164,7 +203,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             }
             tls.trustRoots = .file(sslRootCertificate)
         }
-        return sslMode == .prefer ? .prefer(tls) : .require(tls)
+        return tls
     }
 
     static func invalid(_ why: String) -> EscrowStoreError {

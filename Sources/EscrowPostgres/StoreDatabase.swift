@@ -59,10 +59,19 @@ struct StoreDatabase: Sendable {
         return state == "40P01" || state == "40001"
     }
 
+    /// An error of the checks at open, before the pool exists.
+    static func openError(_ error: any Error, place: String) -> EscrowStoreError {
+        storeError(error, "cannot open the store at \(place)", place: place)
+    }
+
+    func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+        Self.storeError(error, what, place: place)
+    }
+
     /// Our own errors pass through; a malformed row is `malformed_row`; PostgreSQL's become `store_unavailable`
     /// (cannot connect, connection lost, server shutting down) or `store_failed`, with the SQLSTATE and the
     /// server's message only: never the query's arguments, the URL's password, or a row's content.
-    func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+    static func storeError(_ error: any Error, _ what: String, place: String) -> EscrowStoreError {
         var error = error
         if let transaction = error as? PostgresTransactionError {
             error =

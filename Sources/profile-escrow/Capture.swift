@@ -20,7 +20,7 @@ struct Capture: AsyncParsableCommand {
             body += chunk
         }
         let input = try ProfileParser.parse(body)  // before opening anything: bad input touches nothing
-        let escrow = try options.openEscrow(owner: "profile-escrow capture")
+        let escrow = try await options.openEscrow(owner: "profile-escrow capture")
         let receipt = try await escrow.capture(input.profile, verified: false, actor: .cli)
         print(receipt.escrowID.hex)
         FileHandle.standardError.write(

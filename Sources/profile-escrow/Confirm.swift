@@ -12,7 +12,7 @@ struct Confirm: AsyncParsableCommand {
     func validate() throws { try validateUserIdentifier(userIdentifier) }
 
     func run() async throws {
-        let escrow = try options.openEscrow(owner: "profile-escrow confirm")
+        let escrow = try await options.openEscrow(owner: "profile-escrow confirm")
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .cli)
         guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (confirmed)")

@@ -10,7 +10,7 @@ struct Erase: AsyncParsableCommand {
     func validate() throws { try validateUserIdentifier(userIdentifier) }
 
     func run() async throws {
-        let escrow = try options.openEscrow(owner: "profile-escrow erase")
+        let escrow = try await options.openEscrow(owner: "profile-escrow erase")
         let purged = try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .cli)
         guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (erased)")

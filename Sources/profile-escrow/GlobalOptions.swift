@@ -1,7 +1,7 @@
 import ArgumentParser
 import EscrowCore
 import EscrowCrypto
-import EscrowSQLite
+import EscrowPostgres
 import Foundation
 import Logging
 import ProfileEscrow
@@ -12,7 +12,11 @@ struct GlobalOptions: ParsableArguments {
     static let defaultDatabase = "\(defaultDirectory)/escrow.sqlite"
     static let defaultKeyring = "\(defaultDirectory)/keyring"
 
-    @Option(help: "SQLite file path (env PROFILE_ESCROW_DATABASE; default ./escrow-data/escrow.sqlite).")
+    @Option(
+        help: """
+            SQLite file path, or a postgres:// URL (env PROFILE_ESCROW_DATABASE; default ./escrow-data/escrow.sqlite).
+            """
+    )
     var database: String?
 
     @Option(help: "Keyring file (env PROFILE_ESCROW_KEYRING; default ./escrow-data/keyring).")
@@ -28,6 +32,9 @@ struct GlobalOptions: ParsableArguments {
 
     var databasePath: String { database ?? environment["PROFILE_ESCROW_DATABASE"] ?? Self.defaultDatabase }
 
+    /// The SQLite file or PostgreSQL database `--database` names.
+    var location: StoreLocation { StoreLocation(databasePath) }
+
     var keyringPath: String { keyring ?? environment["PROFILE_ESCROW_KEYRING"] ?? Self.defaultKeyring }
 
     /// Whether the keyring is the development default (created on first use when missing).
@@ -39,8 +46,12 @@ struct GlobalOptions: ParsableArguments {
                 throw ValidationError("--retention: '\(text)' is not a duration such as 12h, 30d")
             }
         }
-        if databasePath.hasPrefix("postgres://") || databasePath.hasPrefix("postgresql://") {
-            throw ValidationError("--database: PostgreSQL is not available in this build yet; use a SQLite path")
+        if case .postgres(let url) = location {
+            do {
+                _ = try PostgresURL(url)
+            } catch let error as EscrowStoreError {
+                throw ValidationError("--database: \(error.message)")
+            }
         }
     }
 
@@ -74,15 +85,13 @@ struct GlobalOptions: ParsableArguments {
         return try Keyring.load(path: keyringPath)
     }
 
-    func openStore(readOnly: Bool = false, owner: String) throws -> SQLiteEscrowStore {
-        var configuration = SQLiteEscrowStore.Configuration()
-        configuration.readOnly = readOnly
-        return try SQLiteEscrowStore(path: databasePath, configuration: configuration, logger: logger)
+    func openStore(readOnly: Bool = false, owner: String) async throws -> any EscrowStore {
+        try await location.open(readOnly: readOnly, logger: logger).store
     }
 
-    func openEscrow(readOnly: Bool = false, owner: String, createKeyring: Bool? = nil) throws -> Escrow {
+    func openEscrow(readOnly: Bool = false, owner: String, createKeyring: Bool? = nil) async throws -> Escrow {
         let keyring = try loadKeyring(createIfDefault: createKeyring ?? !readOnly)
-        let store = try openStore(readOnly: readOnly, owner: owner)
+        let store = try await openStore(readOnly: readOnly, owner: owner)
         return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
     }
 }

@@ -19,7 +19,7 @@ struct Inspect: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try options.openEscrow(readOnly: true, owner: "profile-escrow inspect")
+        let escrow = try await options.openEscrow(readOnly: true, owner: "profile-escrow inspect")
         let history: EscrowHistory
         do {
             history = try await escrow.inspect(id: EscrowID(hex: escrowId)!)
@@ -64,7 +64,7 @@ struct List: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try options.openEscrow(readOnly: true, owner: "profile-escrow list")
+        let escrow = try await options.openEscrow(readOnly: true, owner: "profile-escrow list")
         let escrows = try await escrow.list(state: state.flatMap(EscrowState.init(rawValue:)), limit: limit)
         switch format {
         case .json:

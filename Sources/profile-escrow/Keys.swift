@@ -62,7 +62,7 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
 
         func run() async throws {
-            let escrow = try options.openEscrow(owner: "profile-escrow keys rotate", createKeyring: false)
+            let escrow = try await options.openEscrow(owner: "profile-escrow keys rotate", createKeyring: false)
             let rotated = try await escrow.rotateKeys(keyringPath: options.keyringPath)
             print("rotated: active version \(rotated.activeVersion); run `keys rewrap` to move existing escrows")
         }
@@ -75,7 +75,7 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
 
         func run() async throws {
-            let escrow = try options.openEscrow(owner: "profile-escrow keys rewrap")
+            let escrow = try await options.openEscrow(owner: "profile-escrow keys rewrap")
             let progress = Progress(label: "rewrapped")
             let result = try await escrow.rewrap(progress: { progress.update($0) })
             progress.finish()
@@ -94,7 +94,7 @@ struct Keys: AsyncParsableCommand {
         @Argument(help: "The master key version to retire.") var version: UInt32
 
         func run() async throws {
-            let escrow = try options.openEscrow(owner: "profile-escrow keys retire", createKeyring: false)
+            let escrow = try await options.openEscrow(owner: "profile-escrow keys retire", createKeyring: false)
             _ = try await escrow.retireKey(version: version, keyringPath: options.keyringPath)
             print(
                 "retired version \(version): its secret key is gone; backups sealed only to it can no longer be opened"
@@ -126,7 +126,7 @@ struct Keys: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let escrow = try options.openEscrow(owner: "profile-escrow keys cycle", createKeyring: false)
+            let escrow = try await options.openEscrow(owner: "profile-escrow keys cycle", createKeyring: false)
             let progress = Progress(label: "rewrapped")
             let seconds = DurationParser.seconds(grace) ?? 0
             let cycle = try await escrow.cycleKeys(

@@ -39,7 +39,7 @@ struct PurgeReportCommand: AsyncParsableCommand {
     func run() async throws {
         let now = Date()
         // Read-only: no keyring needed, works beside a running writer.
-        let store = try options.openStore(readOnly: true, owner: "profile-escrow purge-report")
+        let store = try await options.openStore(readOnly: true, owner: "profile-escrow purge-report")
         if format == .csv { print(PurgeReport.csvHeader) }
         let report = try await PurgeReport.build(
             store: store,

@@ -1,6 +1,5 @@
 import ArgumentParser
 import EscrowCore
-import EscrowSQLite
 import Foundation
 import ProfileEscrow
 
@@ -26,13 +25,11 @@ struct Replay: AsyncParsableCommand {
     func run() async throws {
         let workerConfiguration = try worker.workerConfiguration()
         let keyring = try options.loadKeyring(createIfDefault: false)
-        var storeConfiguration = SQLiteEscrowStore.Configuration()
-        // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
-        storeConfiguration.checkpointAfterPurge = false
         let logger = options.logger
-        let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
+        // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
+        let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         let escrow = Escrow(
-            store: store,
+            store: opened.store,
             keyring: keyring,
             configuration: try worker.escrowConfiguration(options),
             logger: logger

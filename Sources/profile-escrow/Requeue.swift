@@ -20,7 +20,7 @@ struct Requeue: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try options.openEscrow(owner: "profile-escrow requeue")
+        let escrow = try await options.openEscrow(owner: "profile-escrow requeue")
         if allDead {
             print("requeued \(try await escrow.requeueAllDead(actor: .cli)) dead escrows")
         } else if let id = escrowID.flatMap(EscrowID.init(hex:)) {

@@ -2,7 +2,6 @@ import ArgumentParser
 import EscrowCore
 import EscrowCrypto
 import EscrowHTTP
-import EscrowSQLite
 import Foundation
 import Logging
 import Metrics
@@ -86,25 +85,27 @@ struct Serve: AsyncParsableCommand {
         // Never create a development keyring here: a service that silently sealed to a new keyring
         // would leave every escrow sealed to the real one unopenable.
         let keyring = try options.loadKeyring(createIfDefault: false)
-        var storeConfiguration = SQLiteEscrowStore.Configuration()
         // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
-        storeConfiguration.checkpointAfterPurge = false
-        let store = try SQLiteEscrowStore(path: options.databasePath, configuration: storeConfiguration, logger: logger)
+        let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
+        // Bearer tokens are looked up at every request (no cache): `tokens add` and `tokens revoke` change them
+        // beside this process (their own rollback-journal file, or the PostgreSQL database) and take effect at once.
+        let tokens = try await tokenStore.open(options, beside: opened)
         let escrow = Escrow(
-            store: store,
+            store: opened.store,
             keyring: keyring,
             configuration: try worker.escrowConfiguration(options),
             logger: logger
         )
         logger.notice(
             "starting profile-escrow serve",
-            metadata: [
-                "sqlite.version": "\(Self.version(store.sqliteVersion))",
-                "sqlite.mode": "\(store.mode)",
-                "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
-                "address": "\(host):\(port)",
-                "tokens.path": "\(tokenStore.path(options))",
-            ]
+            metadata: opened.metadata.merging(
+                [
+                    "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
+                    "address": "\(host):\(port)",
+                    "tokens.path": "\(tokens.place)",
+                ],
+                uniquingKeysWith: { $1 }
+            )
         )
 
         var configuration = EscrowHTTPConfiguration()
@@ -117,13 +118,10 @@ struct Serve: AsyncParsableCommand {
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
         }
 
-        // Bearer tokens live in their own rollback-journal file, looked up at every request (no cache):
-        // `tokens add` and `tokens revoke` change them beside this process and take effect at once.
-        let tokens = try tokenStore.open(options)
-        if try await tokens.tokens().allSatisfy(\.isRevoked) {
+        if try await tokens.store.tokens().allSatisfy(\.isRevoked) {
             logger.warning(
                 "no active bearer token: every API request will answer 401 until `profile-escrow tokens add`",
-                metadata: ["tokens.path": "\(tokens.path)"]
+                metadata: ["tokens.path": "\(tokens.place)"]
             )
         }
 
@@ -131,8 +129,8 @@ struct Serve: AsyncParsableCommand {
         if !noWorker { workerConfiguration = try worker.workerConfiguration() }
         let server = EscrowServer(
             escrow: escrow,
-            tokens: tokens,
-            notifications: store,
+            tokens: tokens.store,
+            notifications: opened.notifications,
             registry: registry,
             configuration: configuration,
             worker: workerConfiguration,
@@ -140,8 +138,8 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         )
         try await server.run()
-        try store.close()
-        try tokens.close()
+        try await tokens.close()
+        try await opened.close()
         logger.notice("stopped")
     }
 

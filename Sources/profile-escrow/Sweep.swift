@@ -7,7 +7,7 @@ struct Sweep: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
-        let escrow = try options.openEscrow(owner: "profile-escrow sweep")
+        let escrow = try await options.openEscrow(owner: "profile-escrow sweep")
         let progress = Progress(label: "expired")
         let count = try await escrow.sweep(actor: .cli, progress: { progress.update($0) })
         progress.finish()

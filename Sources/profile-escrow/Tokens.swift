@@ -44,7 +44,7 @@ struct Tokens: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let store = try tokenStore.open(options)
+            let store = try await tokenStore.open(options).store
             let token: String
             do {
                 token = try await AccessTokens.issue(
@@ -69,8 +69,7 @@ struct Tokens: AsyncParsableCommand {
 
         func run() async throws {
             // Listing creates nothing: no token file yet is no token.
-            let path = tokenStore.path(options)
-            let tokens = FileManager.default.fileExists(atPath: path) ? try await tokenStore.open(options).tokens() : []
+            let tokens = tokenStore.exists(options) ? try await tokenStore.open(options).store.tokens() : []
             if tokens.isEmpty { print("no tokens") }
             for token in tokens {
                 let status = token.revokedAt.map { "revoked \(Timestamp.seconds($0))" } ?? "active"
@@ -91,7 +90,7 @@ struct Tokens: AsyncParsableCommand {
         func validate() throws { try Tokens.validateName(name) }
 
         func run() async throws {
-            let store = try tokenStore.open(options)
+            let store = try await tokenStore.open(options).store
             guard try await store.revokeToken(name: name, at: Date()) else {
                 throw NothingHeld("no active token with this name")
             }
