@@ -62,7 +62,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         // would retry), and a server whose commits are not durable is refused before anything is written.
         let (version, synchronous) = try await checkServer(url, startup: startup, logger: logger)
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        let runner = Task { await client.run() }
+        // Started at once, in this call, up to its first suspension: the pool runs before the first lease below.
+        let runner = Task.immediate { await client.run() }
         let database = StoreDatabase(
             client: client,
             logger: logger,

@@ -61,7 +61,7 @@ struct StoreDatabase: Sendable {
 
     /// An error of the checks at open, before the pool exists.
     static func openError(_ error: any Error, place: String) -> EscrowStoreError {
-        storeError(error, "cannot open the store at \(place)", place: place)
+        storeError(error, "cannot open the store", place: place)
     }
 
     func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
@@ -98,7 +98,9 @@ struct StoreDatabase: Sendable {
                 default: return EscrowStoreError(.failed, text)
                 }
             }
-            return EscrowStoreError(.unavailable, "\(what): cannot reach PostgreSQL at \(place) (\(error.code))")
+            // The network error beneath (refused, reset, a TLS failure): it holds no query, argument or password.
+            let beneath = error.underlying.map { ": \(String(describing: $0).prefix(200))" } ?? ""
+            return EscrowStoreError(.unavailable, "\(what): cannot reach PostgreSQL at \(place) (\(error.code)\(beneath))")
         }
         if error is CancellationError { return EscrowStoreError(.unavailable, "\(what): cancelled") }
         return EscrowStoreError(.failed, "\(what) (\(type(of: error)))")
