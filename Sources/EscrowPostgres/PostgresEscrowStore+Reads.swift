@@ -14,13 +14,8 @@ extension PostgresEscrowStore {
 
     private func fetch(_ column: KeyColumn, _ value: [UInt8]) async throws -> EscrowRecord? {
         let logger = database.logger
-        let row: PostgresRow?
-        do {
-            row = try await database.client.withConnection { connection in
-                try await Self.fetchRow(connection, column, value, logger: logger)
-            }
-        } catch {
-            throw database.storeError(error, "read failed")
+        let row = try await database.withConnection("read failed") { connection in
+            try await Self.fetchRow(connection, column, value, logger: logger)
         }
         do {
             return try row.map { row throws(MalformedRow) in try Self.record(from: row) }
@@ -127,7 +122,7 @@ extension PostgresEscrowStore {
         let dead = EscrowState.dead.rawValue
         do {
             // One snapshot for every count.
-            return try await database.client.withConnection { connection in
+            return try await database.withConnection("read failed") { connection in
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
                 var live: [EscrowState: Int] = [:]
                 for state in EscrowState.live { live[state] = 0 }

@@ -51,9 +51,9 @@ extension PostgresEscrowStore {
         _ database: StoreDatabase,
         what: String,
         order: (Item) -> [UInt8],
-        write: (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
+        write: @escaping @Sendable (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
     ) async -> [Result<Output, any Error>] {
-        func run(_ items: [(Int, Item)]) async throws -> [(Int, Output)] {
+        @Sendable func run(_ items: [(Int, Item)]) async throws -> [(Int, Output)] {
             try await database.transaction(what) { connection in
                 var audit = PendingAudit()
                 var versions: Set<UInt32> = []

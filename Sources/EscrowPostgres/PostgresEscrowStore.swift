@@ -30,6 +30,10 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         public var maximumConnections: Int = 20
         /// The most captures (and the most lifecycle actions) one group-commit transaction holds.
         public var maximumBatch: Int = 256
+        /// How long an operation waits for a pooled connection, in seconds, before it fails with
+        /// ``EscrowStoreError/Code/unavailable``: while the server is down or restarting, captures fail fast (HTTP
+        /// 503) instead of hanging, and the pool reconnects by itself.
+        public var connectionWaitTimeout: Double = 5
 
         public init() {}
     }
@@ -68,7 +72,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
             client: client,
             logger: logger,
             readOnly: configuration.readOnly,
-            place: url.description
+            place: url.description,
+            connectionWait: max(0.1, configuration.connectionWaitTimeout)
         )
         do {
             if configuration.migrate && !configuration.readOnly {

@@ -123,7 +123,21 @@ enum PostgresSchema {
         let current = try await client.withConnection { try await appliedVersion($0, logger: logger) }
         try requireKnown(current)
         guard current < latestVersion else { return [] }
-        return try await client.withTransaction(logger: logger) { connection in
+        do {
+            return try await apply(client, logger: logger)
+        } catch let error as PostgresTransactionError {
+            let failure = error.closureError ?? error.commitError ?? error.beginError
+            guard let failure = failure as? PSQLError, failure.serverInfo?[.sqlState] == "42501" else { throw error }
+            throw EscrowStoreError(
+                .schema,
+                "the database's schema is at version \(current), this program needs \(latestVersion), and this role may "
+                    + "not create tables: open it once with the migration role (see docs/operations.md, PostgreSQL)"
+            )
+        }
+    }
+
+    private static func apply(_ client: PostgresClient, logger: Logger) async throws -> [Int64] {
+        try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(advisoryLockKey))", logger: logger)
             try await connection.query(
                 """

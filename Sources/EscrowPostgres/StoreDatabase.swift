@@ -1,6 +1,7 @@
 import EscrowCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// The pool and how the store talks through it: transactions (retried on a deadlock or serialization failure,
@@ -11,6 +12,8 @@ struct StoreDatabase: Sendable {
     let readOnly: Bool
     /// Where the store connects, without the password: for error messages.
     let place: String
+    /// How long an operation waits for a pooled connection (seconds) before it fails with `store_unavailable`.
+    let connectionWait: Double
 
     /// How often a transaction that PostgreSQL rolled back for a deadlock or a serialization failure runs again.
     static let transactionAttempts = 4
@@ -22,16 +25,19 @@ struct StoreDatabase: Sendable {
     func transaction<T: Sendable>(
         _ what: String,
         durable: Bool = true,
-        _ body: (PostgresConnection) async throws -> T
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         guard !readOnly else { throw EscrowStoreError(.readOnly, "the store at \(place) is open read-only") }
+        let logger = logger
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    if !durable { try await connection.query("SET LOCAL synchronous_commit = off", logger: logger) }
-                    return try await body(connection)
+                return try await leased { connection in
+                    try await connection.withTransaction(logger: logger) { connection in
+                        if !durable { try await connection.query("SET LOCAL synchronous_commit = off", logger: logger) }
+                        return try await body(connection)
+                    }
                 }
             } catch {
                 if attempt < Self.transactionAttempts, Self.isRetryable(error) { continue }
@@ -42,12 +48,46 @@ struct StoreDatabase: Sendable {
 
     /// Rows of one statement, outside any transaction.
     func rows(_ what: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
-        do {
-            return try await client.query(query, logger: logger).collect()
-        } catch {
-            throw storeError(error, what)
+        try await withConnection(what) { [logger] connection in try await connection.query(query, logger: logger).collect() }
+    }
+
+    /// A pooled connection for `body`, with errors made PII-free.
+    func withConnection<T: Sendable>(
+        _ what: String,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        do { return try await leased(body) } catch { throw storeError(error, what) }
+    }
+
+    /// Runs `body` on a pooled connection, waiting at most ``connectionWait`` for one: while the server is down
+    /// or restarting the pool keeps reconnecting (with backoff), and an operation fails with `store_unavailable`
+    /// (HTTP 503) rather than wait for it. Once leased, `body` runs to its end: a COMMIT is never abandoned
+    /// half-way, and an operation that fails here was never acknowledged.
+    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let client = client
+        let gotConnection = NIOLockedValueBox(false)
+        let wait = connectionWait
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    gotConnection.withLockedValue { $0 = true }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .milliseconds(Int64(wait * 1_000)))
+                guard gotConnection.withLockedValue({ $0 }) else { throw ConnectionWaitExpired() }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw ConnectionWaitExpired()
         }
     }
+
+    struct ConnectionWaitExpired: Error {}
 
     /// Only a statement that PostgreSQL rolled back as a whole, inside the transaction's body, runs again: a
     /// failed or interrupted COMMIT may have committed, and is never repeated.
@@ -101,6 +141,9 @@ struct StoreDatabase: Sendable {
             // The network error beneath (refused, reset, a TLS failure): it holds no query, argument or password.
             let beneath = error.underlying.map { ": \(String(describing: $0).prefix(200))" } ?? ""
             return EscrowStoreError(.unavailable, "\(what): cannot reach PostgreSQL at \(place) (\(error.code)\(beneath))")
+        }
+        if error is ConnectionWaitExpired {
+            return EscrowStoreError(.unavailable, "\(what): no connection to PostgreSQL at \(place) within the wait bound")
         }
         if error is CancellationError { return EscrowStoreError(.unavailable, "\(what): cancelled") }
         return EscrowStoreError(.failed, "\(what) (\(type(of: error)))")
