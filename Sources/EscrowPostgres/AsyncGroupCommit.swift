@@ -70,7 +70,9 @@ final class AsyncGroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             return taken
         }
         let results = await write([item] + others.map(\.item))
-        for (waiting, result) in zip(others, results.dropFirst()) { waiting.continuation.resume(returning: .done(result)) }
+        for (waiting, result) in zip(others, results.dropFirst()) {
+            waiting.continuation.resume(returning: .done(result))
+        }
         // Hand the lead to the oldest caller still waiting, or give it up.
         let next = state.withLockedValue { state -> Waiting? in
             guard !state.waiting.isEmpty else {

@@ -21,17 +21,23 @@ extension PostgresEscrowStore {
         let cells = row.makeRandomAccess()
         let rowID = (try? cells[0].decode(Int64.self)) ?? 0
         func value<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T {
-            do { return try cells[index].decode(T.self) } catch { throw MalformedRow(rowID: rowID, column: cells[index].columnName) }
+            do { return try cells[index].decode(T.self) } catch {
+                throw MalformedRow(rowID: rowID, column: cells[index].columnName)
+            }
         }
         func optional<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T? {
             guard cells[index].bytes != nil else { return nil }
             return try value(index, T.self)
         }
         func bytes(_ index: Int) throws(MalformedRow) -> [UInt8] { [UInt8](try value(index, Data.self)) }
-        func time(_ index: Int) throws(MalformedRow) -> Date { Timestamp.date(unixMilliseconds: try value(index, Int64.self)) }
+        func time(_ index: Int) throws(MalformedRow) -> Date {
+            Timestamp.date(unixMilliseconds: try value(index, Int64.self))
+        }
 
         guard let id = EscrowID(bytes: try bytes(1)) else { throw MalformedRow(rowID: rowID, column: "id") }
-        guard let index = BlindIndex(bytes: try bytes(2)) else { throw MalformedRow(rowID: rowID, column: "blind_index") }
+        guard let index = BlindIndex(bytes: try bytes(2)) else {
+            throw MalformedRow(rowID: rowID, column: "blind_index")
+        }
         guard let keyVersion = UInt32(exactly: try value(3, Int64.self)) else {
             throw MalformedRow(rowID: rowID, column: "key_version")
         }
@@ -53,7 +59,9 @@ extension PostgresEscrowStore {
             }
             phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
         case .dead:
-            guard let code = try optional(19, String.self) else { throw MalformedRow(rowID: rowID, column: "dead_code") }
+            guard let code = try optional(19, String.self) else {
+                throw MalformedRow(rowID: rowID, column: "dead_code")
+            }
             phase = .dead(DeadCode(rawValue: code))
         case .purged:
             throw MalformedRow(rowID: rowID, column: "state")
@@ -289,6 +297,10 @@ extension PostgresEscrowStore {
             actor: AuditActor(rawValue: try cells[7].decode(String.self)),
             ageMilliseconds: try cells[8].decode(Int64?.self)
         )
-        return AuditEvent(sequence: try cells[0].decode(Int64.self), draft: draft, hash: [UInt8](try cells[9].decode(Data.self)))
+        return AuditEvent(
+            sequence: try cells[0].decode(Int64.self),
+            draft: draft,
+            hash: [UInt8](try cells[9].decode(Data.self))
+        )
     }
 }

@@ -51,7 +51,8 @@ extension PostgresEscrowStore {
         _ database: StoreDatabase,
         what: String,
         order: (Item) -> [UInt8],
-        write: @escaping @Sendable (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
+        write:
+            @escaping @Sendable (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
     ) async -> [Result<Output, any Error>] {
         @Sendable func run(_ items: [(Int, Item)]) async throws -> [(Int, Output)] {
             try await database.transaction(what) { connection in
@@ -87,21 +88,33 @@ extension PostgresEscrowStore {
         }
     }
 
-    static func writeCaptures(_ batch: [CaptureItem], _ database: StoreDatabase) async -> [Result<
-        CaptureOutcome, any Error
-    >] {
-        await writeBatch(batch, database, what: "capture failed", order: { $0.record.blindIndex.bytes }) {
-            item, connection, audit, versions in
-            versions.insert(item.record.sealed.keyVersion)
-            return try await capture(item, connection, &audit, logger: database.logger)
-        }
+    typealias CaptureResults = [Result<CaptureOutcome, any Error>]
+
+    static func writeCaptures(_ batch: [CaptureItem], _ database: StoreDatabase) async -> CaptureResults {
+        let logger = database.logger
+        return await writeBatch(
+            batch,
+            database,
+            what: "capture failed",
+            order: { $0.record.blindIndex.bytes },
+            write: { item, connection, audit, versions in
+                versions.insert(item.record.sealed.keyVersion)
+                return try await capture(item, connection, &audit, logger: logger)
+            }
+        )
     }
 
     static func writeCommits(_ batch: [CommitItem], _ database: StoreDatabase) async -> [Result<Bool, any Error>] {
-        await writeBatch(batch, database, what: "commit failed", order: { $0.id.bytes }) {
-            item, connection, audit, versions in
-            try await apply(item, connection, &audit, &versions, logger: database.logger)
-        }
+        let logger = database.logger
+        return await writeBatch(
+            batch,
+            database,
+            what: "commit failed",
+            order: { $0.id.bytes },
+            write: { item, connection, audit, versions in
+                try await apply(item, connection, &audit, &versions, logger: logger)
+            }
+        )
     }
 
     /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs one
@@ -229,7 +242,14 @@ extension PostgresEscrowStore {
                     record = try Self.record(from: row)
                 } catch {
                     // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                    try await Self.quarantine(error.rowID, at: request.now, actor: actor, connection, &audit, logger: logger)
+                    try await Self.quarantine(
+                        error.rowID,
+                        at: request.now,
+                        actor: actor,
+                        connection,
+                        &audit,
+                        logger: logger
+                    )
                     continue
                 }
                 let action = lifecycle.handle(

@@ -107,10 +107,11 @@ enum PostgresSchema {
 
     /// The highest version applied, 0 when the table is missing.
     static func appliedVersion(_ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
-        let exists = try await connection.query(
-            "SELECT to_regclass('schema_migrations') IS NOT NULL",
-            logger: logger
-        ).collect().map { try $0.decode(Bool.self) }.first ?? false
+        let exists =
+            try await connection.query(
+                "SELECT to_regclass('schema_migrations') IS NOT NULL",
+                logger: logger
+            ).collect().map { try $0.decode(Bool.self) }.first ?? false
         guard exists else { return 0 }
         return try await connection.query(
             "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",

@@ -60,9 +60,11 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         guard (1...65535).contains(port) else { throw Self.invalid("the port must be 1-65535") }
         self.port = port
         let login = environment["PGUSER"] ?? environment["USER"] ?? "postgres"
-        self.user = components.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
+        self.user =
+            components.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
             ?? login
-        self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding } ?? environment["PGPASSWORD"]
+        self.password =
+            components.percentEncodedPassword.flatMap { $0.removingPercentEncoding } ?? environment["PGPASSWORD"]
         let path = components.percentEncodedPath.removingPercentEncoding ?? ""
         let name = path.hasPrefix("/") ? String(path.dropFirst()) : path
         guard !name.contains("/") else { throw Self.invalid("the database name must not contain '/'") }
@@ -140,7 +142,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
                 tls: try tls()
             )
         }
-        if let applicationName { configuration.options.additionalStartupParameters.append(("application_name", applicationName)) }
+        if let applicationName {
+            configuration.options.additionalStartupParameters.append(("application_name", applicationName))
+        }
         if let connectTimeout { configuration.options.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
         return configuration
     }
@@ -173,7 +177,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             )
         }
         configuration.options.additionalStartupParameters = startupParameters
-        if let applicationName { configuration.options.additionalStartupParameters.append(("application_name", applicationName)) }
+        if let applicationName {
+            configuration.options.additionalStartupParameters.append(("application_name", applicationName))
+        }
         if let connectTimeout { configuration.options.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
         return configuration
     }

@@ -48,7 +48,9 @@ struct StoreDatabase: Sendable {
 
     /// Rows of one statement, outside any transaction.
     func rows(_ what: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await withConnection(what) { [logger] connection in try await connection.query(query, logger: logger).collect() }
+        try await withConnection(what) { [logger] connection in
+            try await connection.query(query, logger: logger).collect()
+        }
     }
 
     /// A pooled connection for `body`, with errors made PII-free.
@@ -63,7 +65,9 @@ struct StoreDatabase: Sendable {
     /// or restarting the pool keeps reconnecting (with backoff), and an operation fails with `store_unavailable`
     /// (HTTP 503) rather than wait for it. Once leased, `body` runs to its end: a COMMIT is never abandoned
     /// half-way, and an operation that fails here was never acknowledged.
-    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private func leased<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         let client = client
         let gotConnection = NIOLockedValueBox(false)
         let wait = connectionWait
@@ -140,10 +144,16 @@ struct StoreDatabase: Sendable {
             }
             // The network error beneath (refused, reset, a TLS failure): it holds no query, argument or password.
             let beneath = error.underlying.map { ": \(String(describing: $0).prefix(200))" } ?? ""
-            return EscrowStoreError(.unavailable, "\(what): cannot reach PostgreSQL at \(place) (\(error.code)\(beneath))")
+            return EscrowStoreError(
+                .unavailable,
+                "\(what): cannot reach PostgreSQL at \(place) (\(error.code)\(beneath))"
+            )
         }
         if error is ConnectionWaitExpired {
-            return EscrowStoreError(.unavailable, "\(what): no connection to PostgreSQL at \(place) within the wait bound")
+            return EscrowStoreError(
+                .unavailable,
+                "\(what): no connection to PostgreSQL at \(place) within the wait bound"
+            )
         }
         if error is CancellationError { return EscrowStoreError(.unavailable, "\(what): cancelled") }
         return EscrowStoreError(.failed, "\(what) (\(type(of: error)))")

@@ -100,7 +100,8 @@ struct Serve: AsyncParsableCommand {
             "starting profile-escrow serve",
             metadata: opened.metadata.merging(
                 [
-                    "keyring": "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
+                    "keyring":
+                        "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                     "address": "\(host):\(port)",
                     "tokens.path": "\(tokens.place)",
                 ],

@@ -22,7 +22,9 @@ struct ManyNodesTests {
                     for round in 0..<rounds {
                         for (number, node) in nodes.enumerated() {
                             let record = try records.record(user: user, content: "node\(number)-round\(round)")
-                            group.addTask { try await node.capture(record, actor: .library, lifecycle: EscrowLifecycle()) }
+                            group.addTask {
+                                try await node.capture(record, actor: .library, lifecycle: EscrowLifecycle())
+                            }
                         }
                     }
                 }
@@ -58,7 +60,11 @@ struct ManyNodesTests {
             let records = Records()
             let count = 150
             for user in 0..<count {
-                _ = try await nodes[user % 2].capture(try records.record(user: user), actor: .library, lifecycle: .init())
+                _ = try await nodes[user % 2].capture(
+                    try records.record(user: user),
+                    actor: .library,
+                    lifecycle: .init()
+                )
             }
             let claimed = try await withThrowingTaskGroup(of: [EscrowID].self) { group in
                 for worker in 0..<8 {
@@ -66,7 +72,12 @@ struct ManyNodesTests {
                     group.addTask {
                         var mine: [EscrowID] = []
                         while true {
-                            let request = ClaimRequest(now: records.start, limit: 4, owner: "w\(worker)", leaseDuration: 60)
+                            let request = ClaimRequest(
+                                now: records.start,
+                                limit: 4,
+                                owner: "w\(worker)",
+                                leaseDuration: 60
+                            )
                             let batch = try await node.claimDue(request, lifecycle: EscrowLifecycle())
                             if batch.isEmpty { return mine }
                             mine += batch.map(\.id)

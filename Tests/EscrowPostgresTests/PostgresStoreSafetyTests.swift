@@ -35,7 +35,9 @@ struct PostgresStoreSafetyTests {
             let request = ClaimRequest(now: records.start, limit: 10, owner: "w1", leaseDuration: 60)
             let leased = try await store.claimDue(request, lifecycle: EscrowLifecycle())
             #expect(leased.map(\.id) == [healthy.id], "the healthy escrow is still delivered")
-            let state = try await database.rows("SELECT state, dead_code, due_at FROM escrow WHERE id = \(Data(broken.id.bytes))")
+            let state = try await database.rows(
+                "SELECT state, dead_code, due_at FROM escrow WHERE id = \(Data(broken.id.bytes))"
+            )
             let (text, code, due) = try state[0].decode((String, String?, Int64?).self)
             #expect(text == "dead" && code == DeadCode.ciphertextInvalid.rawValue && due == nil)
             let events = try await store.auditEvents(escrowID: broken.id.hex, limit: 10)
@@ -135,7 +137,10 @@ struct PostgresURLTests {
         let socket = try PostgresURL("postgresql:///escrow?host=/run/pg&port=5433", environment: ["USER": "pgtest"])
         #expect(socket.unixSocketPath == "/run/pg/.s.PGSQL.5433")
         #expect(try PostgresURL("postgresql://[::1]:5432/e", environment: [:]).host == "::1")
-        #expect(try PostgresURL("postgresql://u@h/e", environment: ["PGPASSWORD": "x"]).clientConfiguration().password == "x")
+        #expect(
+            try PostgresURL("postgresql://u@h/e", environment: ["PGPASSWORD": "x"]).clientConfiguration().password
+                == "x"
+        )
     }
 
     @Test(arguments: [
