@@ -69,7 +69,11 @@ final class AsyncGroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             state.waiting.removeFirst(taken.count)
             return taken
         }
-        let results = await write([item] + others.map(\.item))
+        // In a task of its own: cancelling the leading caller's task (a client that went away) must not fail
+        // the batch it writes for everyone else.
+        let write = write
+        let batch = [item] + others.map(\.item)
+        let results = await Task { await write(batch) }.value
         for (waiting, result) in zip(others, results.dropFirst()) {
             waiting.continuation.resume(returning: .done(result))
         }
