@@ -123,40 +123,44 @@ extension PostgresEscrowStore {
         do {
             // One snapshot for every count.
             return try await database.withConnection("read failed") { connection in
-                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-                var live: [EscrowState: Int] = [:]
-                for state in EscrowState.live { live[state] = 0 }
-                for try await (state, count) in try await connection.query(
-                    "SELECT state, COUNT(*) FROM escrow GROUP BY state",
-                    logger: logger
-                ).decode((String, Int64).self) {
-                    if let state = EscrowState(rawValue: state) { live[state] = Int(count) }
-                }
-                let (oldest, oldestPending, overdue) =
+                try await connection.withTransaction(logger: logger) { connection in
                     try await connection.query(
-                        """
-                        SELECT MIN(created_at), MIN(created_at) FILTER (WHERE state = \(pending)),
-                            COUNT(*) FILTER (WHERE expires_at <= \(Self.ms(now)))
-                        FROM escrow
-                        """,
+                        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
                         logger: logger
-                    ).collect().map { try $0.decode((Int64?, Int64?, Int64).self) }.first ?? (nil, nil, Int64(0))
-                var deadEscrows: [DeadEscrow] = []
-                for try await (id, code) in try await connection.query(
-                    "SELECT id, dead_code FROM escrow WHERE state = \(dead) ORDER BY created_at",
-                    logger: logger
-                ).decode((Data, String?).self) {
-                    guard let id = EscrowID(bytes: [UInt8](id)) else { continue }
-                    deadEscrows.append(DeadEscrow(id: id, code: code.map(DeadCode.init(rawValue:))))
+                    )
+                    var live: [EscrowState: Int] = [:]
+                    for state in EscrowState.live { live[state] = 0 }
+                    for try await (state, count) in try await connection.query(
+                        "SELECT state, COUNT(*) FROM escrow GROUP BY state",
+                        logger: logger
+                    ).decode((String, Int64).self) {
+                        if let state = EscrowState(rawValue: state) { live[state] = Int(count) }
+                    }
+                    let (oldest, oldestPending, overdue) =
+                        try await connection.query(
+                            """
+                            SELECT MIN(created_at), MIN(created_at) FILTER (WHERE state = \(pending)),
+                                COUNT(*) FILTER (WHERE expires_at <= \(Self.ms(now)))
+                            FROM escrow
+                            """,
+                            logger: logger
+                        ).collect().map { try $0.decode((Int64?, Int64?, Int64).self) }.first ?? (nil, nil, Int64(0))
+                    var deadEscrows: [DeadEscrow] = []
+                    for try await (id, code) in try await connection.query(
+                        "SELECT id, dead_code FROM escrow WHERE state = \(dead) ORDER BY created_at",
+                        logger: logger
+                    ).decode((Data, String?).self) {
+                        guard let id = EscrowID(bytes: [UInt8](id)) else { continue }
+                        deadEscrows.append(DeadEscrow(id: id, code: code.map(DeadCode.init(rawValue:))))
+                    }
+                    return StoreSummary(
+                        live: live,
+                        oldestLiveCreatedAt: Self.date(oldest),
+                        oldestPendingCreatedAt: Self.date(oldestPending),
+                        overdue: Int(overdue),
+                        dead: deadEscrows
+                    )
                 }
-                try await connection.query("COMMIT", logger: logger)
-                return StoreSummary(
-                    live: live,
-                    oldestLiveCreatedAt: Self.date(oldest),
-                    oldestPendingCreatedAt: Self.date(oldestPending),
-                    overdue: Int(overdue),
-                    dead: deadEscrows
-                )
             }
         } catch {
             throw database.storeError(error, "read failed")
