@@ -183,11 +183,18 @@ let package = Package(
         .testTarget(
             name: "EscrowPostgresTests",
             dependencies: [
+                "EscrowTestSupport",
                 "EscrowPostgres",
                 "EscrowStoreConformance",
                 "EscrowCore",
                 "EscrowCrypto",
+                // Built before these tests: the fault test kills a real `serve` node.
+                "profile-escrow",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings

@@ -1,0 +1,143 @@
+import AsyncHTTPClient
+import EscrowCore
+import EscrowCrypto
+import EscrowPostgres
+import EscrowTestSupport
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `serve` node on PostgreSQL killed with SIGKILL in the middle of concurrent captures: every capture it
+/// acknowledged (201) is in the database, and the audit chain still verifies.
+@Suite("PostgreSQL: kill -9 of a serve node during captures")
+struct ServeKillTests {
+    @Test func acknowledgedCapturesSurviveSIGKILL() async throws {
+        try await TestDatabase.with { database in
+            let directory = TemporaryDirectory()
+            let environment = [
+                "PROFILE_ESCROW_DATABASE": database.url,
+                "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
+            ]
+            #expect(
+                try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: directory.path).status == 0
+            )
+            let added = try ProfileEscrowCLI.run(
+                ["tokens", "add", "fault.pgtest", "--scope", "capture"],
+                environment: environment,
+                in: directory.path
+            )
+            #expect(added.status == 0, "\(added.stderr)")
+            let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
+            let port = Self.freePort()
+
+            let serve = Process()
+            serve.executableURL = ProfileEscrowCLI.binary
+            serve.arguments = [
+                "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
+                "--rate-burst", "100000",
+            ]
+            serve.currentDirectoryURL = URL(fileURLWithPath: directory.path)
+            serve.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+                .merging(environment) { $1 }
+            serve.standardOutput = FileHandle.nullDevice
+            serve.standardError = FileHandle.nullDevice
+            try serve.run()
+            defer { if serve.isRunning { kill(serve.processIdentifier, SIGKILL) } }
+
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            try await Self.waitUntilHealthy(client, port: port)
+
+            // 600 concurrent captures; SIGKILL once 200 were acknowledged, with the rest in flight.
+            let total = 600
+            let acknowledgedCount = NIOLockedValueBox(0)
+            let acknowledged = try await withThrowingTaskGroup(of: String?.self) { group in
+                for number in 0..<total {
+                    group.addTask {
+                        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/escrows")
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.body = .bytes(ByteBuffer(string: Self.body(number)))
+                        guard let response = try? await client.execute(request, timeout: .seconds(30)),
+                            let body = try? await response.body.collect(upTo: 4096),
+                            response.status == .created,
+                            let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                                as? [String: Any]
+                        else { return nil }
+                        acknowledgedCount.withLockedValue { $0 += 1 }
+                        return json["escrowId"] as? String
+                    }
+                }
+                group.addTask {
+                    while acknowledgedCount.withLockedValue({ $0 }) < 200 {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
+                    kill(serve.processIdentifier, SIGKILL)
+                    return nil
+                }
+                return try await group.reduce(into: [String]()) { if let id = $1 { $0.append(id) } }
+            }
+            serve.waitUntilExit()
+            try await client.shutdown()
+            #expect(serve.terminationReason == .uncaughtSignal, "serve was killed, not stopped")
+            #expect(acknowledged.count >= 200 && acknowledged.count < total, "\(acknowledged.count) acknowledged")
+
+            let store = try await database.open()
+            for id in acknowledged {
+                let found = try await store.record(id: try #require(EscrowID(hex: id)))
+                #expect(found != nil, "acknowledged escrow \(id) is missing after SIGKILL")
+            }
+            let events = try await allEvents(store)
+            var verifier = AuditChain.Verifier()
+            for event in events { verifier.consume(event) }
+            verifier.finish(head: try await store.auditHead())
+            #expect(verifier.isIntact, "the audit chain survives the kill")
+            #expect(events.filter { $0.draft.type == .captured }.count >= acknowledged.count)
+            await store.close()
+        }
+    }
+
+    static func body(_ number: Int) -> String {
+        """
+        {"userIdentifier":"000000.pgtest\(String(format: "%020d", number)).0002",\
+        "email":"fake\(number)@example.invalid"}
+        """
+    }
+
+    /// A port that was free a moment ago (bind to 0, read it back, close).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func waitUntilHealthy(_ client: HTTPClient, port: Int) async throws {
+        for _ in 0..<150 {
+            if let response = try? await client.execute(
+                HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"),
+                timeout: .seconds(1)
+            ), response.status == .ok {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("serve did not become healthy within 15 s")
+    }
+}
