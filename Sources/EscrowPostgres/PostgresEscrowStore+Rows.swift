@@ -145,6 +145,61 @@ extension PostgresEscrowStore {
         return rows.count == 1
     }
 
+    /// Inserts new escrows in one statement, skipping every one whose user already has a live escrow (or appears
+    /// earlier in `records`); returns the ids inserted.
+    static func insertNew(
+        _ records: [EscrowRecord],
+        _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Set<EscrowID> {
+        var inserted: Set<EscrowID> = []
+        let columnsPerRow = 21
+        var start = 0
+        while start < records.count {
+            let chunk = records[start..<min(start + 2_000, records.count)]
+            start += chunk.count
+            var sql = """
+                INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
+                    content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
+                    confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status) VALUES 
+                """
+            var binds = PostgresBindings(capacity: chunk.count * columnsPerRow)
+            for (offset, record) in chunk.enumerated() {
+                let first = offset * columnsPerRow
+                sql += offset == 0 ? "(" : ", ("
+                sql += (1...columnsPerRow).map { "$\(first + $0)" }.joined(separator: ", ") + ")"
+                let sealed = record.sealed
+                try binds.append(Data(sealed.id.bytes))
+                try binds.append(Data(sealed.blindIndex.bytes))
+                binds.append(Int64(sealed.keyVersion))
+                try binds.append(Data(sealed.publicKey))
+                try binds.append(Data(sealed.sealedProfile))
+                try binds.append(Data(sealed.sealedKey))
+                try binds.append(Data(sealed.mac))
+                try binds.append(Data(record.contentTag))
+                binds.append(record.state.rawValue)
+                binds.append(record.revision)
+                binds.append(Int64(record.attempts))
+                binds.append(ms(record.nextAttemptAt))
+                binds.append(record.leaseOwner)
+                binds.append(ms(record.leaseExpiresAt))
+                binds.append(ms(record.confirmDeadline))
+                binds.append(ms(record.dueAt))
+                binds.append(ms(record.createdAt))
+                binds.append(ms(record.expiresAt))
+                binds.append(ms(record.updatedAt))
+                binds.append(record.deadCode?.rawValue)
+                binds.append(record.lastStatus.map { Int64($0) })
+            }
+            sql += " ON CONFLICT (blind_index) DO NOTHING RETURNING id"
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).collect()
+            for row in rows {
+                if let id = EscrowID(bytes: [UInt8](try row.decode(Data.self))) { inserted.insert(id) }
+            }
+        }
+        return inserted
+    }
+
     /// Rewrites a record in place if it is still at `expectedRevision` (compare-and-set); returns whether it was.
     static func update(
         _ record: EscrowRecord,

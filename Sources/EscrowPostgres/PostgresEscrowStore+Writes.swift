@@ -52,19 +52,17 @@ extension PostgresEscrowStore {
         what: String,
         order: (Item) -> [UInt8],
         write:
-            @escaping @Sendable (Item, PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws -> Output
+            @escaping @Sendable ([Item], PostgresConnection, inout PendingAudit, inout Set<UInt32>) async throws
+            -> [Output]
     ) async -> [Result<Output, any Error>] {
         @Sendable func run(_ items: [(Int, Item)]) async throws -> [(Int, Output)] {
             try await database.transaction(what) { connection in
                 var audit = PendingAudit()
                 var versions: Set<UInt32> = []
-                var outputs: [(Int, Output)] = []
-                for (position, item) in items {
-                    outputs.append((position, try await write(item, connection, &audit, &versions)))
-                }
+                let outputs = try await write(items.map(\.1), connection, &audit, &versions)
                 try await requireUsable(versions, connection, logger: database.logger)
                 try await audit.write(connection, logger: database.logger)
-                return outputs
+                return Array(zip(items.map(\.0), outputs))
             }
         }
         let ordered = batch.enumerated().sorted { order($0.element).lexicographicallyPrecedes(order($1.element)) }
@@ -97,9 +95,22 @@ extension PostgresEscrowStore {
             database,
             what: "capture failed",
             order: { $0.record.blindIndex.bytes },
-            write: { item, connection, audit, versions in
-                versions.insert(item.record.sealed.keyVersion)
-                return try await capture(item, connection, &audit, logger: logger)
+            write: { items, connection, audit, versions in
+                // One multi-row INSERT for the batch (new users, the common case); only the captures it skipped on
+                // a blind-index conflict take the one-by-one path, which reads the live escrow and keeps or
+                // replaces it. Events are appended in the batch's order either way.
+                let created = try await insertNew(items.map(\.record), connection, logger: logger)
+                var outcomes: [CaptureOutcome] = []
+                for item in items {
+                    versions.insert(item.record.sealed.keyVersion)
+                    if created.contains(item.record.id) {
+                        audit.add([item.lifecycle.captured(item.record, actor: item.actor)])
+                        outcomes.append(.created(item.record))
+                    } else {
+                        outcomes.append(try await capture(item, connection, &audit, logger: logger))
+                    }
+                }
+                return outcomes
             }
         )
     }
@@ -111,8 +122,12 @@ extension PostgresEscrowStore {
             database,
             what: "commit failed",
             order: { $0.id.bytes },
-            write: { item, connection, audit, versions in
-                try await apply(item, connection, &audit, &versions, logger: logger)
+            write: { items, connection, audit, versions in
+                var applied: [Bool] = []
+                for item in items {
+                    applied.append(try await apply(item, connection, &audit, &versions, logger: logger))
+                }
+                return applied
             }
         )
     }
