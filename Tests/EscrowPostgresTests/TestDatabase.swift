@@ -66,8 +66,15 @@ struct TestDatabase: Sendable {
         try await Self.admin(url) { connection in try await connection.query(query, logger: Self.logger).collect() }
     }
 
-    func open(_ configuration: PostgresEscrowStore.Configuration = .init()) async throws -> PostgresEscrowStore {
-        try await PostgresEscrowStore.connect(url: url, configuration: configuration, logger: Self.logger)
+    /// A store on this database. The tests run many nodes' worth of concurrent transactions beside the rest of the
+    /// suite on 2 cores: an operation may queue for a pooled connection longer than the 5 s a service allows
+    /// before answering 503, so the tests allow a minute.
+    func open(_ configuration: PostgresEscrowStore.Configuration? = nil) async throws -> PostgresEscrowStore {
+        var configuration = configuration ?? PostgresEscrowStore.Configuration()
+        if configuration.connectionWaitTimeout == PostgresEscrowStore.Configuration().connectionWaitTimeout {
+            configuration.connectionWaitTimeout = 60
+        }
+        return try await PostgresEscrowStore.connect(url: url, configuration: configuration, logger: Self.logger)
     }
 
     static let logger = Logger(label: "escrow-postgres-tests")
