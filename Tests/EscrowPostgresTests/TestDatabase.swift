@@ -62,6 +62,25 @@ struct TestDatabase: Sendable {
         try await Self.admin(url) { connection in try await connection.query(query, logger: Self.logger) }
     }
 
+    /// Runs SQL through the server's default database (to change this database's settings while it refuses
+    /// connections).
+    func executeOnServer(_ query: PostgresQuery) async throws {
+        try await Self.admin(serverURL) { connection in try await connection.query(query, logger: Self.logger) }
+    }
+
+    /// Ends every session on this database but the caller's (`pg_terminate_backend`).
+    func cutConnections() async throws {
+        try await Self.admin(serverURL) { connection in
+            try await connection.query(
+                """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = \(name) AND pid <> pg_backend_pid()
+                """,
+                logger: Self.logger
+            )
+        }
+    }
+
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
         try await Self.admin(url) { connection in try await connection.query(query, logger: Self.logger).collect() }
     }

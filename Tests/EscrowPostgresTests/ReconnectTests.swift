@@ -1,0 +1,56 @@
+import EscrowCore
+import EscrowPostgres
+import Foundation
+import PostgresNIO
+import Testing
+
+/// While the database refuses connections, operations fail fast with `store_unavailable` (HTTP 503), never
+/// acknowledging anything; once it accepts them again, the same store works without being reopened.
+@Suite("PostgreSQL: unreachable database, then back")
+struct ReconnectTests {
+    @Test func failsFastThenReconnectsByItself() async throws {
+        try await TestDatabase.with { database in
+            var configuration = PostgresEscrowStore.Configuration()
+            configuration.connectionWaitTimeout = 1
+            let store = try await database.open(configuration)
+            let records = Records()
+            let before = try records.record(user: 1)
+            _ = try await store.capture(before, actor: .library, lifecycle: EscrowLifecycle())
+
+            // No new connection is allowed, and the store's open ones are cut: as during a server restart.
+            try await database.executeOnServer(
+                PostgresQuery(unsafeSQL: "ALTER DATABASE \(database.name) ALLOW_CONNECTIONS false")
+            )
+            try await database.cutConnections()
+            let during = try records.record(user: 2)
+            let start = ContinuousClock.now
+            var failures = 0
+            for _ in 0..<3 {
+                do {
+                    _ = try await store.capture(during, actor: .library, lifecycle: EscrowLifecycle())
+                } catch let error as EscrowStoreError {
+                    #expect(error.code == .unavailable, "\(error.message)")
+                    failures += 1
+                }
+            }
+            #expect(failures >= 2, "captures fail while the database refuses connections")
+            #expect(ContinuousClock.now - start < .seconds(10), "and fail fast")
+
+            try await database.executeOnServer(
+                PostgresQuery(unsafeSQL: "ALTER DATABASE \(database.name) ALLOW_CONNECTIONS true")
+            )
+            var recovered = false
+            for _ in 0..<60 where !recovered {
+                if (try? await store.capture(during, actor: .library, lifecycle: EscrowLifecycle())) != nil {
+                    recovered = true
+                } else {
+                    try await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            #expect(recovered, "the store reconnects by itself")
+            #expect(try await store.record(id: before.id) == before)
+            #expect(try await store.record(blindIndex: during.blindIndex) != nil)
+            await store.close()
+        }
+    }
+}
