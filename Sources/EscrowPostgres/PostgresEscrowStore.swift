@@ -174,30 +174,28 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     }
 
     private static func check(_ connection: PostgresConnection, logger: Logger) async throws -> (String, String) {
-        do {
-            let version: String =
-                try await connection.query("SHOW server_version", logger: logger)
-                .collect().map { try $0.decode(String.self) }.first ?? "?"
-            let synchronous =
-                try await connection.query("SHOW synchronous_commit", logger: logger)
-                .collect().map { try $0.decode(String.self) }.first ?? "?"
-            guard synchronous != "off" else {
-                throw EscrowStoreError(
-                    .unavailable,
-                    "PostgreSQL runs with synchronous_commit=\(synchronous): a capture could be acknowledged and then "
-                        + "lost in a crash. Set synchronous_commit to on (or remote_write, remote_apply) for this "
-                        + "database or role"
-                )
-            }
-            if synchronous == "local" {
-                throw EscrowStoreError(
-                    .unavailable,
-                    "PostgreSQL runs with synchronous_commit=local: with a synchronous standby configured, a capture "
-                        + "could be acknowledged before the standby has it. Set synchronous_commit to on (or "
-                        + "remote_write, remote_apply) for this database or role"
-                )
-            }
-            return (version, synchronous)
+        let version: String =
+            try await connection.query("SHOW server_version", logger: logger)
+            .collect().map { try $0.decode(String.self) }.first ?? "?"
+        let synchronous =
+            try await connection.query("SHOW synchronous_commit", logger: logger)
+            .collect().map { try $0.decode(String.self) }.first ?? "?"
+        guard synchronous != "off" else {
+            throw EscrowStoreError(
+                .unavailable,
+                "PostgreSQL runs with synchronous_commit=\(synchronous): a capture could be acknowledged and then "
+                    + "lost in a crash. Set synchronous_commit to on (or remote_write, remote_apply) for this "
+                    + "database or role"
+            )
         }
+        if synchronous == "local" {
+            throw EscrowStoreError(
+                .unavailable,
+                "PostgreSQL runs with synchronous_commit=local: with a synchronous standby configured, a capture "
+                    + "could be acknowledged before the standby has it. Set synchronous_commit to on (or "
+                    + "remote_write, remote_apply) for this database or role"
+            )
+        }
+        return (version, synchronous)
     }
 }

@@ -11,7 +11,8 @@ public import PostgresNIO
 ///   Without one, the server's default socket directory (`/var/run/postgresql` on Debian), as libpq does.
 /// - Port 5432 unless given; user `PGUSER`, else the login name; password `PGPASSWORD` when the URL has none;
 ///   database the user's name unless given.
-/// - `sslmode`: `disable`, `prefer` (the default: TLS when the server offers it, certificate not checked),
+/// - `sslmode` (ignored over a Unix socket, as by libpq): `disable`, `prefer` (the default: TLS when the server offers
+///   it, certificate not checked),
 ///   `require` (TLS, certificate not checked), `verify-ca` (TLS, certificate checked against the trust roots),
 ///   `verify-full` (also the host name). `sslrootcert` names a PEM file of trust roots (default: the system's).
 /// - Also `connect_timeout` (seconds) and `application_name`. Any other parameter is refused, as libpq does.
@@ -129,9 +130,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
                 password: password,
                 database: database
             )
-            if sslMode == .verifyCA || sslMode == .verifyFull || sslMode == .require {
-                throw Self.invalid("sslmode=\(sslMode.rawValue) needs a TCP host, not a Unix socket")
-            }
+            configuration.tls = .disable
         } else {
             configuration = PostgresClient.Configuration(
                 host: host ?? "localhost",
