@@ -261,16 +261,21 @@ extension PostgresEscrowStore {
     ) async throws {
         let dead = EscrowState.dead.rawValue
         let code = DeadCode.ciphertextInvalid.rawValue
+        // Always off the delivery queue (even a row already marked dead whose due_at was tampered with), so no
+        // claim ever meets it again; the audit records the quarantine once. `was_quarantined` reads the row as it
+        // was before this update (the subquery sees the statement's snapshot).
         let rows = try await connection.query(
             """
             UPDATE escrow SET state = \(dead), dead_code = \(code), lease_owner = NULL, lease_expires_at = NULL,
                 confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = \(ms(now))
-            WHERE row_id = \(rowID) AND NOT (state = \(dead) AND dead_code IS NOT DISTINCT FROM \(code))
-            RETURNING id, blind_index
+            WHERE row_id = \(rowID)
+            RETURNING id, blind_index,
+                (SELECT old.state = \(dead) AND old.dead_code IS NOT DISTINCT FROM \(code)
+                 FROM escrow AS old WHERE old.row_id = \(rowID)) AS was_quarantined
             """,
             logger: logger
         ).collect()
-        guard let row = rows.first else { return }
+        guard let row = rows.first, (try? row.makeRandomAccess()[2].decode(Bool?.self)) != true else { return }
         let (escrowID, indexPrefix) = identification(row)
         audit.add([
             AuditDraft(
@@ -284,7 +289,9 @@ extension PostgresEscrowStore {
         ])
     }
 
-    /// Deletes a malformed row for `reason` (a replacing capture), with its `purged` audit event.
+    /// Deletes a malformed row for `reason` (a replacing capture, retention), with its `purged` audit event; returns
+    /// whether it was there.
+    @discardableResult
     static func deleteMalformed(
         _ rowID: Int64,
         reason: PurgeReason,
@@ -293,12 +300,12 @@ extension PostgresEscrowStore {
         _ connection: PostgresConnection,
         _ audit: inout PendingAudit,
         logger: Logger
-    ) async throws {
+    ) async throws -> Bool {
         let rows = try await connection.query(
             "DELETE FROM escrow WHERE row_id = \(rowID) RETURNING id, blind_index",
             logger: logger
         ).collect()
-        guard let row = rows.first else { return }
+        guard let row = rows.first else { return false }
         let (escrowID, indexPrefix) = identification(row)
         audit.add([
             AuditDraft(
@@ -310,6 +317,7 @@ extension PostgresEscrowStore {
                 actor: actor
             )
         ])
+        return true
     }
 
     /// The hex of a row's id and of its blind index's first 8 bytes, whatever their length.

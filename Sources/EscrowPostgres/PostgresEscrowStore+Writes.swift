@@ -1,6 +1,6 @@
 public import EscrowCore
 public import EscrowCrypto
-import Foundation
+public import Foundation
 import Logging
 import PostgresNIO
 
@@ -230,58 +230,102 @@ extension PostgresEscrowStore {
         // Leases need not wait for the WAL flush (see `StoreDatabase.transaction`): the outcome commit that
         // follows is durable.
         return try await database.transaction("claim failed", durable: false) { connection in
-            let rows: [PostgresRow]
-            if let versions = request.keyVersions {
-                rows = try await connection.query(
-                    """
-                    SELECT \(unescaped: Self.escrowColumns) FROM escrow
-                    WHERE due_at <= \(now) AND key_version = ANY(\(versions.sorted().map { Int64($0) }))
-                    ORDER BY due_at LIMIT \(request.limit) FOR UPDATE SKIP LOCKED
-                    """,
-                    logger: logger
-                ).collect()
-            } else {
-                rows = try await connection.query(
-                    """
-                    SELECT \(unescaped: Self.escrowColumns) FROM escrow WHERE due_at <= \(now)
-                    ORDER BY due_at LIMIT \(request.limit) FOR UPDATE SKIP LOCKED
-                    """,
-                    logger: logger
-                ).collect()
-            }
             var audit = PendingAudit()
             var leased: [EscrowRecord] = []
-            for row in rows {
-                let record: EscrowRecord
-                do throws(MalformedRow) {
-                    record = try Self.record(from: row)
-                } catch {
-                    // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                    try await Self.quarantine(
-                        error.rowID,
+            // Until `limit` leases or nothing more is due: a quarantined row takes no lease and leaves the queue (its
+            // due_at is cleared), so broken rows never make a claim look like the end of the work.
+            while leased.count < request.limit {
+                let want = request.limit - leased.count
+                let rows: [PostgresRow]
+                if let versions = request.keyVersions {
+                    // A version outside 32 bits is no version at all: such rows are selected whatever the filter,
+                    // to be quarantined.
+                    rows = try await connection.query(
+                        """
+                        SELECT \(unescaped: Self.escrowColumns) FROM escrow
+                        WHERE due_at <= \(now) AND (key_version = ANY(\(versions.sorted().map { Int64($0) }))
+                            OR key_version NOT BETWEEN 0 AND 4294967295)
+                        ORDER BY due_at LIMIT \(want) FOR UPDATE SKIP LOCKED
+                        """,
+                        logger: logger
+                    ).collect()
+                } else {
+                    rows = try await connection.query(
+                        """
+                        SELECT \(unescaped: Self.escrowColumns) FROM escrow WHERE due_at <= \(now)
+                        ORDER BY due_at LIMIT \(want) FOR UPDATE SKIP LOCKED
+                        """,
+                        logger: logger
+                    ).collect()
+                }
+                var quarantined = 0
+                for row in rows {
+                    let record: EscrowRecord
+                    do throws(MalformedRow) {
+                        record = try Self.record(from: row)
+                    } catch {
+                        // A malformed row never stalls delivery for the others: it is moved to dead, alone.
+                        try await Self.quarantine(
+                            error.rowID,
+                            at: request.now,
+                            actor: actor,
+                            connection,
+                            &audit,
+                            logger: logger
+                        )
+                        quarantined += 1
+                        continue
+                    }
+                    let action = lifecycle.handle(
+                        .lease(owner: request.owner, duration: request.leaseDuration),
+                        on: record,
                         at: request.now,
+                        actor: actor
+                    )
+                    guard case .update(let next, let drafts) = action else { continue }
+                    guard try await Self.update(next, expectedRevision: record.revision, connection, logger: logger)
+                    else { continue }
+                    audit.add(drafts)
+                    leased.append(next)
+                }
+                if rows.count < want || quarantined == 0 { break }
+            }
+            try await audit.write(connection, logger: logger)
+            return leased
+        }
+    }
+
+    /// Purges, as `expired`, every row past its retention that does not decode into a record, with its `purged`
+    /// event; intact rows are the sweep's (through the lifecycle).
+    public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
+        let logger = database.logger
+        let cutoff = Self.ms(now)
+        return try await database.transaction("purging malformed rows failed") { connection in
+            let rows = try await connection.query(
+                "SELECT \(unescaped: Self.escrowColumns) FROM escrow WHERE expires_at <= \(cutoff) FOR UPDATE",
+                logger: logger
+            ).collect()
+            var audit = PendingAudit()
+            var purged = 0
+            for row in rows {
+                do throws(MalformedRow) {
+                    _ = try Self.record(from: row)
+                } catch {
+                    if try await Self.deleteMalformed(
+                        error.rowID,
+                        reason: .expired,
+                        at: now,
                         actor: actor,
                         connection,
                         &audit,
                         logger: logger
-                    )
-                    continue
+                    ) {
+                        purged += 1
+                    }
                 }
-                let action = lifecycle.handle(
-                    .lease(owner: request.owner, duration: request.leaseDuration),
-                    on: record,
-                    at: request.now,
-                    actor: actor
-                )
-                guard case .update(let next, let drafts) = action else { continue }
-                guard try await Self.update(next, expectedRevision: record.revision, connection, logger: logger) else {
-                    continue
-                }
-                audit.add(drafts)
-                leased.append(next)
             }
             try await audit.write(connection, logger: logger)
-            return leased
+            return purged
         }
     }
 

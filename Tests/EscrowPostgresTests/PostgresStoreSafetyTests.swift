@@ -52,6 +52,53 @@ struct PostgresStoreSafetyTests {
         }
     }
 
+    @Test("claims go past broken rows, whatever the version filter; a broken row leaves the queue; the sweep purges it")
+    func brokenRowsNeverEndAClaim() async throws {
+        try await TestDatabase.with { database in
+            let store = try await database.open()
+            let records = Records()
+            let broken = try (0..<3).map {
+                try records.record(user: 10 + $0, at: records.start.addingTimeInterval(-10))
+            }
+            let healthy = try records.record(user: 20)
+            for record in broken + [healthy] {
+                _ = try await store.capture(record, actor: .library, lifecycle: EscrowLifecycle())
+            }
+            let ids = broken.map { Data($0.id.bytes) }
+            try await database.execute("UPDATE escrow SET key_version = -1 WHERE id = \(ids[0])")
+            try await database.execute("UPDATE escrow SET id = '\\x00'::bytea WHERE id = \(ids[1])")
+            try await database.execute("UPDATE escrow SET state = 'leased', lease_owner = NULL WHERE id = \(ids[2])")
+            // The three broken rows are due first; a claim of one lease filtered on the healthy row's version still
+            // gets it.
+            let version = healthy.sealed.keyVersion
+            let request = ClaimRequest(
+                now: records.start,
+                limit: 1,
+                owner: "w1",
+                leaseDuration: 60,
+                keyVersions: [version]
+            )
+            let leased = try await store.claimDue(request, lifecycle: EscrowLifecycle())
+            #expect(leased.map(\.id) == [healthy.id])
+            let dead = try await database.rows("SELECT 1 FROM escrow WHERE state = 'dead' AND due_at IS NULL")
+            #expect(dead.count == 3)
+            // A quarantined row made due again is taken off the queue without a second event.
+            try await database.execute("UPDATE escrow SET due_at = 0 WHERE key_version = -1")
+            _ = try await store.claimDue(request, lifecycle: EscrowLifecycle())
+            #expect(try await database.rows("SELECT 1 FROM escrow WHERE due_at IS NOT NULL AND state = 'dead'").isEmpty)
+            #expect(try await allEvents(store).filter { $0.draft.type == .dead }.count == 3)
+            // Past retention, the sweep's purge of broken rows deletes the two still broken, each with its `purged`
+            // event (the quarantine made the third a well-formed dead record: the lifecycle's sweep purges it).
+            let later = records.start.addingTimeInterval(7200)
+            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli) == 2)
+            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli) == 0)
+            #expect(try await database.rows("SELECT 1 FROM escrow").count == 2)
+            let purged = try await allEvents(store).filter { $0.draft.type == .purged }
+            #expect(purged.count == 2 && purged.allSatisfy { $0.draft.detail == PurgeReason.expired.rawValue })
+            await store.close()
+        }
+    }
+
     @Test("a capture sealed to a retired key version is refused, even from a node that retired it meanwhile")
     func retiredVersionRefused() async throws {
         try await TestDatabase.with { database in
