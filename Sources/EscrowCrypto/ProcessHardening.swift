@@ -17,6 +17,25 @@ public enum ProcessHardening {
         #endif
     }
 
+    /// Replaces the Swift runtime's crash backtracer, which on Linux prints registers and the memory they
+    /// point to (secrets live in this memory), with a handler that writes one fixed line and exits with
+    /// `128 + signal` at once, for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP. The runtime's own
+    /// message (`Fatal error: …`, PII-free by our errors' design) is still printed before the trap.
+    /// Call once at start, before any other thread exists.
+    ///
+    /// Why handlers rather than re-executing with `SWIFT_BACKTRACE=enable=no`: no second exec (the
+    /// command line and environment are not handed over twice), and an operator's own
+    /// `SWIFT_BACKTRACE=enable=yes` cannot turn the dump back on, since these handlers replace the
+    /// runtime's whatever the environment says.
+    @discardableResult
+    public static func disableCrashReports() -> Bool {
+        #if os(Linux)
+        return profile_escrow_install_crash_handlers() == 0
+        #else
+        return false
+        #endif
+    }
+
     /// Makes every file and directory this process creates owner-only (`umask 077`): the database,
     /// its `-wal` and `-shm`, the token file and the keyring hold sealed or secret bytes.
     public static func restrictNewFiles() {

@@ -13,6 +13,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self,
             PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
+            CrashCheck.self,
         ]
     )
 
@@ -20,6 +21,8 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
     /// (argument-parser's own errors included, instead of its default 64).
     static func main() async {
         ProcessHardening.disableCoreDumps()
+        // No crash report with registers or memory (the Swift runtime's backtracer prints both).
+        ProcessHardening.disableCrashReports()
         ProcessHardening.restrictNewFiles()
         do {
             var command = try parseAsRoot()
