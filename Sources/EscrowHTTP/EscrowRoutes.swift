@@ -31,7 +31,9 @@ struct EscrowRoutes: Sendable {
     func capture(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .capture)
         try RequestBodyReader.requireJSON(request)
-        let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        var body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        // Once parsed (and, below, sealed), the plaintext body is not kept in this buffer.
+        defer { RequestBodyReader.zero(&body) }
         let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
         var verified = false
         var profile = input.profile
