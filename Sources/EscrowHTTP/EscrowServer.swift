@@ -69,7 +69,13 @@ public struct EscrowServer: Sendable {
         // `/metrics` never has to query the store.
         let gauges: [any Service] =
             worker == nil
-            ? [LiveGaugeRefresher(escrow: escrow, factory: PrometheusMetricsFactory(registry: registry), logger: logger)]
+            ? [
+                LiveGaugeRefresher(
+                    escrow: escrow,
+                    factory: PrometheusMetricsFactory(registry: registry),
+                    logger: logger
+                )
+            ]
             : []
         return services + gauges + [app]
     }

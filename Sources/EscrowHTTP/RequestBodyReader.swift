@@ -1,9 +1,9 @@
 import Foundation
+import Hummingbird
 
 #if canImport(Glibc)
 import Glibc
 #endif
-import Hummingbird
 
 /// Reads a request body up to a limit while it streams: a larger body is refused with `413` as soon as
 /// it is known to be too large (from `Content-Length`, or after the limit is passed), never buffered.

@@ -115,9 +115,12 @@ struct AppleNotificationTests {
         for canary in Fake.tokens { #expect(!logged.contains(canary)) }
     }
 
-    @Test("a notification whose event_time precedes the capture changes nothing", arguments: [
-        "consent-revoked", "account-delete", "email-disabled", "email-enabled",
-    ])
+    @Test(
+        "a notification whose event_time precedes the capture changes nothing",
+        arguments: [
+            "consent-revoked", "account-delete", "email-disabled", "email-enabled",
+        ]
+    )
     func lateNotification(type: String) async throws {
         let harness = try await harnessWithEscrow()
         let eventsBefore = try await harness.auditEvents().count

@@ -111,18 +111,23 @@ final class RawSocket: @unchecked Sendable {
     @discardableResult
     func send(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
-        return bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+        return bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            == bytes.count
     }
 
     /// Whether the server has closed the connection (end of stream or an error) within `waiting`; what it
     /// sent before (a response) is read and dropped.
     func isClosed(waiting: Duration) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(waiting.components.seconds * 1000 + waiting.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(
+            waiting.components.seconds * 1000 + waiting.components.attoseconds / 1_000_000_000_000_000
+        )
         guard poll(&poller, 1, milliseconds) > 0 else { return false }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let count = buffer.withUnsafeMutableBytes {
+                recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+            }
             if count == 0 { return true }
             if count < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
         }

@@ -19,7 +19,9 @@ struct ScrapeAndRateLimitTests {
         var harness = try await HTTPHarness()
         harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 1_000, burst: 1_000)
         for number in 1...300 {
-            _ = try await harness.escrow.capture(try ProfileParser.parse(Array(Fake.body(number).readableBytesView)).profile)
+            _ = try await harness.escrow.capture(
+                try ProfileParser.parse(Array(Fake.body(number).readableBytesView)).profile
+            )
         }
         let queriesBefore = harness.store.summaryQueryCount
         let app = harness
@@ -65,9 +67,13 @@ struct ScrapeAndRateLimitTests {
         #expect(text.contains("profile_escrow_live{state=\"pending\"} 1"))
     }
 
-    @Test("healthz, readyz, an open /metrics and Apple notifications: 429 with Retry-After past the limit",
-        arguments: [("/healthz", HTTPRequest.Method.get), ("/readyz", .get), ("/metrics", .get),
-            ("/v1/apple/notifications", .post)])
+    @Test(
+        "healthz, readyz, an open /metrics and Apple notifications: 429 with Retry-After past the limit",
+        arguments: [
+            ("/healthz", HTTPRequest.Method.get), ("/readyz", .get), ("/metrics", .get),
+            ("/v1/apple/notifications", .post),
+        ]
+    )
     func anonymousLimited(path: String, method: HTTPRequest.Method) async throws {
         var harness = try await HTTPHarness()
         harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 3)

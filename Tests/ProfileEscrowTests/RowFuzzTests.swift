@@ -35,7 +35,12 @@ struct RowFuzzTests {
         var all: [Mutation] = []
         func set(_ column: String, _ kind: String, _ value: String, broken: Bool) {
             all.append(
-                Mutation(column: column, kind: kind, sql: ["UPDATE escrow SET \(column) = \(value) WHERE rowid = ?1"], broken: broken)
+                Mutation(
+                    column: column,
+                    kind: kind,
+                    sql: ["UPDATE escrow SET \(column) = \(value) WHERE rowid = ?1"],
+                    broken: broken
+                )
             )
         }
         // Every blob is bound by the row MAC or checked for its length: any change breaks the row.
@@ -108,7 +113,10 @@ struct RowFuzzTests {
                 let own = try await value(rowID)
                 let theirs = try await value(partner)
                 // Through a temporary value: the column is unique.
-                try await fixture.harness.tamper("UPDATE escrow SET \(column) = randomblob(32) WHERE rowid = ?", [partner])
+                try await fixture.harness.tamper(
+                    "UPDATE escrow SET \(column) = randomblob(32) WHERE rowid = ?",
+                    [partner]
+                )
                 try await fixture.harness.tamper("UPDATE escrow SET \(column) = ? WHERE rowid = ?", [theirs, rowID])
                 try await fixture.harness.tamper("UPDATE escrow SET \(column) = ? WHERE rowid = ?", [own, partner])
             }
@@ -158,7 +166,11 @@ struct RowFuzzTests {
         for arguments in [
             ["status", Fake.userIdentifier(0)], ["purge-report", "--verify"], ["sweep"], ["list"], ["keys", "show"],
         ] {
-            let result = try ProfileEscrowCLI.run(arguments, environment: environment, in: fixture.harness.directory.path)
+            let result = try ProfileEscrowCLI.run(
+                arguments,
+                environment: environment,
+                in: fixture.harness.directory.path
+            )
             #expect(![132, 134, 139].contains(result.status) && result.status < 128, "\(arguments): \(result.status)")
         }
     }
