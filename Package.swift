@@ -37,6 +37,8 @@ let package = Package(
         // (which ThreadSanitizer understands, unlike Synchronization.Mutex's futex on Linux).
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // Already resolved through Hummingbird: the HTTP part types its channel handlers see.
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.34.1"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Tests only, already in the graph through Hummingbird: the HTTP field types its test client takes.
@@ -123,10 +125,14 @@ let package = Package(
                 "ProfileEscrow",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -273,4 +279,28 @@ if Context.environment["ENABLE_ESCROW_BENCHMARKS"] != nil {
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         )
     )
+}
+
+// Fuzz targets (libFuzzer), only when asked for, so library users never build them:
+//   scripts/fuzz.sh TARGET [seconds]                         (see docs/fuzzing.md)
+// Each target calls a decoder of untrusted bytes through its `package` entry point.
+if Context.environment["ENABLE_ESCROW_FUZZING"] != nil {
+    let fuzzTargets: [(String, [Target.Dependency])] = [
+        ("FuzzProfileJSON", ["EscrowCore", "EscrowCrypto"]),
+        ("FuzzKeyringFile", ["EscrowCrypto"]),
+        ("FuzzStoredRow", ["EscrowSQLite", "EscrowCore", "EscrowCrypto", .product(name: "GRDB", package: "GRDB.swift")]),
+        ("FuzzAppleNotification", ["EscrowHTTP"]),
+        ("FuzzRetryAfter", ["ProfileEscrow"]),
+    ]
+    for (name, dependencies) in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: name,
+                dependencies: dependencies,
+                path: "Fuzz/\(name)",
+                // libFuzzer supplies `main`; the target only exports LLVMFuzzerTestOneInput.
+                swiftSettings: swiftSettings + [.unsafeFlags(["-parse-as-library"])]
+            )
+        )
+    }
 }

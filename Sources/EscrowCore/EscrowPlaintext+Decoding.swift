@@ -28,6 +28,7 @@ extension EscrowPlaintext {
         var realUserStatus: RealUserStatus?
         var verified: Bool?
         var capturedAt: Int64?
+        var emailForwarding: Bool?
         for member in members {
             switch PlaintextKey(exactly: member.key) {
             case .v: break
@@ -39,6 +40,7 @@ extension EscrowPlaintext {
                 realUserStatus = try ProfileParser.realUserStatus(member.value, field: "realUserStatus")
             case .verified: verified = try ProfileParser.bool(member.value, field: "verified")
             case .capturedAt: capturedAt = try integer(member.value, field: "capturedAt")
+            case .emailForwarding: emailForwarding = try ProfileParser.bool(member.value, field: "emailForwarding")
             case nil: throw .unknownField(StrictJSON.displayName(forKey: member.key))
             }
         }
@@ -56,7 +58,8 @@ extension EscrowPlaintext {
         return EscrowPlaintext(
             profile: profile,
             verified: verified,
-            capturedAt: Date(timeIntervalSince1970: TimeInterval(capturedAt))
+            capturedAt: Date(timeIntervalSince1970: TimeInterval(capturedAt)),
+            emailForwarding: emailForwarding
         )
     }
 
@@ -68,7 +71,7 @@ extension EscrowPlaintext {
     }
 
     private enum PlaintextKey: String, CaseIterable {
-        case v, userIdentifier, fullName, email, isPrivateEmail, realUserStatus, verified, capturedAt
+        case v, userIdentifier, fullName, email, isPrivateEmail, realUserStatus, verified, capturedAt, emailForwarding
 
         init?(exactly key: String) {
             guard let match = Self.allCases.first(where: { $0.rawValue.utf8.elementsEqual(key.utf8) }) else {

@@ -4,6 +4,8 @@ extension EscrowPlaintext {
     /// `{"escrowId":…,"userIdentifier":…,"fullName":{…}|null,"email":…|null,"isPrivateEmail":…,`
     /// `"realUserStatus":…|null,"capturedAt":"2026-11-21T10:00:00Z","verified":…,"attempt":3}`
     ///
+    /// with `"emailForwarding":true|false` after `verified` once an Apple notification has reported it
+    /// (absent before, so bodies of escrows without one are unchanged);
     /// in that order, without whitespace; `fullName`, when present, has all six members (`null` for an
     /// absent component); `capturedAt` is ISO 8601 in UTC with seconds precision. The bytes are signed
     /// (Standard Webhooks) exactly as returned.
@@ -54,6 +56,10 @@ private struct ReplayBody: CanonicalJSONDocument {
         writer.string(Timestamp.seconds(unixSeconds: plaintext.capturedAtUnixSeconds))
         writer.key("verified")
         writer.bool(plaintext.verified)
+        if let emailForwarding = plaintext.emailForwarding {
+            writer.key("emailForwarding")
+            writer.bool(emailForwarding)
+        }
         if let attempt {
             writer.key("attempt")
             writer.integer(Int64(attempt))

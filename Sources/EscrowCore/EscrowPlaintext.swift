@@ -19,6 +19,7 @@ public import Foundation
 /// | 6 | `realUserStatus` | `"unsupported"`, `"unknown"` or `"likelyReal"`       | when present      |
 /// | 7 | `verified`       | `true` or `false` (captured with a verified Apple identity token) | always |
 /// | 8 | `capturedAt`     | integer: Unix time in seconds (UTC), rounded down    | always            |
+/// | 9 | `emailForwarding`| `true` or `false`: whether Apple's private relay forwards to `email` | when an Apple notification reported it |
 ///
 /// `fullName` is an object whose members appear in the order `givenName`, `familyName`, `middleName`,
 /// `namePrefix`, `nameSuffix`, `nickname`, each a string, each omitted when absent; it is never empty (a name
@@ -41,6 +42,10 @@ public import Foundation
 /// The encoding is deterministic: the same content always gives the same bytes, so the content tag computed
 /// over them identifies a repeated capture. A decoder accepts only `"v":1`, refuses duplicate keys, unknown
 /// members and wrong types, accepts members in any order, and validates the profile again.
+///
+/// `emailForwarding` was added without a version change: it is absent until an Apple `email-disabled` or
+/// `email-enabled` notification sets it, so every plaintext written before it (and every capture's content
+/// tag) is unchanged, and a decoder of this version reads both.
 public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
@@ -50,13 +55,17 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
     public let verified: Bool
     /// When the profile was captured, in whole seconds (the initializer rounds down, as the encoding does).
     public let capturedAt: Date
+    /// Whether Apple's private relay forwards mail to `email` (`email-enabled` / `email-disabled`
+    /// notifications); nil until a notification reports it.
+    public let emailForwarding: Bool?
 
     /// - Parameter capturedAt: rounded down to a whole second, so that ``encoded()`` and
     ///   ``decode(_:)`` give back an equal value.
-    public init(profile: Profile, verified: Bool, capturedAt: Date) {
+    public init(profile: Profile, verified: Bool, capturedAt: Date, emailForwarding: Bool? = nil) {
         self.profile = profile
         self.verified = verified
         self.capturedAt = Date(timeIntervalSince1970: TimeInterval(Self.unixSeconds(capturedAt)))
+        self.emailForwarding = emailForwarding
     }
 
     /// The canonical encoding (see above), written straight into a `sodium_malloc`'ed buffer: the length
@@ -123,6 +132,10 @@ private struct CanonicalPlaintext: CanonicalJSONDocument {
         writer.bool(plaintext.verified)
         writer.key("capturedAt")
         writer.integer(plaintext.capturedAtUnixSeconds)
+        if let emailForwarding = plaintext.emailForwarding {
+            writer.key("emailForwarding")
+            writer.bool(emailForwarding)
+        }
         writer.endObject()
     }
 }

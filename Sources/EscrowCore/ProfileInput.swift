@@ -5,10 +5,13 @@ public struct ProfileInput: Sendable, CustomStringConvertible, CustomDebugString
     public let profile: Profile
     /// The Apple identity token (a JWT) as given, not yet verified.
     public let identityToken: String?
+    /// `isPrivateEmail` as the body gave it (nil when absent: the profile derived it from the domain).
+    public let statedIsPrivateEmail: Bool?
 
-    public init(profile: Profile, identityToken: String?) {
+    public init(profile: Profile, identityToken: String?, statedIsPrivateEmail: Bool? = nil) {
         self.profile = profile
         self.identityToken = identityToken
+        self.statedIsPrivateEmail = statedIsPrivateEmail
     }
 
     public var description: String { "ProfileInput(redacted)" }

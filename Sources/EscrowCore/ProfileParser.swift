@@ -51,7 +51,7 @@ public enum ProfileParser {
             isPrivateEmail: isPrivateEmail,
             realUserStatus: realUserStatus
         )
-        return ProfileInput(profile: profile, identityToken: identityToken)
+        return ProfileInput(profile: profile, identityToken: identityToken, statedIsPrivateEmail: isPrivateEmail)
     }
 
     private enum InputKey: String, CaseIterable {

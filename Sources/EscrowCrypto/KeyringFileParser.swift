@@ -5,11 +5,11 @@ internal import Foundation
 /// into a Swift `String` or `Array`: secret tokens go through `sodium_base642bin` straight into ``SecretBytes``.
 ///
 /// Errors name the line number and what was expected there, never the line's content.
-struct KeyringFileParser {
+package struct KeyringFileParser {
     private let buffer: UnsafeRawBufferPointer
     private let path: String
 
-    init(buffer: UnsafeRawBufferPointer, path: String) {
+    package init(buffer: UnsafeRawBufferPointer, path: String) {
         self.buffer = buffer
         self.path = path
     }
@@ -17,7 +17,7 @@ struct KeyringFileParser {
     /// A token: a byte range of the buffer.
     private typealias Token = Range<Int>
 
-    func parse() throws(CryptoError) -> Keyring {
+    package func parse() throws(CryptoError) -> Keyring {
         let lines = try splitLines()
         let header = tokens(lines, 0)
         guard header.count == 2, equals(header[0], "profile-escrow-keyring"), equals(header[1], "1") else {

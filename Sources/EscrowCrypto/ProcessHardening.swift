@@ -17,20 +17,22 @@ public enum ProcessHardening {
         #endif
     }
 
-    /// The environment value that turns Swift's runtime backtracer off.
-    public static let backtraceDisabled = "enable=no"
-
-    /// Turns off Swift's runtime backtracer, which on a crash prints registers and the memory they point to
-    /// (secrets and profiles included), core dumps or not. The runtime reads `SWIFT_BACKTRACE` once, before
-    /// `main`, so a process started without `SWIFT_BACKTRACE=enable=no` sets it and replaces itself
-    /// (`execv` of `/proc/self/exe` with the same arguments): the one way to turn it off from inside. Returns
-    /// only when the backtracer is already off (or the re-exec failed: then the process goes on, with it on).
-    public static func disableCrashBacktraces() {
+    /// Replaces the Swift runtime's crash backtracer, which on Linux prints registers and the memory they
+    /// point to (secrets live in this memory), with a handler that writes one fixed line and exits with
+    /// `128 + signal` at once, for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP. The runtime's own
+    /// message (`Fatal error: …`, PII-free by our errors' design) is still printed before the trap.
+    /// Call once at start, before any other thread exists.
+    ///
+    /// Why handlers rather than re-executing with `SWIFT_BACKTRACE=enable=no`: no second exec (the
+    /// command line and environment are not handed over twice), and an operator's own
+    /// `SWIFT_BACKTRACE=enable=yes` cannot turn the dump back on, since these handlers replace the
+    /// runtime's whatever the environment says.
+    @discardableResult
+    public static func disableCrashReports() -> Bool {
         #if os(Linux)
-        if let value = getenv("SWIFT_BACKTRACE"), String(cString: value) == backtraceDisabled { return }
-        setenv("SWIFT_BACKTRACE", backtraceDisabled, 1)
-        let arguments = CommandLine.unsafeArgv
-        _ = execv("/proc/self/exe", arguments)
+        return profile_escrow_install_crash_handlers() == 0
+        #else
+        return false
         #endif
     }
 

@@ -7,7 +7,7 @@ import JWTKit
 ///
 /// Each key is bound to exactly one algorithm here, so the token's `alg` header can never make a key
 /// be used with another algorithm (HS256 with an RSA public key as the HMAC secret, `none`, PS256).
-struct AppleJWKS: Sendable {
+package struct AppleJWKS: Sendable {
     /// kid → the one algorithm its key is used with.
     let algorithms: [String: String]
     let keys: JWTKeyCollection
@@ -18,7 +18,7 @@ struct AppleJWKS: Sendable {
         let description: String
     }
 
-    init(json: [UInt8]) async throws {
+    package init(json: [UInt8]) async throws {
         let document: StrictJSON.Value
         do {
             document = try StrictJSON.parse(json)
@@ -64,7 +64,7 @@ struct AppleJWKS: Sendable {
     /// algorithm of that key (RS256 or ES256). jwt-kit would otherwise fall back to a default key for
     /// an unknown `kid`. Header and payload must also be strict JSON (no duplicate claim, the profile rules'
     /// parser): jwt-kit's own decoder would let the last of two `sub`s win.
-    func checkHeader(of token: String) -> Bool {
+    package func checkHeader(of token: String) -> Bool {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Self.base64URLDecode(parts[0]),
             let header = try? StrictJSON.parse(headerBytes),

@@ -1,8 +1,9 @@
 import EscrowCore
+import Foundation
 
 /// The `events` claim of an Apple notification, parsed from its JSON string:
 /// `{"type": "email-disabled", "sub": "…", "email": "…", "is_private_email": "true", "event_time": …}`.
-struct AppleNotificationEvent: Sendable {
+package struct AppleNotificationEvent: Sendable {
     enum Kind: Sendable, Equatable {
         case consentRevoked, accountDeleted, emailEnabled, emailDisabled
         case unknown
@@ -33,9 +34,12 @@ struct AppleNotificationEvent: Sendable {
     let subject: String
     let email: String?
     let isPrivateEmail: Bool?
+    /// When the event happened (`event_time`: Unix time in milliseconds, as Apple sends it; a value below
+    /// 10^11 is read as seconds). Nil when absent or not a non-negative integer.
+    let eventTime: Date?
 
     /// Parses the claim with the strict parser: a duplicate `sub` or `type` is refused, not resolved.
-    init?(json: String) {
+    package init?(json: String) {
         guard let object = try? StrictJSON.parse(Array(json.utf8)), let type = object["type"]?.stringValue else {
             return nil
         }
@@ -51,5 +55,18 @@ struct AppleNotificationEvent: Sendable {
         case .string("false"): isPrivateEmail = false
         default: isPrivateEmail = nil
         }
+        eventTime = Self.time(object["event_time"])
+    }
+
+    static func time(_ value: StrictJSON.Value?) -> Date? {
+        let text: String
+        switch value {
+        case .number(let number): text = number
+        case .string(let string): text = string
+        default: return nil
+        }
+        guard let integer = Int64(text), integer >= 0 else { return nil }
+        let seconds = integer >= 100_000_000_000 ? Double(integer) / 1000 : Double(integer)
+        return Date(timeIntervalSince1970: seconds)
     }
 }

@@ -16,6 +16,8 @@ struct AppleNotificationRoutes: Sendable {
     let apple: AppleVerifier?
     let log: any NotificationLog
     let maximumBodySize: Int
+    /// No token: one shared bucket for the route, checked before the body is read.
+    let anonymous: RateLimiter
 
     static let invalid = Problem(
         .unauthorized,
@@ -29,6 +31,7 @@ struct AppleNotificationRoutes: Sendable {
     }
 
     func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try anonymous.admit("apple-notifications")
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
         guard let payload = (try? StrictJSON.parse(body))?["payload"]?.stringValue else {
@@ -65,7 +68,9 @@ struct AppleNotificationRoutes: Sendable {
         }
         // Apply, then record: a crash in between makes Apple's retry apply it again (idempotent),
         // never lose it.
-        let outcome = try await apply(event)
+        // Only an escrow captured before the event changes: a late or replayed notification never touches a
+        // newer capture. Without an `event_time`, the notification's own `iat` bounds it.
+        let outcome = try await apply(event, before: event.eventTime ?? claims.iat.value)
         _ = try await log.recordNotification(idHash: idHash, at: Date())
         context.logger.info(
             "Apple notification handled",
@@ -74,31 +79,32 @@ struct AppleNotificationRoutes: Sendable {
         return JSONResponse.make(.ok, ["outcome": .string(outcome)])
     }
 
-    private func apply(_ event: AppleNotificationEvent) async throws -> String {
+    private func apply(_ event: AppleNotificationEvent, before eventTime: Date) async throws -> String {
         switch event.kind {
         case .consentRevoked:
-            let purged = try await escrow.erase(userIdentifier: event.subject, reason: .revoked, actor: .apple)
-            return purged ? "purged" : "not-held"
+            return try await escrow.erase(
+                userIdentifier: event.subject,
+                reason: .revoked,
+                capturedBefore: eventTime,
+                actor: .apple
+            ).rawValue
         case .accountDeleted:
-            let purged = try await escrow.erase(userIdentifier: event.subject, reason: .accountDeleted, actor: .apple)
-            return purged ? "purged" : "not-held"
-        case .emailEnabled:
-            guard let email = event.email else { return "ignored" }
+            return try await escrow.erase(
+                userIdentifier: event.subject,
+                reason: .accountDeleted,
+                capturedBefore: eventTime,
+                actor: .apple
+            ).rawValue
+        case .emailEnabled, .emailDisabled:
+            // The user turned forwarding to the relay address on or off; the address itself stays (and
+            // the event's `email`, when it differs, replaces it).
             return try Self.answer(
-                try await escrow.updateEmail(
+                try await escrow.updateEmailForwarding(
                     userIdentifier: event.subject,
-                    email: email,
+                    forwarding: event.kind == .emailEnabled,
+                    email: event.email,
                     isPrivateEmail: event.isPrivateEmail,
-                    actor: .apple
-                )
-            )
-        case .emailDisabled:
-            // The relay no longer forwards to this address: the escrow stops holding it.
-            return try Self.answer(
-                try await escrow.updateEmail(
-                    userIdentifier: event.subject,
-                    email: nil,
-                    isPrivateEmail: nil,
+                    capturedBefore: eventTime,
                     actor: .apple
                 )
             )

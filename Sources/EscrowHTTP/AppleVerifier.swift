@@ -36,9 +36,12 @@ public final class AppleVerifier: Sendable {
         return try await AppleVerifier(jwksJSON: [UInt8](data), audiences: audiences)
     }
 
-    /// Checks an identity token for `profile`. Its email, when both the token and the profile have
-    /// one, must be the profile's (ASCII case-insensitive).
-    func verifyIdentityToken(_ token: String, for profile: Profile, now: Date) async throws(Rejection) {
+    /// Checks an identity token for `input` and returns the profile to capture: the body's, with
+    /// `realUserStatus` and `isPrivateEmail` taken from the token when it has them. The token's email,
+    /// when both have one, must be the profile's (ASCII case-insensitive); a `realUserStatus` or an
+    /// `isPrivateEmail` that the body states and the token contradicts is a mismatch too.
+    func verifyIdentityToken(_ token: String, for input: ProfileInput, now: Date) async throws(Rejection) -> Profile {
+        let profile = input.profile
         let claims: AppleIdentityClaims = try await verifySignature(token)
         try checkIssuerAndAudience(claims.iss, claims.aud)
         guard claims.exp.value.timeIntervalSince(now) > -leeway else { throw Rejection(reason: "expired") }
@@ -49,6 +52,43 @@ public final class AppleVerifier: Sendable {
         if let tokenEmail = claims.email, let email = profile.email, !Self.asciiCaseInsensitiveEqual(tokenEmail, email)
         {
             throw Rejection(reason: "email does not match")
+        }
+        var realUserStatus = profile.realUserStatus
+        if let code = claims.real_user_status {
+            guard let status = Self.realUserStatus(code) else { throw Rejection(reason: "real_user_status invalid") }
+            if let stated = realUserStatus, stated != status {
+                throw Rejection(reason: "realUserStatus does not match")
+            }
+            realUserStatus = status
+        }
+        var isPrivateEmail = input.statedIsPrivateEmail
+        // Only an email can be private: without one in the profile, the token's flag qualifies nothing.
+        if let flag = claims.is_private_email?.value, profile.email != nil {
+            if let stated = isPrivateEmail, stated != flag {
+                throw Rejection(reason: "isPrivateEmail does not match")
+            }
+            isPrivateEmail = flag
+        }
+        do {
+            return try Profile(
+                userIdentifier: profile.userIdentifier,
+                fullName: profile.fullName,
+                email: profile.email,
+                isPrivateEmail: isPrivateEmail,
+                realUserStatus: realUserStatus
+            )
+        } catch {
+            throw Rejection(reason: "the token's claims do not fit the profile")
+        }
+    }
+
+    /// Apple's `real_user_status`: 0 unsupported, 1 unknown, 2 likely real.
+    static func realUserStatus(_ code: Int) -> RealUserStatus? {
+        switch code {
+        case 0: .unsupported
+        case 1: .unknown
+        case 2: .likelyReal
+        default: nil
         }
     }
 

@@ -1,6 +1,8 @@
 public import EscrowCore
 public import Hummingbird
+import HummingbirdCore
 public import Logging
+import NIOCore
 public import ProfileEscrow
 public import Prometheus
 
@@ -36,11 +38,24 @@ public enum EscrowHTTPApplication {
             registry: registry,
             configuration: configuration
         )
+        let deadlines = ConnectionDeadlineHandler.Deadlines(
+            head: TimeAmount(configuration.requestHeadTimeout),
+            body: TimeAmount(configuration.requestBodyTimeout)
+        )
         return Application(
             router: router,
-            // Idle keep-alive connections are closed: slow or idle clients cannot hold sockets forever.
-            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
+            // Head, body and idle deadlines, and a cap on open connections: slow or idle clients cannot hold
+            // sockets (see ConnectionDeadlineHandler).
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
+                    idleTimeout: TimeAmount(configuration.idleTimeout)
+                )
+            ),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)
+            ),
             logger: logger
         )
     }
@@ -57,6 +72,7 @@ public enum EscrowHTTPApplication {
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
+        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
         EscrowRoutes(
             escrow: escrow,
             auth: auth,
@@ -67,13 +83,15 @@ public enum EscrowHTTPApplication {
             escrow: escrow,
             apple: configuration.apple,
             log: notifications,
-            maximumBodySize: configuration.maximumBodySize
+            maximumBodySize: configuration.maximumBodySize,
+            anonymous: anonymous
         ).register(on: router)
         OperationalRoutes(
             escrow: escrow,
             auth: auth,
             registry: registry,
-            metricsRequireToken: configuration.metricsRequireToken
+            metricsRequireToken: configuration.metricsRequireToken,
+            anonymous: anonymous
         ).register(on: router)
         return router
     }

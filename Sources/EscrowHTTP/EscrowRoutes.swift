@@ -31,23 +31,26 @@ struct EscrowRoutes: Sendable {
     func capture(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .capture)
         try RequestBodyReader.requireJSON(request)
-        let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        var body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        // Once parsed (and, below, sealed), the plaintext body is not kept in this buffer.
+        defer { RequestBodyReader.zero(&body) }
         let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
         var verified = false
+        var profile = input.profile
         if let apple {
             guard let token = input.identityToken else {
                 context.logger.info("capture refused: verified capture needs an identityToken")
                 throw Self.identityTokenInvalid
             }
             do {
-                try await apple.verifyIdentityToken(token, for: input.profile, now: Date())
+                profile = try await apple.verifyIdentityToken(token, for: input, now: Date())
             } catch {
                 context.logger.info("capture refused: \(error.reason)")
                 throw Self.identityTokenInvalid
             }
             verified = true
         }
-        let receipt = try await escrow.capture(input.profile, verified: verified, actor: .http(token: caller.name))
+        let receipt = try await escrow.capture(profile, verified: verified, actor: .http(token: caller.name))
         let status: HTTPResponse.Status = receipt.outcome == .created ? .created : .ok
         return JSONResponse.make(
             status,

@@ -48,7 +48,8 @@ public struct EscrowServer: Sendable {
         self.logger = logger
     }
 
-    /// The services in start order: flusher, keyring reloader, worker, HTTP application.
+    /// The services in start order: flusher, keyring reloader, worker (or, without one, the live-gauge
+    /// refresher), HTTP application.
     public func services() throws -> [any Service] {
         let app = EscrowHTTPApplication.build(
             escrow: escrow,
@@ -64,7 +65,19 @@ public struct EscrowServer: Sendable {
             keyringPath: keyringPath,
             logger: logger
         )
-        return services + [app]
+        // The worker publishes the live gauges after each sweep; without it, a refresher does, so that
+        // `/metrics` never has to query the store.
+        let gauges: [any Service] =
+            worker == nil
+            ? [
+                LiveGaugeRefresher(
+                    escrow: escrow,
+                    factory: PrometheusMetricsFactory(registry: registry),
+                    logger: logger
+                )
+            ]
+            : []
+        return services + gauges + [app]
     }
 
     /// How long graceful shutdown may take: the worker's bound, or 10 s for the HTTP API alone.

@@ -11,14 +11,21 @@ struct OperationalRoutes: Sendable {
     let auth: BearerAuthenticator
     let registry: PrometheusCollectorRegistry
     let metricsRequireToken: Bool
+    /// Requests without a token (probes, an open `/metrics`) share a bucket per route.
+    let anonymous: RateLimiter
 
     func register(on router: Router<BasicRequestContext>) {
-        router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }
+        router.get("/healthz") { _, _ in
+            try anonymous.admit("healthz")
+            return JSONResponse.make(.ok, ["status": "ok"])
+        }
         router.get("/readyz") { _, context in try await ready(context) }
         router.get("/metrics") { request, _ in try await metrics(request) }
     }
 
+    /// One indexed read of the audit head's single row: cheap however large the store is.
     func ready(_ context: BasicRequestContext) async throws -> Response {
+        try anonymous.admit("readyz")
         do {
             _ = try await escrow.store.auditHead()
         } catch {
@@ -34,14 +41,13 @@ struct OperationalRoutes: Sendable {
     }
 
     func metrics(_ request: Request) async throws -> Response {
-        if metricsRequireToken { _ = try await auth.authorize(request, scope: .metrics) }
-        // Live escrows by state and the oldest pending age, read from the store at scrape time.
-        let now = Date()
-        EscrowMetrics.live(
-            try await escrow.store.summary(at: now),
-            at: now,
-            factory: PrometheusMetricsFactory(registry: registry)
-        )
+        if metricsRequireToken {
+            _ = try await auth.authorize(request, scope: .metrics)
+        } else {
+            try anonymous.admit("metrics")
+        }
+        // Counters and gauges only, as last published: the live gauges are refreshed off the request path
+        // (the replay worker's sweep, or LiveGaugeRefresher), so a scrape never queries the store.
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return Response(

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import ProfileEscrow
 
 /// Turns every error into an `application/problem+json` response (RFC 9457) with a stable `code`:
@@ -72,6 +73,16 @@ struct ProblemMiddleware: RouterMiddleware {
                 return Problem(.contentTooLarge, code: "body_too_large", detail: "the request body is too large")
             }
             return RequestBodyReader.tooLarge(limit)
+        case is HTTPParserError:
+            // Malformed HTTP in a body (a `Transfer-Encoding` such as `xchunked`, a bad chunk): the client's fault.
+            return Problem(.badRequest, code: "malformed_request", detail: "the request is not valid HTTP/1.1")
+        case is ConnectionDeadlineExceeded:
+            return Problem(
+                .requestTimeout,
+                code: "request_timeout",
+                detail: "the request did not arrive within its deadline",
+                headers: [.connection: "close"]
+            )
         case let error as HTTPError where error.status == .notFound:
             if let allowed = RouteTable.allowedMethods(path: request.uri.path), !allowed.contains(request.method) {
                 return Problem(

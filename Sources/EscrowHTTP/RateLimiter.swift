@@ -1,6 +1,8 @@
+import Hummingbird
 import NIOConcurrencyHelpers
 
-/// In-memory token buckets, one per token name (so bounded by the number of tokens).
+/// In-memory token buckets, one per token name (so bounded by the number of tokens), or one per route for
+/// requests without a token.
 final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double
@@ -29,6 +31,18 @@ final class RateLimiter: Sendable {
             }
             let wait = (1 - bucket.tokens) / max(limit.requestsPerSecond, 1e-9)
             return max(1, Int(wait.rounded(.up)))
+        }
+    }
+
+    /// Takes one request from `key`'s bucket, or throws `429` with `Retry-After`.
+    func admit(_ key: String) throws {
+        if let wait = acquire(key) {
+            throw Problem(
+                .tooManyRequests,
+                code: "rate_limited",
+                detail: "too many requests; retry later",
+                headers: [.retryAfter: "\(wait)"]
+            )
         }
     }
 }

@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Reads a request body up to a limit while it streams: a larger body is refused with `413` as soon as
 /// it is known to be too large (from `Content-Length`, or after the limit is passed), never buffered.
 enum RequestBodyReader {
@@ -14,6 +18,16 @@ enum RequestBodyReader {
             bytes.append(contentsOf: buffer.readableBytesView)
         }
         return bytes
+    }
+
+    /// Zeroes a body once it has been parsed and sealed, in a way the optimizer may not drop. The NIO
+    /// buffers it was copied from, and the Swift strings parsed out of it, cannot be zeroed (see
+    /// docs/threat_model.md).
+    static func zero(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { buffer in
+            guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+            explicit_bzero(base, buffer.count)
+        }
     }
 
     static func tooLarge(_ limit: Int) -> Problem {

@@ -351,7 +351,8 @@ extension SQLiteEscrowStore {
     }
 
     public func summary(at now: Date) async throws -> StoreSummary {
-        try await read { db in
+        countSummaryQuery()
+        return try await read { db in
             var live: [EscrowState: Int] = [:]
             for state in EscrowState.live { live[state] = 0 }
             for row in try Row.fetchAll(

@@ -1,7 +1,7 @@
-import EscrowCore
+package import EscrowCore
 import EscrowCrypto
 import Foundation
-import GRDB
+package import GRDB
 
 extension SQLiteEscrowStore {
     static func ms(_ date: Date) -> Int64 { Timestamp.unixMilliseconds(date) }
@@ -10,7 +10,7 @@ extension SQLiteEscrowStore {
 
     /// A stored row that does not decode into a valid record: a wrong length, a value out of range, a
     /// missing or unknown value, a state without what it needs. Such a row is quarantined, never a crash.
-    struct MalformedRow: Error {
+    package struct MalformedRow: Error {
         /// SQLite's rowid, to address the row whatever its id column holds.
         let rowID: Int64
         let column: String
@@ -19,7 +19,7 @@ extension SQLiteEscrowStore {
     /// Decodes a row of `escrow` selected with `rowid` first (``escrowColumns``). Every column is read
     /// as an optional of its type and checked, so no stored value can trap (GRDB's non-optional
     /// subscripts crash on a NULL or a value out of range).
-    static func record(from row: Row) throws(MalformedRow) -> EscrowRecord {
+    package static func record(from row: Row) throws(MalformedRow) -> EscrowRecord {
         let rowID = Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0
         func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws(MalformedRow) -> T {
             guard let value = T.fromDatabaseValue(row[column] as DatabaseValue) else {
@@ -38,7 +38,9 @@ extension SQLiteEscrowStore {
         }
         func bytes(_ column: String) throws(MalformedRow) -> [UInt8] { [UInt8](try value(column, as: Data.self)) }
         func time(_ column: String) throws(MalformedRow) -> Date {
-            Timestamp.date(unixMilliseconds: try value(column, as: Int64.self))
+            let milliseconds = try value(column, as: Int64.self)
+            guard Self.storedTimes.contains(milliseconds) else { throw MalformedRow(rowID: rowID, column: column) }
+            return Timestamp.date(unixMilliseconds: milliseconds)
         }
 
         guard let id = EscrowID(bytes: try bytes("id")) else { throw MalformedRow(rowID: rowID, column: "id") }
@@ -57,11 +59,12 @@ extension SQLiteEscrowStore {
             phase = .pending
         case .leased:
             guard let owner = try optional("lease_owner", as: String.self),
-                let end = try optional("lease_expires_at", as: Int64.self)
+                let end = try optional("lease_expires_at", as: Int64.self), Self.storedTimes.contains(end)
             else { throw MalformedRow(rowID: rowID, column: "lease_owner") }
             phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
         case .awaitingConfirmation:
-            guard let deadline = try optional("confirm_deadline", as: Int64.self) else {
+            guard let deadline = try optional("confirm_deadline", as: Int64.self), Self.storedTimes.contains(deadline)
+            else {
                 throw MalformedRow(rowID: rowID, column: "confirm_deadline")
             }
             phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
@@ -79,6 +82,9 @@ extension SQLiteEscrowStore {
         guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
             throw MalformedRow(rowID: rowID, column: "last_status")
         }
+        // The lifecycle adds one to it: a value at the top of the range would overflow.
+        let revision = try value("revision", as: Int64.self)
+        guard Self.storedRevisions.contains(revision) else { throw MalformedRow(rowID: rowID, column: "revision") }
         let sealed = SealedEscrow(
             id: id,
             blindIndex: index,
@@ -92,7 +98,7 @@ extension SQLiteEscrowStore {
             sealed: sealed,
             contentTag: try bytes("content_tag"),
             phase: phase,
-            revision: try value("revision"),
+            revision: revision,
             attempts: Int(attempts),
             nextAttemptAt: try time("next_attempt_at"),
             createdAt: try time("created_at"),
@@ -101,6 +107,12 @@ extension SQLiteEscrowStore {
             lastStatus: lastStatus.map { Int($0) }
         )
     }
+
+    /// Stored times a record can hold (milliseconds from 1970 to the end of year 9999): differences between
+    /// them (an escrow's age, say) never overflow.
+    static let storedTimes: ClosedRange<Int64> = 0...253_402_300_799_999
+    /// Stored revisions a record can hold (up to 2^53 - 1): one more never overflows.
+    static let storedRevisions: ClosedRange<Int64> = 0...9_007_199_254_740_991
 
     /// The columns ``record(from:)`` reads: SQLite's rowid first.
     static let escrowColumns = "rowid, *"
@@ -143,7 +155,9 @@ extension SQLiteEscrowStore {
         try db.cachedStatement(
             sql: """
                 UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
-                    confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = ?
+                    confirm_deadline = NULL, due_at = NULL,
+                    revision = CASE WHEN revision BETWEEN 0 AND 9007199254740990 THEN revision + 1 ELSE 0 END,
+                    updated_at = ?
                 WHERE rowid = ?
                 """
         ).execute(arguments: [

@@ -54,6 +54,10 @@ public final class SQLiteEscrowStore: EscrowStore {
     /// Nil when read-only.
     let writeLock: WriteLock?
     private let closed = NIOLockedValueBox(false)
+    /// How many times ``summary(at:)`` ran: the tests check that a `/metrics` scrape never runs it.
+    private let summaryQueries = NIOLockedValueBox(0)
+    var summaryQueryCount: Int { summaryQueries.withLockedValue { $0 } }
+    func countSummaryQuery() { summaryQueries.withLockedValue { $0 += 1 } }
 
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path

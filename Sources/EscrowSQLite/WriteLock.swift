@@ -33,6 +33,8 @@ final class WriteLock: Sendable {
                 "cannot open the write lock \(path): \(String(cString: strerror(errno)))"
             )
         }
+        // Owner-only whatever the umask (open's mode is only ever narrowed by it).
+        _ = fchmod(fd, 0o600)
         self.path = path
         self.timeout = timeout
         self.descriptor = fd

@@ -1,6 +1,6 @@
 public import EscrowCore
 import EscrowCrypto
-import Foundation
+public import Foundation
 import Logging
 
 extension Escrow {
@@ -20,10 +20,69 @@ extension Escrow {
         case busy
         /// The escrow is dead (its row may not even open): nothing changed.
         case dead
+        /// The escrow was captured at or after the notification's event time: a late or replayed
+        /// notification never changes a newer capture. Nothing changed.
+        case newer
     }
 
-    /// Changes the email of the user's live escrow (Apple's `email-enabled` / `email-disabled`
-    /// notifications): opens it, changes `email` and `isPrivateEmail`, seals the result under the
+    /// What an Apple purge notification (`consent-revoked`, `account-delete`) did.
+    public enum NotificationPurge: String, Sendable, Equatable {
+        case purged
+        case notHeld = "not-held"
+        /// Captured at or after the event: nothing changed.
+        case newer
+    }
+
+    /// Purges the user's escrow for `reason`, only when it was captured before `eventTime` (Apple
+    /// notifications: a late or replayed one never purges a newer capture).
+    public func erase(
+        userIdentifier: String,
+        reason: PurgeReason,
+        capturedBefore eventTime: Date,
+        actor: AuditActor
+    ) async throws -> NotificationPurge {
+        let index = blindIndex(userIdentifier)
+        for _ in 0..<8 {
+            guard let record = try await store.record(blindIndex: index) else { return .notHeld }
+            guard record.createdAt < eventTime else { return .newer }
+            switch try await apply(.purge(reason), to: record, actor: actor) {
+            case .applied: return .purged
+            case .ignored: return .notHeld
+            case .stale: continue
+            }
+        }
+        throw EscrowError(.conflict, "the escrow kept changing; try again")
+    }
+
+    /// Applies Apple's `email-enabled` / `email-disabled` to the user's live escrow captured before
+    /// `eventTime`: sets ``EscrowPlaintext/emailForwarding`` (the address itself stays), and takes `email`
+    /// when given and different (with `isPrivateEmail`, nil to derive it from the domain). Re-sealed through
+    /// the lifecycle as ``updateEmail(userIdentifier:email:isPrivateEmail:actor:)`` is.
+    public func updateEmailForwarding(
+        userIdentifier: String,
+        forwarding: Bool,
+        email: String?,
+        isPrivateEmail: Bool?,
+        capturedBefore eventTime: Date,
+        actor: AuditActor
+    ) async throws -> EmailUpdate {
+        try await reseal(userIdentifier: userIdentifier, capturedBefore: eventTime, actor: actor) { old in
+            var profile = old.profile
+            if let email, email != profile.email || isPrivateEmail.map({ $0 != profile.isPrivateEmail }) == true {
+                guard let changed = try Self.changingEmail(of: profile, to: email, isPrivateEmail: isPrivateEmail)
+                else { return nil }
+                profile = changed
+            }
+            return EscrowPlaintext(
+                profile: profile,
+                verified: old.verified,
+                capturedAt: old.capturedAt,
+                emailForwarding: forwarding
+            )
+        }
+    }
+
+    /// Changes the email of the user's live escrow: opens it, changes `email` and `isPrivateEmail`, seals the result under the
     /// same escrow id with a new per-escrow key pair, and commits it with compare-and-set and an
     /// `updated` audit event. The capture time, `verified` and the retention are kept.
     ///
@@ -36,6 +95,27 @@ extension Escrow {
         isPrivateEmail: Bool?,
         actor: AuditActor
     ) async throws -> EmailUpdate {
+        try await reseal(userIdentifier: userIdentifier, capturedBefore: nil, actor: actor) { old in
+            guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail)
+            else { return nil }
+            return EscrowPlaintext(
+                profile: profile,
+                verified: old.verified,
+                capturedAt: old.capturedAt,
+                emailForwarding: old.emailForwarding
+            )
+        }
+    }
+
+    /// Opens the user's live escrow, lets `change` build the new plaintext (nil: nothing would be left to
+    /// escrow), seals it under the same escrow id with a new per-escrow key pair, and commits it through
+    /// the lifecycle (`LifecycleEvent.reseal`) with compare-and-set and an `updated` audit event.
+    private func reseal(
+        userIdentifier: String,
+        capturedBefore eventTime: Date?,
+        actor: AuditActor,
+        change: (EscrowPlaintext) throws -> EscrowPlaintext?
+    ) async throws -> EmailUpdate {
         guard !isCaptureOnly else {
             logger.warning("email change skipped: this node holds a public-only keyring and cannot re-seal")
             return .captureOnly
@@ -43,6 +123,7 @@ extension Escrow {
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
             guard let record = try await store.record(blindIndex: index) else { return .notHeld }
+            if let eventTime, record.createdAt >= eventTime { return .newer }
             // Changing a row that a worker is delivering would fence out the worker's outcome, and a
             // confirmation would be lost (the escrow delivered again): wait for the lease instead.
             if let lease = record.lease, lease.expiresAt > clock.now() { return .busy }
@@ -57,20 +138,18 @@ extension Escrow {
                 )
                 return .captureOnly
             }
-            guard let profile = try Self.changingEmail(of: old.profile, to: email, isPrivateEmail: isPrivateEmail)
-            else {
+            guard let plaintext = try change(old) else {
                 logger.info(
                     "email change skipped: nothing would be left to escrow",
                     metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
                 )
                 return .nothingLeft
             }
-            guard profile != old.profile else { return .unchanged }
-            let plaintext = EscrowPlaintext(profile: profile, verified: old.verified, capturedAt: old.capturedAt)
+            guard plaintext != old else { return .unchanged }
             let sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
             let contentTag = keyring.contentTag(
                 blindIndex: index,
-                plaintext: Self.contentPlaintext(profile, old.verified)
+                plaintext: Self.contentPlaintext(plaintext.profile, old.verified)
             )
             let event = LifecycleEvent.reseal(sealed, contentTag: contentTag, detail: "email")
             guard try await apply(event, to: record, actor: actor) == .applied else {

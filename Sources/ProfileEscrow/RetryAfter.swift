@@ -1,14 +1,14 @@
-import Foundation
+package import Foundation
 
 /// `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP-date.
 ///
 /// The three HTTP-date forms are parsed by hand, as ``Timestamp`` writes dates by hand: a `DateFormatter`
 /// builds an ICU formatter per instance (three per call were built here before), is not `Sendable` to share
 /// as a static, and is lenient in ways an HTTP-date must not be. The grammar is small and fixed.
-enum RetryAfter {
+package enum RetryAfter {
     /// The wait in seconds asked for by `value` at `now`; nil when absent or unreadable. A date in
     /// the past means "now" (0).
-    static func seconds(_ value: String?, now: Date) -> Double? {
+    package static func seconds(_ value: String?, now: Date) -> Double? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
         if value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
             return value.count <= 12 ? Double(value) : nil

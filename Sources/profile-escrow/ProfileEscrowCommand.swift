@@ -13,14 +13,16 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self,
             PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
+            CrashCheck.self,
         ]
     )
 
     /// Runs the command and maps every failure to a documented exit code: `2` for bad usage
     /// (argument-parser's own errors included, instead of its default 64).
     static func main() async {
-        ProcessHardening.disableCrashBacktraces()
         ProcessHardening.disableCoreDumps()
+        // No crash report with registers or memory (the Swift runtime's backtracer prints both).
+        ProcessHardening.disableCrashReports()
         ProcessHardening.restrictNewFiles()
         // A test hook: a real crash after the hardening, so a test can check what a crash prints.
         if ProcessInfo.processInfo.environment["PROFILE_ESCROW_TEST_CRASH"] == "1" { fatalError("a crash on purpose") }

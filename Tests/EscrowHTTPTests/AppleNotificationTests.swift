@@ -37,14 +37,20 @@ struct AppleNotificationTests {
         _ type: String,
         number: Int = 1,
         email: String? = nil,
-        jti: String = UUID().uuidString
+        jti: String = UUID().uuidString,
+        eventTime: Date = Date().addingTimeInterval(1)
     )
         async throws -> String
     {
         try await keys.sign(
             AppleTestKeys.NotificationClaims(
                 jti: jti,
-                events: AppleTestKeys.events(type, sub: Fake.userIdentifier(number), email: email)
+                events: AppleTestKeys.events(
+                    type,
+                    sub: Fake.userIdentifier(number),
+                    email: email,
+                    eventTime: eventTime
+                )
             )
         )
     }
@@ -67,8 +73,8 @@ struct AppleNotificationTests {
         }
     }
 
-    @Test("email-disabled removes the email, email-enabled sets it: re-sealed under the same escrow id")
-    func emailChanges() async throws {
+    @Test("email-disabled and email-enabled set emailForwarding, keep the address, take a new one")
+    func emailForwarding() async throws {
         let harness = try await harnessWithEscrow()
         let before = try #require(
             try await harness.store.record(
@@ -83,20 +89,50 @@ struct AppleNotificationTests {
         #expect(after.id == before.id)
         #expect(after.sealed.publicKey != before.sealed.publicKey)
         #expect(after.sealed.sealedProfile != before.sealed.sealedProfile)
-        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email == nil)
+        let off = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
+        #expect(off.profile.email == Fake.email(1), "the address stays")
+        #expect(off.emailForwarding == false)
+        let body = String(decoding: off.backendJSON(escrowId: after.id.hex, attempt: 1), as: UTF8.self)
+        #expect(body.contains(#""verified":false,"emailForwarding":false,"attempt":1"#))
 
         let enabled = try await post(
             harness,
             try await notification("email-enabled", email: "canarymailnew@privaterelay.appleid.com")
         )
         #expect(enabled.json["outcome"] as? String == "updated")
-        let profile = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile
-        #expect(profile.email == "canarymailnew@privaterelay.appleid.com")
-        #expect(profile.isPrivateEmail)
-        #expect(profile.fullName?.givenName == "CANARYGIVEN1")
+        let on = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
+        #expect(on.profile.email == "canarymailnew@privaterelay.appleid.com", "a different email is taken")
+        #expect(on.profile.isPrivateEmail)
+        #expect(on.emailForwarding == true)
+        #expect(on.profile.fullName?.givenName == "CANARYGIVEN1")
+        let again = try await post(
+            harness,
+            try await notification("email-enabled", email: "canarymailnew@privaterelay.appleid.com")
+        )
+        #expect(again.json["outcome"] as? String == "unchanged")
         #expect(try await harness.auditEvents().filter { $0.draft.type == .updated }.count == 2)
         let logged = harness.loggedText()
         for canary in Fake.tokens { #expect(!logged.contains(canary)) }
+    }
+
+    @Test(
+        "a notification whose event_time precedes the capture changes nothing",
+        arguments: [
+            "consent-revoked", "account-delete", "email-disabled", "email-enabled",
+        ]
+    )
+    func lateNotification(type: String) async throws {
+        let harness = try await harnessWithEscrow()
+        let eventsBefore = try await harness.auditEvents().count
+        let late = try await post(
+            harness,
+            try await notification(type, email: Fake.email(1), eventTime: Date().addingTimeInterval(-3600))
+        )
+        #expect(late.status == .ok)
+        #expect(late.json["outcome"] as? String == "newer")
+        #expect(try await harness.liveCount() == 1)
+        #expect(try await harness.auditEvents().count == eventsBefore)
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).emailForwarding == nil)
     }
 
     @Test("a duplicate jti and an unknown type: 200, nothing changes")
@@ -252,7 +288,7 @@ struct AppleNotificationOrderingTests {
         let retried = try await post()
         #expect(retried.status == .ok)
         #expect(retried.json["outcome"] as? String == "updated")
-        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile.email == nil)
+        #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).emailForwarding == false)
         // Now it is recorded: a third delivery is a duplicate.
         let duplicate = try await post()
         #expect(duplicate.json["outcome"] as? String == "duplicate")

@@ -56,6 +56,8 @@ final class AppleTestKeys: Sendable {
         var iat = Int(Date().timeIntervalSince1970)
         var sub: String
         var email: String?
+        var is_private_email: String?
+        var real_user_status: Int?
 
         func verify(using _: some JWTAlgorithm) async throws {}
     }
@@ -90,8 +92,18 @@ final class AppleTestKeys: Sendable {
         return input + "." + signature
     }
 
-    static func events(_ type: String, sub: String, email: String? = nil, isPrivate: String? = nil) -> String {
-        var object: [String: Any] = ["type": type, "sub": sub, "event_time": Int(Date().timeIntervalSince1970) * 1000]
+    /// `eventTime` defaults to one second from now (milliseconds, as Apple sends it): after any capture the
+    /// test made before.
+    static func events(
+        _ type: String,
+        sub: String,
+        email: String? = nil,
+        isPrivate: String? = nil,
+        eventTime: Date = Date().addingTimeInterval(1)
+    ) -> String {
+        var object: [String: Any] = [
+            "type": type, "sub": sub, "event_time": Int64(eventTime.timeIntervalSince1970 * 1000),
+        ]
         if let email { object["email"] = email }
         if let isPrivate { object["is_private_email"] = isPrivate }
         return String(decoding: try! JSONSerialization.data(withJSONObject: object), as: UTF8.self)

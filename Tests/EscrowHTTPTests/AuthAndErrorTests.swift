@@ -7,6 +7,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import ProfileEscrow
+import Prometheus
 import Testing
 
 @testable import EscrowHTTP
@@ -257,6 +258,12 @@ struct AuthAndErrorTests {
                 headers: open.headers(json: true),
                 body: Fake.body(1)
             )
+            // The live gauges are published off the request path (the worker's sweep, or this refresher).
+            await LiveGaugeRefresher(
+                escrow: open.escrow,
+                factory: PrometheusMetricsFactory(registry: open.registry),
+                logger: open.logger
+            ).refresh()
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             #expect(metrics.status == .ok)
             #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)

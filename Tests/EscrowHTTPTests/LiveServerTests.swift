@@ -76,7 +76,9 @@ struct LiveServerTests {
         try await harness.app().test(.live) { client async throws in
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
-            #expect(try await client.execute(uri: "/metrics", method: .get).text.contains("profile_escrow_live"))
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(metrics.status == .ok)
+            #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
             #expect(try await client.execute(uri: "/nope", method: .get).status == .notFound)
             #expect(try await client.execute(uri: "/healthz", method: .post).status == .methodNotAllowed)
         }

@@ -49,6 +49,54 @@ struct VerifiedCaptureTests {
         #expect(response.status == .created)
     }
 
+    func capture(_ harness: HTTPHarness, object: [String: Any], token: String) async throws -> TestResponse {
+        var object = object
+        object["identityToken"] = token
+        let body = Fake.body(object)
+        return try await harness.app().test(.router) { client async throws in
+            try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers("capture", json: true),
+                body: body
+            )
+        }
+    }
+
+    @Test("realUserStatus and isPrivateEmail come from the token when it has them")
+    func tokenFacts() async throws {
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        var object = Fake.profileObject(1)
+        object["realUserStatus"] = nil
+        var claims = claims()
+        claims.real_user_status = 1
+        claims.is_private_email = "true"
+        let response = try await capture(harness, object: object, token: try await keys.sign(claims))
+        #expect(response.status == .created)
+        let plaintext = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
+        #expect(plaintext.profile.realUserStatus == .unknown, "taken from the token")
+        #expect(plaintext.profile.isPrivateEmail, "taken from the token, not derived from the domain")
+        #expect(plaintext.verified)
+    }
+
+    @Test("a body that contradicts the token's realUserStatus or isPrivateEmail is refused")
+    func tokenContradicted() async throws {
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        var status = claims()
+        status.real_user_status = 0  // unsupported; the body says likelyReal
+        let refused = try await capture(harness, object: Fake.profileObject(1), token: try await keys.sign(status))
+        #expect(refused.status == .unauthorized)
+        #expect(refused.json["code"] as? String == "identity_token_invalid")
+
+        var relay = claims()
+        relay.is_private_email = "true"
+        var object = Fake.profileObject(1)
+        object["isPrivateEmail"] = false
+        let contradicted = try await capture(harness, object: object, token: try await keys.sign(relay))
+        #expect(contradicted.status == .unauthorized)
+        #expect(try await harness.liveCount() == 0)
+    }
+
     enum Attack: String, CaseIterable, Sendable {
         case missing, badSignature, algNone, hs256WithPublicKey, unknownKid, wrongIssuer, wrongAudience, expired,
             issuedInFuture, subMismatch, emailMismatch, garbage
