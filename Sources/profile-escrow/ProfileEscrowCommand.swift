@@ -9,6 +9,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profile-escrow",
         abstract: "Keep a Sign in with Apple profile until the backend confirms the registration, then purge it.",
+        version: ProfileEscrowVersion.current,
         subcommands: [
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self,
@@ -22,7 +23,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         ProcessHardening.disableCoreDumps()
         ProcessHardening.restrictNewFiles()
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(GlobalArguments.movedAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
