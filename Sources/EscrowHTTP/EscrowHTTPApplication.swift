@@ -3,6 +3,7 @@ public import Hummingbird
 public import Logging
 public import ProfileEscrow
 public import Prometheus
+public import ServiceLifecycle
 
 /// The HTTP API on Hummingbird 2.
 ///
@@ -20,13 +21,15 @@ public enum EscrowHTTPApplication {
     /// (in-flight requests finish).
     ///
     /// - Parameter registry: where `/metrics` reads from. The process that bootstraps `MetricsSystem`
-    ///   with a `PrometheusMetricsFactory` over the same registry also exports the library's counters.
+    ///   with ``EscrowPrometheus/factory(registry:)`` over the same registry also exports the library's
+    ///   counters, named by Prometheus convention.
     public static func build(
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
+        draining: DrainState? = nil,
         logger: Logger
     ) -> App {
         let router = buildRouter(
@@ -34,7 +37,8 @@ public enum EscrowHTTPApplication {
             tokens: tokens,
             notifications: notifications,
             registry: registry,
-            configuration: configuration
+            configuration: configuration,
+            draining: draining
         )
         return Application(
             router: router,
@@ -50,31 +54,47 @@ public enum EscrowHTTPApplication {
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
         registry: PrometheusCollectorRegistry,
-        configuration: EscrowHTTPConfiguration
+        configuration: EscrowHTTPConfiguration,
+        draining: DrainState? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
-        EscrowRoutes(
+        let v1 = router.group("/v1")
+        EscrowRouteCollection.register(
+            on: v1,
             escrow: escrow,
             auth: auth,
-            apple: configuration.apple,
-            maximumBodySize: configuration.maximumBodySize
-        ).register(on: router)
-        AppleNotificationRoutes(
-            escrow: escrow,
-            apple: configuration.apple,
-            log: notifications,
-            maximumBodySize: configuration.maximumBodySize
-        ).register(on: router)
+            notifications: notifications,
+            configuration: configuration
+        )
         OperationalRoutes(
             escrow: escrow,
             auth: auth,
             registry: registry,
-            metricsRequireToken: configuration.metricsRequireToken
+            metricsRequireToken: configuration.metricsRequireToken,
+            draining: draining
         ).register(on: router)
         return router
+    }
+
+    /// `GET /metrics` alone, for a process without the API (`profile-escrow replay --metrics-port`): the registry
+    /// as Prometheus text, with help lines.
+    public static func metricsOnly(
+        registry: PrometheusCollectorRegistry,
+        host: String,
+        port: Int,
+        logger: Logger
+    ) -> some Service {
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        router.get("/metrics") { _, _ in OperationalRoutes.exposition(registry) }
+        return Application(
+            router: router,
+            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+            configuration: .init(address: .hostname(host, port: port)),
+            logger: logger
+        )
     }
 }

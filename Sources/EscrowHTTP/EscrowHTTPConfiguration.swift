@@ -13,5 +13,9 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// The largest request body (16 KiB).
     public var maximumBodySize = 16 * 1024
 
+    /// How long `/readyz` answers `503` after SIGTERM before the server stops taking requests (default 0: the
+    /// server stops at once; requests in flight still finish). Set it to your load balancer's probe period.
+    public var drainDelay: Duration = .zero
+
     public init() {}
 }

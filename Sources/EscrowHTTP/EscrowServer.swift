@@ -48,14 +48,16 @@ public struct EscrowServer: Sendable {
         self.logger = logger
     }
 
-    /// The services in start order: flusher, keyring reloader, worker, HTTP application.
+    /// The services in start order: flusher, keyring reloader, worker, HTTP application, drain marker.
     public func services() throws -> [any Service] {
+        let draining = DrainState()
         let app = EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
             registry: registry,
             configuration: configuration,
+            draining: draining,
             logger: logger
         )
         let services = try EscrowServiceGroup.replayServices(
@@ -64,11 +66,13 @@ public struct EscrowServer: Sendable {
             keyringPath: keyringPath,
             logger: logger
         )
-        return services + [app]
+        // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
+        return services + [app, DrainService(state: draining, delay: configuration.drainDelay)]
     }
 
-    /// How long graceful shutdown may take: the worker's bound, or 10 s for the HTTP API alone.
-    public var shutdownBound: Duration { worker?.gracefulShutdownBound ?? .seconds(10) }
+    /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +
+    /// 10 s, 40 s with the defaults), or 10 s for the HTTP API alone.
+    public var shutdownBound: Duration { configuration.drainDelay + (worker?.gracefulShutdownBound ?? .seconds(10)) }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully within ``shutdownBound``.
     public func run() async throws {

@@ -11,14 +11,24 @@ struct OperationalRoutes: Sendable {
     let auth: BearerAuthenticator
     let registry: PrometheusCollectorRegistry
     let metricsRequireToken: Bool
+    /// Set at graceful shutdown: `/readyz` answers `503`.
+    var draining: DrainState? = nil
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
         router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }
         router.get("/readyz") { _, context in try await ready(context) }
         router.get("/metrics") { request, _ in try await metrics(request) }
     }
 
-    func ready(_ context: BasicRequestContext) async throws -> Response {
+    func ready(_ context: some RequestContext) async throws -> Response {
+        if draining?.isDraining == true {
+            throw Problem(
+                .serviceUnavailable,
+                code: "draining",
+                detail: "the process is shutting down",
+                headers: [.retryAfter: "1"]
+            )
+        }
         do {
             _ = try await escrow.store.auditHead()
         } catch {
@@ -40,10 +50,14 @@ struct OperationalRoutes: Sendable {
         EscrowMetrics.live(
             try await escrow.store.summary(at: now),
             at: now,
-            factory: PrometheusMetricsFactory(registry: registry)
+            factory: EscrowPrometheus.factory(registry: registry)
         )
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
+        return Self.exposition(registry)
+    }
+
+    /// The registry as Prometheus text, with help lines.
+    static func exposition(_ registry: PrometheusCollectorRegistry) -> Response {
+        let buffer = EscrowPrometheus.emit(registry)
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
