@@ -30,6 +30,38 @@ if command -v systemd-analyze >/dev/null && systemd-analyze --help | grep -q sec
     systemd-analyze security --offline=yes "$work/profile-escrow.service" 2>/dev/null | tail -1 || true
 fi
 
+# MemoryDenyWriteExecute=yes: run the binary under the same kernel restriction (prctl PR_SET_MDWE, Linux 6.3+)
+# and make it capture, report and serve; it must never need writable and executable memory.
+if command -v cc >/dev/null; then
+    cat > "$work/mdwe.c" <<'C'
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    if (prctl(65 /* PR_SET_MDWE */, 1 /* PR_MDWE_REFUSE_EXEC_GAIN */, 0, 0, 0) != 0) { perror("prctl"); return 77; }
+    execv(argv[1], argv + 1);
+    perror("execv");
+    return 78;
+}
+C
+    cc -o "$work/mdwe" "$work/mdwe.c"
+    export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
+    if "$work/mdwe" "$binary" keys init >/dev/null 2>&1; then
+        echo '{"userIdentifier":"000000.mdwe.0001","email":"someone@example.invalid"}' | "$work/mdwe" "$binary" capture >/dev/null
+        "$work/mdwe" "$binary" purge-report --verify --format html >/dev/null
+        port=$((20000 + RANDOM % 20000))
+        "$work/mdwe" "$binary" serve --no-worker --port "$port" 2>/dev/null &
+        serve=$!
+        for _ in $(seq 50); do curl -fs "localhost:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+        curl -fs "localhost:$port/metrics" >/dev/null
+        kill -TERM "$serve"; wait "$serve"
+        echo "ok: capture, purge-report and serve run under MemoryDenyWriteExecute (PR_SET_MDWE)"
+    else
+        echo "skipped: this kernel has no PR_SET_MDWE (Linux 6.3+); MemoryDenyWriteExecute was not tried here"
+    fi
+fi
+
 hadolint="$(command -v hadolint || true)"
 if [ -n "$hadolint" ]; then
     "$hadolint" "$here/Containerfile"
