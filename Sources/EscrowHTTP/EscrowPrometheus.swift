@@ -26,7 +26,8 @@ public enum EscrowPrometheus {
     /// Every family's help text.
     public static let help: [String: String] = [
         "http_server_requests_total": "HTTP requests answered, by route template, method and status.",
-        "http_server_request_errors_total": "HTTP requests that ended in an error, by route template, method and error status.",
+        "http_server_request_errors_total":
+            "HTTP requests that ended in an error, by route template, method and error status.",
         "http_server_request_duration_seconds": "Time to answer an HTTP request, by route template, method and status.",
         "http_server_active_requests": "HTTP requests in progress, by method.",
         "profile_escrow_captures_total": "Profiles captured (sealed and stored).",
@@ -65,7 +66,9 @@ public enum EscrowPrometheus {
             {
                 helped.insert(String(decoding: name, as: UTF8.self))
             }
-            if line.starts(with: typePrefix), let name = line.dropFirst(typePrefix.count).split(separator: UInt8(ascii: " ")).first {
+            if line.starts(with: typePrefix),
+                let name = line.dropFirst(typePrefix.count).split(separator: UInt8(ascii: " ")).first
+            {
                 let family = String(decoding: name, as: UTF8.self)
                 if !helped.contains(family), let text = help[family] {
                     out += Array("# HELP \(family) \(text)\n".utf8)

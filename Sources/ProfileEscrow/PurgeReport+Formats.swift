@@ -70,7 +70,9 @@ extension PurgeReport: Encodable {
 
         init(_ hourly: HourlyPurges) {
             hour = Timestamp.milliseconds(hourly.hour)
-            purged = Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, hourly.purged[$0] ?? 0) })
+            purged = Dictionary(
+                uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, hourly.purged[$0] ?? 0) }
+            )
         }
     }
 
@@ -188,7 +190,9 @@ extension PurgeReport {
         lines.append("timeToPurgeSeconds.median: \(seconds(timeToPurgeSeconds?.median))")
         lines.append("timeToPurgeSeconds.p95: \(seconds(timeToPurgeSeconds?.p95))")
         lines.append("timeToPurgeSeconds.max: \(seconds(timeToPurgeSeconds?.max))")
-        lines += distribution.map { "timeToPurgeDistribution.\($0.upToSeconds.map { "le\(Int($0))" } ?? "above"): \($0.count)" }
+        lines += distribution.map {
+            "timeToPurgeDistribution.\($0.upToSeconds.map { "le\(Int($0))" } ?? "above"): \($0.count)"
+        }
         lines += EscrowState.live.map { "live.\($0.rawValue): \(live[$0] ?? 0)" }
         lines.append("oldestLiveAgeSeconds: \(seconds(oldestLiveAgeSeconds))")
         lines.append("overdue: \(overdue)")

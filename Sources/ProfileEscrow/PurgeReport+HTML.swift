@@ -127,7 +127,9 @@ extension PurgeReport {
         let labelEvery = max(1, Int((Double(count) / 8).rounded(.up)))
         for index in stride(from: 0, to: count, by: labelEvery) {
             let date = Date(timeIntervalSince1970: start + Double(index) * step)
-            let text = step < 86_400 ? Timestamp.seconds(date).prefix(16).replacingOccurrences(of: "T", with: " ")
+            let text =
+                step < 86_400
+                ? Timestamp.seconds(date).prefix(16).replacingOccurrences(of: "T", with: " ")
                 : String(Timestamp.seconds(date).prefix(10))
             let x = left + (Double(index) + 0.5) * slot
             svg += "<text x=\"\(Self.f(x))\" y=\"\(Self.f(height - 10))\" text-anchor=\"middle\">\(text)</text>"
@@ -136,7 +138,8 @@ extension PurgeReport {
         let unit = step == 3600 ? "hour" : step == 86_400 ? "day" : "week"
         var legend = "<div class=\"legend\">"
         for reason in PurgeReason.allCases {
-            legend += "<span><i style=\"background:\(Self.reasonColors[reason] ?? "#999")\"></i>\(reason.rawValue)</span>"
+            legend +=
+                "<span><i style=\"background:\(Self.reasonColors[reason] ?? "#999")\"></i>\(reason.rawValue)</span>"
         }
         legend += "<span>(one bar a \(unit), UTC)</span></div>"
         return svg + legend
@@ -146,7 +149,8 @@ extension PurgeReport {
     private func distributionChart() -> String {
         let buckets = distribution
         guard buckets.contains(where: { $0.count > 0 }) else { return "<p>No purge in this period.</p>" }
-        let labels = Self.timeToPurgeBuckets.map { "≤ " + Self.whole($0) } + ["> " + Self.whole(Self.timeToPurgeBuckets.last!)]
+        let labels =
+            Self.timeToPurgeBuckets.map { "≤ " + Self.whole($0) } + ["> " + Self.whole(Self.timeToPurgeBuckets.last!)]
         let width = 1000.0
         let height = 220.0
         let left = 50.0
@@ -162,7 +166,8 @@ extension PurgeReport {
             let h = plotHeight * Double(bucket.count) / Double(scale)
             let x = left + Double(index) * slot + slot * 0.15
             let y = 10 + plotHeight - h
-            svg += "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(y))\" width=\"\(Self.f(slot * 0.7))\" height=\"\(Self.f(h))\" "
+            svg +=
+                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(y))\" width=\"\(Self.f(slot * 0.7))\" height=\"\(Self.f(h))\" "
             svg += "fill=\"#1565c0\"><title>\(Self.escape(labels[index])): \(bucket.count)</title></rect>"
             if bucket.count > 0 {
                 svg += "<text x=\"\(Self.f(x + slot * 0.35))\" y=\"\(Self.f(y - 4))\" text-anchor=\"middle\">"
@@ -210,7 +215,9 @@ extension PurgeReport {
 
     private func deadSection() -> String {
         var html = "<section><h2>Dead escrows (\(dead.count))</h2>"
-        guard !dead.isEmpty else { return html + "<p>None: every delivery ended or is still being tried.</p></section>" }
+        guard !dead.isEmpty else {
+            return html + "<p>None: every delivery ended or is still being tried.</p></section>"
+        }
         html += "<p>Delivery was given up; each stays until an operator requeues it or retention purges it.</p>"
         html += "<table><tr><th>escrow id</th><th>code</th></tr>"
         for entry in dead.prefix(200) {
@@ -223,7 +230,8 @@ extension PurgeReport {
     private func chainSection() -> String {
         var html = "<section><h2>Audit chain</h2>"
         guard let chain else {
-            return html + "<p class=\"verdict\">Not checked: generate the report with <code>--verify</code>.</p></section>"
+            return html
+                + "<p class=\"verdict\">Not checked: generate the report with <code>--verify</code>.</p></section>"
         }
         if chain.verified {
             html += "<p class=\"verdict ok\">Verified: every one of the \(chain.events) events links to the one "

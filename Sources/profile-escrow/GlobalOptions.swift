@@ -33,7 +33,8 @@ struct GlobalOptions: ParsableArguments {
     var logLevel: LogLevelOption?
 
     @Option(
-        help: "json (one object a line) or text (env PROFILE_ESCROW_LOG_FORMAT; default json for serve and replay, text for the others)."
+        help:
+            "json (one object a line) or text (env PROFILE_ESCROW_LOG_FORMAT; default json for serve and replay, text for the others)."
     )
     var logFormat: LogFormat?
 
@@ -70,7 +71,8 @@ struct GlobalOptions: ParsableArguments {
     func logger(label: String, longRunning: Bool) -> Logger {
         let environment = OptionEnvironment.process
         let level =
-            verbose ? .debug : ((try? environment.value(logLevel, "log-level"))?.level ?? (longRunning ? .info : .warning))
+            verbose
+            ? .debug : ((try? environment.value(logLevel, "log-level"))?.level ?? (longRunning ? .info : .warning))
         let format = (try? environment.value(logFormat, "log-format")) ?? (longRunning ? .json : .text)
         return Logger(label: label) { label in LogOutput(label: label, format: format, level: level) }
     }

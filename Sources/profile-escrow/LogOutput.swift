@@ -55,8 +55,10 @@ struct LogOutput: LogHandler {
         if let metadata = event.metadata { merged.merge(metadata) { _, new in new } }
         let line: String
         switch format {
-        case .json: line = Self.json(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
-        case .text: line = Self.text(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
+        case .json:
+            line = Self.json(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
+        case .text:
+            line = Self.text(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
         }
         let bytes = Array((line + "\n").utf8)
         Self.lock.withLock {
@@ -123,7 +125,8 @@ struct LogOutput: LogHandler {
         case .string(let text): text
         case .stringConvertible(let value): value.description
         case .array(let values): "[" + values.map(flat).joined(separator: ",") + "]"
-        case .dictionary(let values): "{" + values.keys.sorted().map { "\($0)=\(flat(values[$0]!))" }.joined(separator: ",")
+        case .dictionary(let values):
+            "{" + values.keys.sorted().map { "\($0)=\(flat(values[$0]!))" }.joined(separator: ",")
                 + "}"
         }
     }
@@ -138,7 +141,8 @@ struct LogOutput: LogHandler {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
+            case _
+            where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
                 || scalar.value == 0x2028 || scalar.value == 0x2029:
                 out += String(format: "\\u%04x", scalar.value)
             default: out.unicodeScalars.append(scalar)

@@ -23,7 +23,9 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         ProcessHardening.disableCoreDumps()
         ProcessHardening.restrictNewFiles()
         do {
-            var command = try parseAsRoot(GlobalArguments.movedAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
+            var command = try parseAsRoot(
+                GlobalArguments.movedAfterSubcommand(Array(CommandLine.arguments.dropFirst()))
+            )
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -39,7 +39,9 @@ struct Replay: AsyncParsableCommand {
         guard let port = metricsPortValue else { return [] }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(EscrowPrometheus.factory(registry: registry))
-        return [EscrowHTTPApplication.metricsOnly(registry: registry, host: metricsHostValue, port: port, logger: logger)]
+        return [
+            EscrowHTTPApplication.metricsOnly(registry: registry, host: metricsHostValue, port: port, logger: logger)
+        ]
     }
 
     func validate() throws {

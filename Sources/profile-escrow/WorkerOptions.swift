@@ -27,7 +27,8 @@ struct WorkerOptions: ParsableArguments {
     )
     var lease: String?
     @Option(
-        help: "The most one delivery may take, reading the answer included (env PROFILE_ESCROW_DELIVERY_TIMEOUT; default 30s)."
+        help:
+            "The most one delivery may take, reading the answer included (env PROFILE_ESCROW_DELIVERY_TIMEOUT; default 30s)."
     )
     var deliveryTimeout: String?
     @Option(
@@ -39,7 +40,8 @@ struct WorkerOptions: ParsableArguments {
     @Option(help: "How often expired escrows are purged while running (env PROFILE_ESCROW_SWEEP_INTERVAL; default 1m).")
     var sweepInterval: String?
     @Option(
-        help: "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
+        help:
+            "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
     )
     var workerId: String?
 

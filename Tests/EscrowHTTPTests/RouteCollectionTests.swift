@@ -71,8 +71,11 @@ struct RouteCollectionTests {
     func metricNames() async throws {
         let registry = PrometheusCollectorRegistry()
         let factory = EscrowPrometheus.factory(registry: registry)
-        factory.makeCounter(label: "hb.requests", dimensions: [("http.route", "/v1/escrows"), ("http.response.status_code", "201")])
-            .increment(by: 1)
+        factory.makeCounter(
+            label: "hb.requests",
+            dimensions: [("http.route", "/v1/escrows"), ("http.response.status_code", "201")]
+        )
+        .increment(by: 1)
         factory.makeTimer(label: "http.server.request.duration", dimensions: [("http.route", "/v1/escrows")])
             .recordNanoseconds(2_000_000)
         factory.makeCounter(label: "profile_escrow_captures_total", dimensions: []).increment(by: 1)
@@ -80,7 +83,9 @@ struct RouteCollectionTests {
         #expect(text.contains("http_server_requests_total{route=\"/v1/escrows\",status=\"201\"} 1"))
         #expect(text.contains("http_server_request_duration_seconds_bucket"))
         #expect(!text.contains("hb_requests") && !text.contains("http_route"))
-        let families = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
+        let families = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map {
+            $0.split(separator: " ")[2]
+        }
         #expect(families.count == 3)
         for family in families {
             #expect(text.contains("# HELP \(family) "), "HELP for \(family)")

@@ -10,7 +10,11 @@ struct OperatorConventionTests {
     var database: String { directory.path + "/escrow.sqlite" }
     var keyring: String { directory.path + "/keyring" }
 
-    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) throws
+    func run(
+        _ arguments: [String],
+        stdin: String = "",
+        environment: [String: String] = [:]
+    ) throws
         -> ProfileEscrowCLI.Result
     {
         try ProfileEscrowCLI.run(arguments, stdin: stdin, environment: environment, in: directory.path)
@@ -35,7 +39,10 @@ struct OperatorConventionTests {
             #expect(result.status == 2, "\(variable)=\(value): \(result.stderr)")
             #expect(result.stderr.contains(variable), "\(variable) named: \(result.stderr)")
         }
-        let replay = try run(["replay", "--once"], environment: base.merging(["PROFILE_ESCROW_METRICS_PORT": "x"]) { $1 })
+        let replay = try run(
+            ["replay", "--once"],
+            environment: base.merging(["PROFILE_ESCROW_METRICS_PORT": "x"]) { $1 }
+        )
         #expect(replay.status == 2 && replay.stderr.contains("PROFILE_ESCROW_METRICS_PORT"))
     }
 

@@ -22,7 +22,9 @@ struct PurgeReportDocumentTests {
             for slot in 0..<(6 + day % 4) {
                 number += 1
                 let captured = dayOffset - Double(slot) * 1_800
-                _ = try await harness.clock.past(captured) { try await harness.escrow.capture(try Fake.profile(number)) }
+                _ = try await harness.clock.past(captured) {
+                    try await harness.escrow.capture(try Fake.profile(number))
+                }
                 let delay = [2.0, 8, 45, 300, 4_000, 20_000][slot % 6]
                 try await harness.clock.past(captured - delay) {
                     if slot == 5 {
