@@ -26,15 +26,17 @@ struct GlobalOptions: ParsableArguments {
 
     @Option(
         help: """
-            trace, debug, info, notice, warning, error or critical (env PROFILE_ESCROW_LOG_LEVEL; default info \
-            for serve and replay, warning for the others).
+            The least severe level logged (env PROFILE_ESCROW_LOG_LEVEL; default info for serve and replay, \
+            warning for the others).
             """
     )
     var logLevel: LogLevelOption?
 
     @Option(
-        help:
-            "json (one object a line) or text (env PROFILE_ESCROW_LOG_FORMAT; default json for serve and replay, text for the others)."
+        help: """
+            One JSON object a line, or text (env PROFILE_ESCROW_LOG_FORMAT; default json for serve and replay, \
+            text for the others).
+            """
     )
     var logFormat: LogFormat?
 
