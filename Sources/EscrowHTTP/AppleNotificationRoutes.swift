@@ -26,11 +26,12 @@ struct AppleNotificationRoutes: Sendable {
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.post("/v1/apple/notifications") { request, context in try await receive(request, context) }
+    /// The route relative to where it is mounted (`/v1` in `serve`).
+    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
+        router.post("apple/notifications") { request, context in try await receive(request, context) }
     }
 
-    func receive(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func receive(_ request: Request, _ context: some RequestContext) async throws -> Response {
         try anonymous.admit("apple-notifications")
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)

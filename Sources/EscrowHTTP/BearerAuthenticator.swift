@@ -20,6 +20,7 @@ struct BearerAuthenticator: Sendable {
         else {
             throw Problem.unauthorized()
         }
+        AccessLogCaller.current?.record(record.name)
         if let wait = rateLimiter.acquire(record.name) {
             throw Problem(
                 .tooManyRequests,

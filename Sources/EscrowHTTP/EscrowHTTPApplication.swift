@@ -5,6 +5,7 @@ public import Logging
 import NIOCore
 public import ProfileEscrow
 public import Prometheus
+public import ServiceLifecycle
 
 /// The HTTP API on Hummingbird 2.
 ///
@@ -22,13 +23,15 @@ public enum EscrowHTTPApplication {
     /// (in-flight requests finish).
     ///
     /// - Parameter registry: where `/metrics` reads from. The process that bootstraps `MetricsSystem`
-    ///   with a `PrometheusMetricsFactory` over the same registry also exports the library's counters.
+    ///   with ``EscrowPrometheus/factory(registry:)`` over the same registry also exports the library's
+    ///   counters, named by Prometheus convention.
     public static func build(
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
+        draining: DrainState? = nil,
         logger: Logger
     ) -> App {
         let router = buildRouter(
@@ -36,7 +39,8 @@ public enum EscrowHTTPApplication {
             tokens: tokens,
             notifications: notifications,
             registry: registry,
-            configuration: configuration
+            configuration: configuration,
+            draining: draining
         )
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
@@ -65,7 +69,8 @@ public enum EscrowHTTPApplication {
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
         registry: PrometheusCollectorRegistry,
-        configuration: EscrowHTTPConfiguration
+        configuration: EscrowHTTPConfiguration,
+        draining: DrainState? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccessLogMiddleware())
@@ -73,26 +78,41 @@ public enum EscrowHTTPApplication {
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
         let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
-        EscrowRoutes(
+        let v1 = router.group("/v1")
+        EscrowRouteCollection.register(
+            on: v1,
             escrow: escrow,
             auth: auth,
-            apple: configuration.apple,
-            maximumBodySize: configuration.maximumBodySize
-        ).register(on: router)
-        AppleNotificationRoutes(
-            escrow: escrow,
-            apple: configuration.apple,
-            log: notifications,
-            maximumBodySize: configuration.maximumBodySize,
-            anonymous: anonymous
-        ).register(on: router)
+            notifications: notifications,
+            anonymous: anonymous,
+            configuration: configuration
+        )
         OperationalRoutes(
             escrow: escrow,
             auth: auth,
             registry: registry,
             metricsRequireToken: configuration.metricsRequireToken,
-            anonymous: anonymous
+            anonymous: anonymous,
+            draining: draining
         ).register(on: router)
         return router
+    }
+
+    /// `GET /metrics` alone, for a process without the API (`profile-escrow replay --metrics-port`): the registry
+    /// as Prometheus text, with help lines.
+    public static func metricsOnly(
+        registry: PrometheusCollectorRegistry,
+        host: String,
+        port: Int,
+        logger: Logger
+    ) -> some Service {
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        router.get("/metrics") { _, _ in OperationalRoutes.exposition(registry) }
+        return Application(
+            router: router,
+            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+            configuration: .init(address: .hostname(host, port: port)),
+            logger: logger
+        )
     }
 }

@@ -26,6 +26,9 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// At most this many connections are open at once; further ones wait in the listen backlog
     /// (default 1,024).
     public var maximumConnections = 1024
+    /// How long `/readyz` answers `503` after SIGTERM before the server stops taking requests (default 0: the
+    /// server stops at once; requests in flight still finish). Set it to your load balancer's probe period.
+    public var drainDelay: Duration = .zero
 
     public init() {}
 }

@@ -19,16 +19,17 @@ struct EscrowRoutes: Sendable {
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.post("/v1/escrows") { request, context in try await capture(request, context) }
-        router.get("/v1/escrows/:userIdentifier") { request, context in try await status(request, context) }
-        router.delete("/v1/escrows/:userIdentifier") { request, context in try await erase(request, context) }
-        router.post("/v1/escrows/:userIdentifier/replay") { request, context in try await replay(request, context) }
-        router.post("/v1/escrows/:userIdentifier/confirm") { request, context in try await confirm(request, context) }
-        router.post("/v1/escrows/:userIdentifier/requeue") { request, context in try await requeue(request, context) }
+    /// The routes relative to where they are mounted (`/v1` in `serve`).
+    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
+        router.post("escrows") { request, context in try await capture(request, context) }
+        router.get("escrows/:userIdentifier") { request, context in try await status(request, context) }
+        router.delete("escrows/:userIdentifier") { request, context in try await erase(request, context) }
+        router.post("escrows/:userIdentifier/replay") { request, context in try await replay(request, context) }
+        router.post("escrows/:userIdentifier/confirm") { request, context in try await confirm(request, context) }
+        router.post("escrows/:userIdentifier/requeue") { request, context in try await requeue(request, context) }
     }
 
-    func capture(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func capture(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .capture)
         try RequestBodyReader.requireJSON(request)
         var body = try await RequestBodyReader.read(request, limit: maximumBodySize)
@@ -61,14 +62,14 @@ struct EscrowRoutes: Sendable {
         )
     }
 
-    func status(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func status(_ request: Request, _ context: some RequestContext) async throws -> Response {
         _ = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard let status = try await escrow.status(userIdentifier: userIdentifier) else { throw Problem.notFound }
         return try JSONResponse.make(.ok, encoding: status)
     }
 
-    func replay(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func replay(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .replay)
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard !escrow.isCaptureOnly else {
@@ -82,7 +83,7 @@ struct EscrowRoutes: Sendable {
         return JSONResponse.make(.ok, bytes: plaintext.profileJSON())
     }
 
-    func confirm(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func confirm(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .confirm)
         let userIdentifier = try UserIdentifierParameter.require(context)
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
@@ -91,7 +92,7 @@ struct EscrowRoutes: Sendable {
 
     /// A dead escrow back to `pending` (scope `replay`: it schedules a delivery): `requeued` is false when the
     /// escrow is not dead; `404` when nothing is held.
-    func requeue(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func requeue(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .replay)
         let userIdentifier = try UserIdentifierParameter.require(context)
         let requeued = try await escrow.requeue(userIdentifier: userIdentifier, actor: .http(token: caller.name))
@@ -100,7 +101,7 @@ struct EscrowRoutes: Sendable {
 
     /// `204` whether or not an escrow was held: erasing is idempotent, and the answer does not tell
     /// whether the user had one.
-    func erase(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func erase(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .erase)
         let userIdentifier = try UserIdentifierParameter.require(context)
         try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .http(token: caller.name))

@@ -49,14 +49,16 @@ public struct EscrowServer: Sendable {
     }
 
     /// The services in start order: flusher, keyring reloader, worker (or, without one, the live-gauge
-    /// refresher), HTTP application.
+    /// refresher), HTTP application, drain marker.
     public func services() throws -> [any Service] {
+        let draining = DrainState()
         let app = EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
             registry: registry,
             configuration: configuration,
+            draining: draining,
             logger: logger
         )
         let services = try EscrowServiceGroup.replayServices(
@@ -72,16 +74,18 @@ public struct EscrowServer: Sendable {
             ? [
                 LiveGaugeRefresher(
                     escrow: escrow,
-                    factory: PrometheusMetricsFactory(registry: registry),
+                    factory: EscrowPrometheus.factory(registry: registry),
                     logger: logger
                 )
             ]
             : []
-        return services + gauges + [app]
+        // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
+        return services + gauges + [app, DrainService(state: draining, delay: configuration.drainDelay)]
     }
 
-    /// How long graceful shutdown may take: the worker's bound, or 10 s for the HTTP API alone.
-    public var shutdownBound: Duration { worker?.gracefulShutdownBound ?? .seconds(10) }
+    /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +
+    /// 10 s, 40 s with the defaults), or 10 s for the HTTP API alone.
+    public var shutdownBound: Duration { configuration.drainDelay + (worker?.gracefulShutdownBound ?? .seconds(10)) }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully within ``shutdownBound``.
     public func run() async throws {

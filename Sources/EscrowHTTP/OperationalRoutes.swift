@@ -13,8 +13,10 @@ struct OperationalRoutes: Sendable {
     let metricsRequireToken: Bool
     /// Requests without a token (probes, an open `/metrics`) share a bucket per route.
     let anonymous: RateLimiter
+    /// Set at graceful shutdown: `/readyz` answers `503`.
+    var draining: DrainState? = nil
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
         router.get("/healthz") { _, _ in
             try anonymous.admit("healthz")
             return JSONResponse.make(.ok, ["status": "ok"])
@@ -24,8 +26,16 @@ struct OperationalRoutes: Sendable {
     }
 
     /// One indexed read of the audit head's single row: cheap however large the store is.
-    func ready(_ context: BasicRequestContext) async throws -> Response {
+    func ready(_ context: some RequestContext) async throws -> Response {
         try anonymous.admit("readyz")
+        if draining?.isDraining == true {
+            throw Problem(
+                .serviceUnavailable,
+                code: "draining",
+                detail: "the process is shutting down",
+                headers: [.retryAfter: "1"]
+            )
+        }
         do {
             _ = try await escrow.store.auditHead()
         } catch {
@@ -48,8 +58,12 @@ struct OperationalRoutes: Sendable {
         }
         // Counters and gauges only, as last published: the live gauges are refreshed off the request path
         // (the replay worker's sweep, or LiveGaugeRefresher), so a scrape never queries the store.
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
+        return Self.exposition(registry)
+    }
+
+    /// The registry as Prometheus text, with help lines.
+    static func exposition(_ registry: PrometheusCollectorRegistry) -> Response {
+        let buffer = EscrowPrometheus.emit(registry)
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],

@@ -10,8 +10,7 @@ import ProfileEscrow
 /// Turns every error into an `application/problem+json` response (RFC 9457) with a stable `code`:
 /// never a stack trace, never an error's own text unless it is one of ours (PII-free by design).
 /// Also answers `405` (with `Allow`) for a known path with another method.
-struct ProblemMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(
         _ request: Request,

@@ -4,18 +4,19 @@ public import Foundation
 import Logging
 
 extension Escrow {
-    /// What an email change did.
+    /// What an email change did. Raw values in kebab-case, as states and reasons (`not-held`), the `outcome` of
+    /// `POST /v1/apple/notifications`.
     public enum EmailUpdate: String, Sendable, Equatable {
         /// The escrow was re-sealed with the new email.
         case updated
         /// No live escrow for this user.
-        case notHeld
+        case notHeld = "not-held"
         /// The escrow already held this email: nothing changed.
         case unchanged
         /// This node holds a public-only keyring and cannot open the escrow: nothing changed.
-        case captureOnly
+        case captureOnly = "capture-only"
         /// The change would leave nothing to escrow (no name, no email): nothing changed.
-        case nothingLeft
+        case nothingLeft = "nothing-left"
         /// A worker is delivering the escrow right now: nothing changed; try again after the lease.
         case busy
         /// The escrow is dead (its row may not even open): nothing changed.

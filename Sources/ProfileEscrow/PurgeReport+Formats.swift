@@ -14,7 +14,7 @@ extension PurgeReport: Encodable {
 
     private enum Keys: String, CodingKey {
         case since, until, generatedAt, captured, purged, timeToPurgeSeconds, live, oldestLiveAgeSeconds, overdue
-        case dead, chain
+        case dead, chain, retentionSeconds, timeToPurgeDistribution, purgesByHour
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -32,6 +32,48 @@ extension PurgeReport: Encodable {
         try container.encode(overdue, forKey: .overdue)
         try container.encode(dead.map(DeadJSON.init), forKey: .dead)
         try container.encodeIfPresent(chain, forKey: .chain)
+        try container.encode(retentionSeconds, forKey: .retentionSeconds)
+        try container.encode(distribution.map(BucketJSON.init), forKey: .timeToPurgeDistribution)
+        try container.encode(hourly.map(HourJSON.init), forKey: .purgesByHour)
+    }
+
+    /// The time-to-purge buckets as `(upper bound in seconds or nil for the open one, count)`.
+    public var distribution: [(upToSeconds: Double?, count: Int)] {
+        timeToPurgeDistribution.enumerated().map { index, count in
+            (index < Self.timeToPurgeBuckets.count ? Self.timeToPurgeBuckets[index] : nil, count)
+        }
+    }
+
+    /// `{"upToSeconds": 60 | null, "count": …}`.
+    private struct BucketJSON: Encodable {
+        let upToSeconds: Double?
+        let count: Int
+
+        init(_ bucket: (upToSeconds: Double?, count: Int)) {
+            upToSeconds = bucket.upToSeconds
+            count = bucket.count
+        }
+
+        private enum Keys: String, CodingKey { case upToSeconds, count }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(upToSeconds, forKey: .upToSeconds)
+            try container.encode(count, forKey: .count)
+        }
+    }
+
+    /// `{"hour": "…", "purged": {reason: count, …}}`, every reason present.
+    private struct HourJSON: Encodable {
+        let hour: String
+        let purged: [String: Int]
+
+        init(_ hourly: HourlyPurges) {
+            hour = Timestamp.milliseconds(hourly.hour)
+            purged = Dictionary(
+                uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, hourly.purged[$0] ?? 0) }
+            )
+        }
     }
 
     static func millisecondPrecision(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
@@ -94,6 +136,7 @@ extension PurgeReport {
         let from = since.map(Timestamp.milliseconds) ?? "beginning"
         lines.append("  period            \(from) .. \(until.map(Timestamp.milliseconds) ?? "now")")
         lines.append("  generated         \(Timestamp.milliseconds(generatedAt))")
+        lines.append("  retention         \(seconds(retentionSeconds))")
         lines.append("")
         lines.append("  captured          \(captured)")
         lines.append("  purged            \(purged.values.reduce(0, +))")
@@ -129,6 +172,40 @@ extension PurgeReport {
             }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The summary above the CSV rows: `# key: value` lines with the facts of the JSON form (the chain result
+    /// included), which CSV readers skip as comments (`comment="#"` in pandas, `--comment` elsewhere).
+    public func csvSummary() -> String {
+        func seconds(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "null" }
+        var lines = [
+            "ProfileEscrow purge report",
+            "since: \(since.map(Timestamp.milliseconds) ?? "null")",
+            "until: \(until.map(Timestamp.milliseconds) ?? "null")",
+            "generatedAt: \(Timestamp.milliseconds(generatedAt))",
+            "retentionSeconds: \(seconds(retentionSeconds))",
+            "captured: \(captured)",
+        ]
+        lines += PurgeReason.allCases.map { "purged.\($0.rawValue): \(purged[$0] ?? 0)" }
+        lines.append("timeToPurgeSeconds.median: \(seconds(timeToPurgeSeconds?.median))")
+        lines.append("timeToPurgeSeconds.p95: \(seconds(timeToPurgeSeconds?.p95))")
+        lines.append("timeToPurgeSeconds.max: \(seconds(timeToPurgeSeconds?.max))")
+        lines += distribution.map {
+            "timeToPurgeDistribution.\($0.upToSeconds.map { "le\(Int($0))" } ?? "above"): \($0.count)"
+        }
+        lines += EscrowState.live.map { "live.\($0.rawValue): \(live[$0] ?? 0)" }
+        lines.append("oldestLiveAgeSeconds: \(seconds(oldestLiveAgeSeconds))")
+        lines.append("overdue: \(overdue)")
+        lines.append("dead: \(dead.map { "\($0.id.hex)=\($0.code?.rawValue ?? "null")" }.joined(separator: " "))")
+        if let chain {
+            lines.append("chain.verified: \(chain.verified)")
+            lines.append("chain.events: \(chain.events)")
+            lines.append("chain.firstBrokenSequence: \(chain.firstBrokenSequence.map(String.init) ?? "null")")
+            lines.append("chain.headHash: \(chain.headHash ?? "null")")
+        } else {
+            lines.append("chain.verified: null (not checked: pass --verify)")
+        }
+        return lines.map { "# " + $0 }.joined(separator: "\n") + "\n"
     }
 
     /// The CSV header; each purge is one row from ``csvRow(_:)``.

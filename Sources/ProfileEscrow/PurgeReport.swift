@@ -30,6 +30,16 @@ public struct PurgeReport: Sendable, Equatable {
         public var actor: String
     }
 
+    /// Purges of one hour (UTC), by reason: the "purges by reason over time" chart.
+    public struct HourlyPurges: Sendable, Equatable {
+        /// The hour's start.
+        public var hour: Date
+        public var purged: [PurgeReason: Int]
+    }
+
+    /// Upper bounds (seconds, inclusive) of the time-to-purge distribution's buckets; the last bucket is open.
+    public static let timeToPurgeBuckets: [Double] = [1, 10, 60, 600, 3600, 86_400, 7 * 86_400, 30 * 86_400]
+
     public var since: Date?
     public var until: Date?
     public var generatedAt: Date
@@ -41,6 +51,12 @@ public struct PurgeReport: Sendable, Equatable {
     public var overdue = 0
     public var dead: [DeadEscrow] = []
     public var chain: Chain?
+    /// The retention the report was made with (seconds from capture), when known.
+    public var retentionSeconds: Double?
+    /// Purges by hour and reason, oldest first; hours without a purge left out.
+    public var hourly: [HourlyPurges] = []
+    /// Purges per time-to-purge bucket: `timeToPurgeBuckets.count + 1` counts, the last one above the last bound.
+    public var timeToPurgeDistribution: [Int] = Array(repeating: 0, count: PurgeReport.timeToPurgeBuckets.count + 1)
 
     /// Whether an auditor should be worried: a broken chain or an overdue escrow (exit code 1).
     public var hasProblem: Bool {
@@ -56,11 +72,14 @@ public struct PurgeReport: Sendable, Equatable {
         since: Date? = nil,
         until: Date? = nil,
         verify: Bool,
+        retentionSeconds: Double? = nil,
         now: Date = Date(),
         pageSize: Int = 20_000,
         onPurge: ((Purge) -> Void)? = nil
     ) async throws -> PurgeReport {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
+        report.retentionSeconds = retentionSeconds
+        var hours: [Int64: [PurgeReason: Int]] = [:]
         var verifier = AuditChain.Verifier()
         var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
         var maximumAge: Int64 = 0
@@ -80,8 +99,13 @@ public struct PurgeReport: Sendable, Equatable {
                 report.captured += 1
                 return nil
             case .purged(let reason, let ageMilliseconds):
-                if let reason { report.purged[reason, default: 0] += 1 }
+                if let reason {
+                    report.purged[reason, default: 0] += 1
+                    hours[at / 3_600_000, default: [:]][reason, default: 0] += 1
+                }
                 let age = max(0, ageMilliseconds)
+                let bucket = timeToPurgeBuckets.firstIndex { Double(age) <= $0 * 1000 } ?? timeToPurgeBuckets.count
+                report.timeToPurgeDistribution[bucket] += 1
                 _ = ages.record(UInt64(age))
                 maximumAge = max(maximumAge, age)
                 return age
@@ -116,6 +140,9 @@ public struct PurgeReport: Sendable, Equatable {
                     )
                 )
             }
+        }
+        report.hourly = hours.keys.sorted().map {
+            HourlyPurges(hour: Date(timeIntervalSince1970: Double($0) * 3600), purged: hours[$0]!)
         }
         if ages.totalCount > 0 {
             report.timeToPurgeSeconds = Durations(

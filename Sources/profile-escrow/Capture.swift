@@ -24,7 +24,10 @@ struct Capture: AsyncParsableCommand {
         let receipt = try await escrow.capture(input.profile, verified: false, actor: .cli)
         print(receipt.escrowID.hex)
         FileHandle.standardError.write(
-            Data("\(receipt.outcome.rawValue), \(receipt.state.rawValue), expires \(receipt.expiresAt)\n".utf8)
+            Data(
+                "\(receipt.outcome.rawValue), \(receipt.state.rawValue), expires \(Timestamp.milliseconds(receipt.expiresAt))\n"
+                    .utf8
+            )
         )
     }
 }

@@ -25,10 +25,26 @@ struct GlobalOptions: ParsableArguments {
     @Option(help: "Retention from capture, e.g. 30d (env PROFILE_ESCROW_RETENTION; default 30d).")
     var retention: String?
 
-    @Flag(name: .shortAndLong, help: "Log what happens (to standard error; never personal data).")
+    @Flag(name: .shortAndLong, help: "Log everything, debug included: the same as --log-level debug.")
     var verbose = false
 
-    var environment: [String: String] { ProcessInfo.processInfo.environment }
+    @Option(
+        help: """
+            The least severe level logged (env PROFILE_ESCROW_LOG_LEVEL; default info for serve and replay, \
+            warning for the others).
+            """
+    )
+    var logLevel: LogLevelOption?
+
+    @Option(
+        help: """
+            One JSON object a line, or text (env PROFILE_ESCROW_LOG_FORMAT; default json for serve and replay, \
+            text for the others).
+            """
+    )
+    var logFormat: LogFormat?
+
+    var environment: [String: String] { OptionEnvironment.process.values }
 
     var databasePath: String { database ?? environment["PROFILE_ESCROW_DATABASE"] ?? Self.defaultDatabase }
 
@@ -41,9 +57,12 @@ struct GlobalOptions: ParsableArguments {
     var keyringIsDefault: Bool { keyring == nil && environment["PROFILE_ESCROW_KEYRING"] == nil }
 
     func validate() throws {
+        _ = try OptionEnvironment.process.value(logLevel, "log-level")
+        _ = try OptionEnvironment.process.value(logFormat, "log-format")
         if let text = retention ?? environment["PROFILE_ESCROW_RETENTION"] {
             guard let seconds = DurationParser.seconds(text), seconds > 0 else {
-                throw ValidationError("--retention: '\(text)' is not a duration such as 12h, 30d")
+                let source = retention == nil ? "PROFILE_ESCROW_RETENTION" : "--retention"
+                throw ValidationError("\(source): '\(text)' is not a duration such as 12h, 30d")
             }
         }
         if case .postgres(let url) = location {
@@ -55,10 +74,20 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    var logger: Logger {
-        var logger = Logger(label: "profile-escrow")
-        logger.logLevel = verbose ? .info : .warning
-        return logger
+    /// The logger of a one-shot command: text at `warning` unless told otherwise.
+    var logger: Logger { logger(label: "profile-escrow", longRunning: false) }
+
+    /// A logger writing to standard error. `-v` means `debug` everywhere; else `--log-level`, else
+    /// `PROFILE_ESCROW_LOG_LEVEL`, else `info` for a long-running command (`serve`, `replay`) and `warning` for the
+    /// others. The format: `--log-format`, else `PROFILE_ESCROW_LOG_FORMAT`, else JSON when long-running. (Both
+    /// variables are checked in ``validate()``.)
+    func logger(label: String, longRunning: Bool) -> Logger {
+        let environment = OptionEnvironment.process
+        let level =
+            verbose
+            ? .debug : ((try? environment.value(logLevel, "log-level"))?.level ?? (longRunning ? .info : .warning))
+        let format = (try? environment.value(logFormat, "log-format")) ?? (longRunning ? .json : .text)
+        return Logger(label: label) { label in LogOutput(label: label, format: format, level: level) }
     }
 
     var escrowConfiguration: EscrowConfiguration {

@@ -9,6 +9,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profile-escrow",
         abstract: "Keep a Sign in with Apple profile until the backend confirms the registration, then purge it.",
+        version: ProfileEscrowVersion.current,
         subcommands: [
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self,
@@ -27,7 +28,9 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         // A test hook: a real crash after the hardening, so a test can check what a crash prints.
         if ProcessInfo.processInfo.environment["PROFILE_ESCROW_TEST_CRASH"] == "1" { fatalError("a crash on purpose") }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(
+                GlobalArguments.movedAfterSubcommand(Array(CommandLine.arguments.dropFirst()))
+            )
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

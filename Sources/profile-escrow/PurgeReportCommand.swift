@@ -11,10 +11,11 @@ struct PurgeReportCommand: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     @Option(help: "Start of the period: an ISO-8601 time, or an age such as 7d.") var since: String?
     @Option(help: "End of the period: an ISO-8601 time, or an age such as 1h.") var until: String?
-    @Option(help: "text, json or csv.") var format: Format = .text
+    @Option(help: "text, json, csv (a `# ` summary block, then one row per purge) or html (a document for an auditor).")
+    var format: Format = .text
     @Flag(help: "Recompute the audit hash chain and name the first broken link.") var verify = false
 
-    enum Format: String, ExpressibleByArgument { case text, json, csv }
+    enum Format: String, ExpressibleByArgument { case text, json, csv, html }
 
     static func parseTime(_ text: String, now: Date) -> Date? {
         if let seconds = DurationParser.seconds(text) { return now.addingTimeInterval(-seconds) }
@@ -34,28 +35,50 @@ struct PurgeReportCommand: AsyncParsableCommand {
         if let until, Self.parseTime(until, now: now) == nil {
             throw ValidationError("--until: '\(until)' is not an ISO-8601 time or an age such as 1h")
         }
+        if let since, let until, let start = Self.parseTime(since, now: now), let end = Self.parseTime(until, now: now),
+            start > end
+        {
+            throw ValidationError(
+                "--since (\(Timestamp.seconds(start))) is after --until (\(Timestamp.seconds(end))): "
+                    + "an age counts back from now, so --since 2h --until 1h is the hour before the last"
+            )
+        }
     }
 
     func run() async throws {
         let now = Date()
         // Read-only: no keyring needed, works beside a running writer.
         let store = try await options.openStore(readOnly: true, owner: "profile-escrow purge-report")
-        if format == .csv { print(PurgeReport.csvHeader) }
+        let start = since.flatMap { Self.parseTime($0, now: now) }
+        // Events after `now` wait for the next report, so the CSV's summary and rows count the same events.
+        let end = until.flatMap { Self.parseTime($0, now: now) } ?? now
         let report = try await PurgeReport.build(
             store: store,
-            since: since.flatMap { Self.parseTime($0, now: now) },
-            until: until.flatMap { Self.parseTime($0, now: now) },
+            since: start,
+            until: end,
             verify: verify,
-            now: now,
-            onPurge: format == .csv ? { print(PurgeReport.csvRow($0)) } : nil
+            retentionSeconds: options.escrowConfiguration.retention,
+            now: now
         )
         switch format {
         case .text: print(report.text(), terminator: "")
         case .json: print(String(decoding: report.json(), as: UTF8.self))
-        case .csv: break
+        case .html: print(report.html(), terminator: "")
+        case .csv:
+            // The summary first, then the rows streamed by a second pass over the same period.
+            print(report.csvSummary(), terminator: "")
+            print(PurgeReport.csvHeader)
+            _ = try await PurgeReport.build(
+                store: store,
+                since: start,
+                until: end,
+                verify: false,
+                now: now,
+                onPurge: { print(PurgeReport.csvRow($0)) }
+            )
         }
         if report.hasProblem {
-            if format == .csv || format == .json {
+            if format != .text {
                 let reason = report.chain.map { !$0.verified } ?? false ? "audit chain broken" : "overdue escrows"
                 FileHandle.standardError.write(Data("problem: \(reason)\n".utf8))
             }

@@ -1,7 +1,12 @@
 import ArgumentParser
 import EscrowCore
+import EscrowHTTP
 import Foundation
+import Logging
+import Metrics
 import ProfileEscrow
+import Prometheus
+import ServiceLifecycle
 
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,8 +21,33 @@ struct Replay: AsyncParsableCommand {
 
     @Flag(help: "Deliver what is due now, print a summary and exit.") var once = false
     @OptionGroup var worker: WorkerOptions
+    @Option(
+        help: "Serve Prometheus metrics on this port at /metrics (env PROFILE_ESCROW_METRICS_PORT; default none)."
+    )
+    var metricsPort: Int?
+    @Option(help: "Address of the metrics endpoint (env PROFILE_ESCROW_METRICS_HOST; default 127.0.0.1).")
+    var metricsHost: String?
+
+    // MARK: Logging and metrics wiring
+
+    var metricsPortValue: Int? { try? OptionEnvironment.process.value(metricsPort, "metrics-port") }
+    var metricsHostValue: String { (try? OptionEnvironment.process.value(metricsHost, "metrics-host")) ?? "127.0.0.1" }
+
+    /// The `/metrics` service when `--metrics-port` is set; metrics bootstrapped over its registry.
+    func metricsServices(logger: Logger) -> [any Service] {
+        guard let port = metricsPortValue else { return [] }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(EscrowPrometheus.factory(registry: registry))
+        return [
+            EscrowHTTPApplication.metricsOnly(registry: registry, host: metricsHostValue, port: port, logger: logger)
+        ]
+    }
 
     func validate() throws {
+        if let port = try OptionEnvironment.process.value(metricsPort, "metrics-port"), !(0...65535).contains(port) {
+            throw ValidationError("--metrics-port: must be 0-65535")
+        }
+        _ = try OptionEnvironment.process.value(metricsHost, "metrics-host")
         _ = try worker.workerConfiguration()
         _ = try worker.escrowConfiguration(options)
     }
@@ -25,7 +55,7 @@ struct Replay: AsyncParsableCommand {
     func run() async throws {
         let workerConfiguration = try worker.workerConfiguration()
         let keyring = try options.loadKeyring(createIfDefault: false)
-        let logger = options.logger
+        let logger = options.logger(label: "profile-escrow.replay", longRunning: true)
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         let escrow = Escrow(
@@ -41,6 +71,7 @@ struct Replay: AsyncParsableCommand {
             progress.finish()
             print("replay: \(summary)")
         } else {
+            let metrics = metricsServices(logger: logger)
             let services = try EscrowServiceGroup.replayServices(
                 escrow: escrow,
                 worker: workerConfiguration,
@@ -48,7 +79,7 @@ struct Replay: AsyncParsableCommand {
                 logger: logger
             )
             try await EscrowServiceGroup.run(
-                services,
+                services + metrics,
                 shutdownBound: workerConfiguration.gracefulShutdownBound,
                 logger: logger
             )

@@ -15,9 +15,14 @@ struct Serve: AsyncParsableCommand {
     )
     @OptionGroup var options: GlobalOptions
     @OptionGroup var tokenStore: TokenStoreOptions
-    @Option(help: "Address to bind.") var host = "127.0.0.1"
-    @Option(help: "Port to bind.") var port = 8080
-    @Flag(name: .customLong("no-worker"), help: "Do not run the replay worker in this process.") var noWorker = false
+    @Option(help: "Address to bind (env PROFILE_ESCROW_HOST; default 127.0.0.1; 0.0.0.0 in a container).")
+    var host: String?
+    @Option(help: "Port to bind (env PROFILE_ESCROW_PORT; default 8080).") var port: Int?
+    @Flag(
+        name: .customLong("no-worker"),
+        help: "Do not run the replay worker in this process (env PROFILE_ESCROW_NO_WORKER=true)."
+    )
+    var noWorkerFlag = false
     @OptionGroup(title: "Replay worker") var worker: WorkerOptions
     @Option(
         name: .customLong("rate-limit"),
@@ -28,33 +33,54 @@ struct Serve: AsyncParsableCommand {
     var rateBurst: Double?
     @Flag(
         name: .customLong("metrics-token"),
-        help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=1)."
+        help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=true)."
     )
-    var metricsToken = false
+    var metricsTokenFlag = false
     @Option(
         name: .customLong("apple-audience"),
         help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE)."
     )
     var appleAudience: String?
+    @Option(
+        help: """
+            How long /readyz answers 503 after SIGTERM before the server stops taking requests \
+            (env PROFILE_ESCROW_DRAIN_DELAY; default 0s).
+            """
+    )
+    var drainDelay: String?
     @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
     var appleJWKS: String?
 
-    var environment: [String: String] { ProcessInfo.processInfo.environment }
+    // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
+
+    var environment: OptionEnvironment { .process }
     var audiences: Set<String> {
-        let text = appleAudience ?? environment["PROFILE_ESCROW_APPLE_AUDIENCE"] ?? ""
+        let text = (try? environment.value(appleAudience, "apple-audience")) ?? ""
         return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
     }
-    var jwksPath: String? { appleJWKS ?? environment["PROFILE_ESCROW_APPLE_JWKS"] }
-    /// Unparsable environment values become NaN, which `validate()` refuses.
-    var rateLimitValue: Double {
-        rateLimit ?? environment["PROFILE_ESCROW_RATE_LIMIT"].map { Double($0) ?? .nan } ?? 100
-    }
-    var rateBurstValue: Double {
-        rateBurst ?? environment["PROFILE_ESCROW_RATE_BURST"].map { Double($0) ?? .nan } ?? 200
+    var jwksPath: String? { try? environment.value(appleJWKS, "apple-jwks") }
+    var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
+    var portValue: Int { (try? environment.value(port, "port")) ?? 8080 }
+    var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
+    var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
+    var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
+    var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
+    var drainDelaySeconds: Double {
+        drainDelay == nil && environment.text("drain-delay") == nil
+            ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0
     }
 
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port: must be 0-65535") }
+        _ = try environment.value(host, "host")
+        _ = try environment.value(port, "port")
+        _ = try environment.flag(noWorkerFlag, "no-worker")
+        _ = try environment.flag(metricsTokenFlag, "metrics-token")
+        _ = try environment.value(rateLimit, "rate-limit")
+        _ = try environment.value(rateBurst, "rate-burst")
+        if drainDelay != nil || environment.text("drain-delay") != nil {
+            _ = try WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)
+        }
+        guard (0...65535).contains(portValue) else { throw ValidationError("--port: must be 0-65535") }
         if audiences.isEmpty != (jwksPath == nil) {
             throw ValidationError(
                 "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
@@ -77,10 +103,9 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var logger = Logger(label: "profile-escrow.serve")
-        logger.logLevel = options.verbose ? .debug : .info
+        let logger = options.logger(label: "profile-escrow.serve", longRunning: true)
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        MetricsSystem.bootstrap(EscrowPrometheus.factory(registry: registry))
 
         // Never create a development keyring here: a service that silently sealed to a new keyring
         // would leave every escrow sealed to the real one unopenable.
@@ -102,7 +127,7 @@ struct Serve: AsyncParsableCommand {
                 [
                     "keyring":
                         "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
-                    "address": "\(host):\(port)",
+                    "address": "\(hostValue):\(portValue)",
                     "tokens.path": "\(tokens.place)",
                 ],
                 uniquingKeysWith: { $1 }
@@ -110,10 +135,11 @@ struct Serve: AsyncParsableCommand {
         )
 
         var configuration = EscrowHTTPConfiguration()
-        configuration.host = host
-        configuration.port = port
+        configuration.host = hostValue
+        configuration.port = portValue
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
-        configuration.metricsRequireToken = metricsToken || environment["PROFILE_ESCROW_METRICS_TOKEN"] == "1"
+        configuration.metricsRequireToken = metricsToken
+        configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])

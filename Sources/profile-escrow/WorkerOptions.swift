@@ -3,33 +3,57 @@ import EscrowCore
 import Foundation
 import ProfileEscrow
 
-/// The replay worker's tuning, shared by `replay` and `serve`.
+/// The replay worker's tuning, shared by `replay` and `serve`; each option also from its
+/// `PROFILE_ESCROW_…` variable (``OptionEnvironment``).
 struct WorkerOptions: ParsableArguments {
     @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
-    @Option(help: "Deliveries in flight at once.") var concurrency = 4
-    @Option(help: "Attempts before a retryable failure makes an escrow dead.") var maxAttempts = 50
-    @Option(help: "First backoff ceiling, e.g. 1s (doubles per attempt, full jitter).") var backoffBase = "1s"
-    @Option(help: "Largest wait between attempts, Retry-After included.") var backoffMax = "1h"
+    @Option(help: "Deliveries in flight at once (env PROFILE_ESCROW_CONCURRENCY; default 4).") var concurrency: Int?
     @Option(
-        help: "How long a claimed escrow stays this worker's: at least --delivery-timeout plus 10% of it (at most 5s)."
+        help: "Attempts before a retryable failure makes an escrow dead (env PROFILE_ESCROW_MAX_ATTEMPTS; default 50)."
     )
-    var lease = "2m"
-    @Option(help: "The most one delivery may take, reading the answer included.") var deliveryTimeout = "30s"
-    @Option(help: "How long to wait for a confirm call after a 202 before delivering again.") var confirmTimeout = "1h"
-    @Option(help: "How often an idle worker looks for due escrows.") var pollInterval = "1s"
-    @Option(help: "How often expired escrows are purged while running.") var sweepInterval = "1m"
-    @Option(help: "The worker's name in leases and audit events (default <host>-<pid>-<random>).") var workerId: String?
+    var maxAttempts: Int?
+    @Option(
+        help:
+            "First backoff ceiling, doubling per attempt, full jitter (env PROFILE_ESCROW_BACKOFF_BASE; default 1s)."
+    )
+    var backoffBase: String?
+    @Option(help: "Largest wait between attempts, Retry-After included (env PROFILE_ESCROW_BACKOFF_MAX; default 1h).")
+    var backoffMax: String?
+    @Option(
+        help: """
+            How long a claimed escrow stays this worker's: at least --delivery-timeout plus 10% of it (at most 5s) \
+            (env PROFILE_ESCROW_LEASE; default 2m).
+            """
+    )
+    var lease: String?
+    @Option(
+        help:
+            "The most one delivery may take, reading the answer included (env PROFILE_ESCROW_DELIVERY_TIMEOUT; default 30s)."
+    )
+    var deliveryTimeout: String?
+    @Option(
+        help: "How long to wait for a confirm call after a 202 (env PROFILE_ESCROW_CONFIRM_TIMEOUT; default 1h)."
+    )
+    var confirmTimeout: String?
+    @Option(help: "How often an idle worker looks for due escrows (env PROFILE_ESCROW_POLL_INTERVAL; default 1s).")
+    var pollInterval: String?
+    @Option(help: "How often expired escrows are purged while running (env PROFILE_ESCROW_SWEEP_INTERVAL; default 1m).")
+    var sweepInterval: String?
+    @Option(
+        help:
+            "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
+    )
+    var workerId: String?
 
     static let secretVariable = "PROFILE_ESCROW_WEBHOOK_SECRET"
     static let backendVariable = "PROFILE_ESCROW_BACKEND_URL"
 
     /// The worker's settings from options and environment; every problem is a usage error (exit 2).
-    func workerConfiguration() throws -> ReplayWorker.Configuration {
-        let environment = ProcessInfo.processInfo.environment
-        guard let url = backend ?? environment[Self.backendVariable], !url.isEmpty else {
+    func workerConfiguration(_ environment: OptionEnvironment = .process) throws -> ReplayWorker.Configuration {
+        guard let url = try environment.value(backend, "backend-url"), !url.isEmpty else {
             throw ValidationError("--backend: give the registration URL (or set \(Self.backendVariable))")
         }
-        guard let secret = environment[Self.secretVariable], !secret.isEmpty else {
+        guard let secret = try environment.value(String?.none, "webhook-secret", secret: true) else {
             throw ValidationError(
                 "no webhook secret: set \(Self.secretVariable) to whsec_<base64>. Every delivery is signed so the "
                     + "backend can verify it; unsigned deliveries are not supported."
@@ -37,12 +61,17 @@ struct WorkerOptions: ParsableArguments {
         }
         do {
             var configuration = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret)
-            configuration.concurrency = concurrency
-            configuration.leaseDuration = try WorkerOptions.duration(lease, option: "lease")
-            configuration.deliveryTimeout = try WorkerOptions.duration(deliveryTimeout, option: "delivery-timeout")
-            configuration.pollInterval = try WorkerOptions.duration(pollInterval, option: "poll-interval")
-            configuration.sweepInterval = try WorkerOptions.duration(sweepInterval, option: "sweep-interval")
-            if let workerId { configuration.workerID = workerId }
+            configuration.concurrency = try environment.value(concurrency, "concurrency") ?? 4
+            configuration.leaseDuration = try Self.duration(lease, "lease", default: "2m", environment)
+            configuration.deliveryTimeout = try Self.duration(
+                deliveryTimeout,
+                "delivery-timeout",
+                default: "30s",
+                environment
+            )
+            configuration.pollInterval = try Self.duration(pollInterval, "poll-interval", default: "1s", environment)
+            configuration.sweepInterval = try Self.duration(sweepInterval, "sweep-interval", default: "1m", environment)
+            if let workerId = try environment.value(workerId, "worker-id") { configuration.workerID = workerId }
             try configuration.validate()
             return configuration
         } catch let error as EscrowError {
@@ -50,21 +79,39 @@ struct WorkerOptions: ParsableArguments {
         }
     }
 
-    func escrowConfiguration(_ options: GlobalOptions) throws -> EscrowConfiguration {
+    func escrowConfiguration(
+        _ options: GlobalOptions,
+        _ environment: OptionEnvironment = .process
+    ) throws -> EscrowConfiguration {
+        let maxAttempts = try environment.value(maxAttempts, "max-attempts") ?? 50
         guard (1...10_000).contains(maxAttempts) else { throw ValidationError("--max-attempts: must be 1 to 10000") }
         var configuration = options.escrowConfiguration
-        let base = try WorkerOptions.duration(backoffBase, option: "backoff-base")
-        let cap = try WorkerOptions.duration(backoffMax, option: "backoff-max")
+        let base = try Self.duration(backoffBase, "backoff-base", default: "1s", environment)
+        let cap = try Self.duration(backoffMax, "backoff-max", default: "1h", environment)
         guard base <= cap else { throw ValidationError("--backoff-base must not exceed --backoff-max") }
         configuration.retryPolicy = RetryPolicy(maxAttempts: maxAttempts, base: base, cap: cap)
-        configuration.confirmTimeout = try WorkerOptions.duration(confirmTimeout, option: "confirm-timeout")
+        configuration.confirmTimeout = try Self.duration(confirmTimeout, "confirm-timeout", default: "1h", environment)
         return configuration
     }
 
-    static func duration(_ text: String, option: String) throws -> Double {
+    /// A duration option: the command line, else its variable, else `default`; named in the error by where it
+    /// came from.
+    static func duration(
+        _ commandLine: String?,
+        _ option: String,
+        default fallback: String,
+        _ environment: OptionEnvironment
+    ) throws -> Double {
+        let fromEnvironment = commandLine == nil ? environment.text(option) : nil
+        let text = commandLine ?? fromEnvironment ?? fallback
         guard let seconds = DurationParser.seconds(text), seconds > 0 else {
-            throw ValidationError("--\(option): '\(text)' is not a duration such as 250ms, 5s, 10m, 1h")
+            let source = fromEnvironment != nil ? OptionEnvironment.variable(option) : "--\(option)"
+            throw ValidationError("\(source): '\(text)' is not a duration such as 250ms, 5s, 10m, 1h")
         }
         return seconds
+    }
+
+    static func duration(_ text: String, option: String) throws -> Double {
+        try duration(text, option, default: text, OptionEnvironment(values: [:]))
     }
 }

@@ -1,0 +1,66 @@
+public import EscrowCore
+public import Hummingbird
+public import ProfileEscrow
+
+/// The escrow API as a Hummingbird `RouteCollection`, to mount in your own application under any path, with your
+/// own request context:
+///
+/// ```swift
+/// let router = Router(context: MyContext.self)
+/// router.addRoutes(
+///     EscrowRouteCollection.make(escrow: escrow, tokens: tokenStore, context: MyContext.self),
+///     atPath: "/auth/escrow"
+/// )
+/// // POST /auth/escrow/escrows, GET /auth/escrow/escrows/{userIdentifier}, …
+/// ```
+///
+/// The routes are relative: `escrows`, `escrows/{userIdentifier}` and its `replay`, `confirm` and `requeue`,
+/// and `apple/notifications` when a notification log is given (`serve` mounts them at `/v1`). Errors inside them
+/// are answered as `application/problem+json`; callers authenticate with the bearer tokens of `tokens`. The
+/// operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
+public enum EscrowRouteCollection {
+    public static func make<Context: RequestContext>(
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: (any NotificationLog)? = nil,
+        configuration: EscrowHTTPConfiguration = EscrowHTTPConfiguration(),
+        context: Context.Type = Context.self
+    ) -> RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.add(middleware: ProblemMiddleware<Context>())
+        register(
+            on: routes,
+            escrow: escrow,
+            auth: BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit)),
+            notifications: notifications,
+            anonymous: RateLimiter(limit: configuration.anonymousRateLimit),
+            configuration: configuration
+        )
+        return routes
+    }
+
+    static func register<Context: RequestContext>(
+        on routes: some RouterMethods<Context>,
+        escrow: Escrow,
+        auth: BearerAuthenticator,
+        notifications: (any NotificationLog)?,
+        anonymous: RateLimiter,
+        configuration: EscrowHTTPConfiguration
+    ) {
+        EscrowRoutes(
+            escrow: escrow,
+            auth: auth,
+            apple: configuration.apple,
+            maximumBodySize: configuration.maximumBodySize
+        ).register(on: routes)
+        if let notifications {
+            AppleNotificationRoutes(
+                escrow: escrow,
+                apple: configuration.apple,
+                log: notifications,
+                maximumBodySize: configuration.maximumBodySize,
+                anonymous: anonymous
+            ).register(on: routes)
+        }
+    }
+}

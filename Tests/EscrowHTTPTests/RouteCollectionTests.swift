@@ -1,0 +1,136 @@
+import CoreMetrics
+import EscrowCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import InMemoryLogging
+import Logging
+import NIOCore
+import Prometheus
+import Testing
+
+@testable import EscrowHTTP
+
+/// A user's own request context, with a field of its own: the escrow routes work with it.
+struct AppContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    var tenant: String = "example"
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+    }
+}
+
+@Suite("The escrow routes in a user's application")
+struct RouteCollectionTests {
+    @Test("mounted under /auth/escrow beside the application's own routes, with its own context")
+    func mountedUnderAPrefix() async throws {
+        let harness = try await HTTPHarness()
+        let router = Router(context: AppContext.self)
+        router.get("/hello") { _, context in context.tenant }
+        router.addRoutes(
+            EscrowRouteCollection.make(escrow: harness.escrow, tokens: harness.tokenStore, context: AppContext.self),
+            atPath: "/auth/escrow"
+        )
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.router) { client async throws in
+            #expect(try await client.execute(uri: "/hello", method: .get).status == .ok)
+            let captured = try await client.execute(
+                uri: "/auth/escrow/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
+            )
+            #expect(captured.status == .created)
+            let status = try await client.execute(
+                uri: "/auth/escrow/escrows/\(Fake.userIdentifier(1))",
+                method: .get,
+                headers: harness.headers()
+            )
+            #expect(status.status == .ok)
+            #expect(status.json["state"] as? String == "pending")
+            #expect(status.json["attempts"] as? Int == 0)
+            // Errors inside the collection are problem+json, as in `serve`.
+            let unauthorized = try await client.execute(uri: "/auth/escrow/escrows", method: .post, headers: [:])
+            #expect(unauthorized.status == .unauthorized)
+            #expect(unauthorized.headers[.contentType] == "application/problem+json")
+            let confirmed = try await client.execute(
+                uri: "/auth/escrow/escrows/\(Fake.userIdentifier(1))/confirm",
+                method: .post,
+                headers: harness.headers()
+            )
+            #expect(confirmed.json["purged"] as? Bool == true)
+            // Not mounted at the standalone paths.
+            #expect(try await client.execute(uri: "/v1/escrows", method: .post).status == .notFound)
+        }
+        #expect(try await harness.liveCount() == 0)
+    }
+
+    @Test("metrics by Prometheus convention: _total counters, _seconds durations, HELP for every family")
+    func metricNames() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let factory = EscrowPrometheus.factory(registry: registry)
+        factory.makeCounter(
+            label: "hb.requests",
+            dimensions: [("http.route", "/v1/escrows"), ("http.response.status_code", "201")]
+        )
+        .increment(by: 1)
+        factory.makeTimer(label: "http.server.request.duration", dimensions: [("http.route", "/v1/escrows")])
+            .recordNanoseconds(2_000_000)
+        factory.makeCounter(label: "profile_escrow_captures_total", dimensions: []).increment(by: 1)
+        let text = String(decoding: EscrowPrometheus.emit(registry), as: UTF8.self)
+        #expect(text.contains("http_server_requests_total{route=\"/v1/escrows\",status=\"201\"} 1"))
+        #expect(text.contains("http_server_request_duration_seconds_bucket"))
+        #expect(!text.contains("hb_requests") && !text.contains("http_route"))
+        let families = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map {
+            $0.split(separator: " ")[2]
+        }
+        #expect(families.count == 3)
+        for family in families {
+            #expect(text.contains("# HELP \(family) "), "HELP for \(family)")
+        }
+    }
+
+    @Test("/readyz answers 503 once the process drains")
+    func readyWhileDraining() async throws {
+        let harness = try await HTTPHarness()
+        let draining = DrainState()
+        let app = EscrowHTTPApplication.build(
+            escrow: harness.escrow,
+            tokens: harness.tokenStore,
+            notifications: harness.store,
+            registry: harness.registry,
+            configuration: harness.configuration,
+            draining: draining,
+            logger: harness.logger
+        )
+        try await app.test(.router) { client async throws in
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            draining.startDraining()
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(ready.json["code"] as? String == "draining")
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+        }
+    }
+
+    @Test("access log lines name the token, never the token itself")
+    func accessLogNamesTheToken() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            _ = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers("capture", json: true),
+                body: Fake.body(1)
+            )
+        }
+        let line = try #require(harness.logs.entries.first { $0.message.description == "request" })
+        #expect(line.metadata["http.token"]?.description == "scope-capture")
+        #expect(line.metadata["duration.ms"] != nil)
+        let logged = harness.loggedText()
+        for token in harness.tokens.values { #expect(!logged.contains(token)) }
+        for canary in Fake.tokens { #expect(!logged.contains(canary)) }
+    }
+}
