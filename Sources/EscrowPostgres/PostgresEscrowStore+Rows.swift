@@ -31,7 +31,11 @@ extension PostgresEscrowStore {
         }
         func bytes(_ index: Int) throws(MalformedRow) -> [UInt8] { [UInt8](try value(index, Data.self)) }
         func time(_ index: Int) throws(MalformedRow) -> Date {
-            Timestamp.date(unixMilliseconds: try value(index, Int64.self))
+            let milliseconds = try value(index, Int64.self)
+            guard EscrowRecord.storedTimes.contains(milliseconds) else {
+                throw MalformedRow(rowID: rowID, column: cells[index].columnName)
+            }
+            return Timestamp.date(unixMilliseconds: milliseconds)
         }
 
         guard let id = EscrowID(bytes: try bytes(1)) else { throw MalformedRow(rowID: rowID, column: "id") }
@@ -49,12 +53,14 @@ extension PostgresEscrowStore {
         case .pending:
             phase = .pending
         case .leased:
-            guard let owner = try optional(13, String.self), let end = try optional(14, Int64.self) else {
+            guard let owner = try optional(13, String.self), let end = try optional(14, Int64.self),
+                EscrowRecord.storedTimes.contains(end)
+            else {
                 throw MalformedRow(rowID: rowID, column: "lease_owner")
             }
             phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
         case .awaitingConfirmation:
-            guard let deadline = try optional(15, Int64.self) else {
+            guard let deadline = try optional(15, Int64.self), EscrowRecord.storedTimes.contains(deadline) else {
                 throw MalformedRow(rowID: rowID, column: "confirm_deadline")
             }
             phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
@@ -72,6 +78,11 @@ extension PostgresEscrowStore {
         guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
             throw MalformedRow(rowID: rowID, column: "last_status")
         }
+        // The lifecycle adds one to it: a value at the top of the range would overflow.
+        let revision = try value(10, Int64.self)
+        guard EscrowRecord.storedRevisions.contains(revision) else {
+            throw MalformedRow(rowID: rowID, column: "revision")
+        }
         let sealed = SealedEscrow(
             id: id,
             blindIndex: index,
@@ -85,7 +96,7 @@ extension PostgresEscrowStore {
             sealed: sealed,
             contentTag: try bytes(8),
             phase: phase,
-            revision: try value(10, Int64.self),
+            revision: revision,
             attempts: Int(attempts),
             nextAttemptAt: try time(12),
             createdAt: try time(16),
@@ -267,7 +278,9 @@ extension PostgresEscrowStore {
         let rows = try await connection.query(
             """
             UPDATE escrow SET state = \(dead), dead_code = \(code), lease_owner = NULL, lease_expires_at = NULL,
-                confirm_deadline = NULL, due_at = NULL, revision = revision + 1, updated_at = \(ms(now))
+                confirm_deadline = NULL, due_at = NULL,
+                revision = CASE WHEN revision BETWEEN 0 AND 9007199254740990 THEN revision + 1 ELSE 0 END,
+                updated_at = \(ms(now))
             WHERE row_id = \(rowID)
             RETURNING id, blind_index,
                 (SELECT old.state = \(dead) AND old.dead_code IS NOT DISTINCT FROM \(code)

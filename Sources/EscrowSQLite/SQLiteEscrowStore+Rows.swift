@@ -39,7 +39,9 @@ extension SQLiteEscrowStore {
         func bytes(_ column: String) throws(MalformedRow) -> [UInt8] { [UInt8](try value(column, as: Data.self)) }
         func time(_ column: String) throws(MalformedRow) -> Date {
             let milliseconds = try value(column, as: Int64.self)
-            guard Self.storedTimes.contains(milliseconds) else { throw MalformedRow(rowID: rowID, column: column) }
+            guard EscrowRecord.storedTimes.contains(milliseconds) else {
+                throw MalformedRow(rowID: rowID, column: column)
+            }
             return Timestamp.date(unixMilliseconds: milliseconds)
         }
 
@@ -59,11 +61,12 @@ extension SQLiteEscrowStore {
             phase = .pending
         case .leased:
             guard let owner = try optional("lease_owner", as: String.self),
-                let end = try optional("lease_expires_at", as: Int64.self), Self.storedTimes.contains(end)
+                let end = try optional("lease_expires_at", as: Int64.self), EscrowRecord.storedTimes.contains(end)
             else { throw MalformedRow(rowID: rowID, column: "lease_owner") }
             phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
         case .awaitingConfirmation:
-            guard let deadline = try optional("confirm_deadline", as: Int64.self), Self.storedTimes.contains(deadline)
+            guard let deadline = try optional("confirm_deadline", as: Int64.self),
+                EscrowRecord.storedTimes.contains(deadline)
             else {
                 throw MalformedRow(rowID: rowID, column: "confirm_deadline")
             }
@@ -84,7 +87,9 @@ extension SQLiteEscrowStore {
         }
         // The lifecycle adds one to it: a value at the top of the range would overflow.
         let revision = try value("revision", as: Int64.self)
-        guard Self.storedRevisions.contains(revision) else { throw MalformedRow(rowID: rowID, column: "revision") }
+        guard EscrowRecord.storedRevisions.contains(revision) else {
+            throw MalformedRow(rowID: rowID, column: "revision")
+        }
         let sealed = SealedEscrow(
             id: id,
             blindIndex: index,
@@ -107,12 +112,6 @@ extension SQLiteEscrowStore {
             lastStatus: lastStatus.map { Int($0) }
         )
     }
-
-    /// Stored times a record can hold (milliseconds from 1970 to the end of year 9999): differences between
-    /// them (an escrow's age, say) never overflow.
-    static let storedTimes: ClosedRange<Int64> = 0...253_402_300_799_999
-    /// Stored revisions a record can hold (up to 2^53 - 1): one more never overflows.
-    static let storedRevisions: ClosedRange<Int64> = 0...9_007_199_254_740_991
 
     /// The columns ``record(from:)`` reads: SQLite's rowid first.
     static let escrowColumns = "rowid, *"

@@ -88,16 +88,7 @@ public final class SQLiteTokenStore: AccessTokenStore {
     private static func createFileIfMissing(_ path: String) throws(EscrowStoreError) {
         guard !FileManager.default.fileExists(atPath: path) else { return }
         try StoreFiles.createParentDirectory(of: path)
-        try StoreFiles.createOwnerOnlyFile(path)
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if descriptor >= 0 {
-            closeDescriptor(descriptor)
-        } else if errno != EEXIST {  // EEXIST: another process made it first.
-            throw EscrowStoreError(
-                .unavailable,
-                "cannot create the token store \(path): \(String(cString: strerror(errno)))"
-            )
-        }
+        try StoreFiles.createOwnerOnlyFile(path)  // another process making it first is fine
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
@@ -126,9 +117,4 @@ public final class SQLiteTokenStore: AccessTokenStore {
             throw EscrowStoreError(.failed, "token store read failed (\(SQLiteEscrowStore.describe(error)))")
         }
     }
-}
-
-/// `close(2)`, out of the reach of ``SQLiteTokenStore/close()``.
-private func closeDescriptor(_ descriptor: Int32) {
-    _ = close(descriptor)
 }

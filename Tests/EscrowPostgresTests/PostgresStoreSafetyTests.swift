@@ -99,6 +99,35 @@ struct PostgresStoreSafetyTests {
         }
     }
 
+    @Test("a revision at the top of bigint or a time past year 9999 is quarantined, never an overflow")
+    func revisionAndTimeOutOfRange() async throws {
+        try await TestDatabase.with { database in
+            let store = try await database.open()
+            let records = Records()
+            let broken = try (0..<2).map {
+                try records.record(user: 30 + $0, at: records.start.addingTimeInterval(-10))
+            }
+            let healthy = try records.record(user: 40)
+            for record in broken + [healthy] {
+                _ = try await store.capture(record, actor: .library, lifecycle: EscrowLifecycle())
+            }
+            let ids = broken.map { Data($0.id.bytes) }
+            try await database.execute("UPDATE escrow SET revision = \(Int64.max) WHERE id = \(ids[0])")
+            try await database.execute("UPDATE escrow SET created_at = \(Int64.max - 1) WHERE id = \(ids[1])")
+            let request = ClaimRequest(now: records.start, limit: 3, owner: "w1", leaseDuration: 60, keyVersions: nil)
+            let leased = try await store.claimDue(request, lifecycle: EscrowLifecycle())
+            #expect(leased.map(\.id) == [healthy.id])
+            let dead = try await database.rows(
+                "SELECT revision FROM escrow WHERE state = 'dead' AND dead_code = 'ciphertext_invalid'"
+            )
+            #expect(dead.count == 2)
+            // The quarantine's own bump cannot overflow: the top revision starts again from 0.
+            let revisions = try dead.map { try $0.makeRandomAccess()[0].decode(Int64.self) }
+            #expect(revisions.allSatisfy { EscrowRecord.storedRevisions.contains($0) })
+            await store.close()
+        }
+    }
+
     @Test("a capture sealed to a retired key version is refused, even from a node that retired it meanwhile")
     func retiredVersionRefused() async throws {
         try await TestDatabase.with { database in

@@ -36,38 +36,33 @@ public enum ProfileEscrowCLI {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
+        // Standard input, output and error go through files, not pipes: no reader thread, no pipe that a child
+        // could fill and block on, and none of Foundation's pipe reading (which once trapped here under load).
+        let scratch = FileManager.default.temporaryDirectory
+            .appendingPathComponent("profile-escrow-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let paths = ["stdin", "stdout", "stderr"].map { scratch.appendingPathComponent($0).path }
+        _ = FileManager.default.createFile(atPath: paths[0], contents: Data(stdin.utf8))
+        _ = FileManager.default.createFile(atPath: paths[1], contents: nil)
+        _ = FileManager.default.createFile(atPath: paths[2], contents: nil)
+        let handles = [
+            FileHandle(forReadingAtPath: paths[0]), FileHandle(forWritingAtPath: paths[1]),
+            FileHandle(forWritingAtPath: paths[2]),
+        ]
+        guard let input = handles[0], let output = handles[1], let error = handles[2] else {
+            throw CocoaError(.fileNoSuchFile)
+        }
+        defer { for handle in handles { try? handle?.close() } }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = error
         try process.run()
-        // Read standard error on another thread, so a child that fills one pipe never blocks on it.
-        let errorData = ErrorCollector()
-        let finished = DispatchSemaphore(value: 0)
-        Thread {
-            errorData.set(error.fileHandleForReading.readDataToEndOfFile())
-            finished.signal()
-        }.start()
-        input.fileHandleForWriting.write(Data(stdin.utf8))
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        finished.wait()
         return Result(
             status: process.terminationStatus,
-            stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: errorData.get(), as: UTF8.self)
+            stdout: String(decoding: FileManager.default.contents(atPath: paths[1]) ?? Data(), as: UTF8.self),
+            stderr: String(decoding: FileManager.default.contents(atPath: paths[2]) ?? Data(), as: UTF8.self)
         )
-    }
-
-    /// Written by the reader thread, read after it signalled: the lock makes that visible to TSAN too.
-    private final class ErrorCollector: @unchecked Sendable {
-        private let lock = NSLock()
-        private var data = Data()
-
-        func set(_ value: Data) { lock.withLock { data = value } }
-        func get() -> Data { lock.withLock { data } }
     }
 }

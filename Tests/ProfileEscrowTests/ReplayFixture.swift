@@ -33,11 +33,13 @@ struct ReplayFixture {
     var store: SQLiteEscrowStore { harness.store }
     var escrow: Escrow { harness.escrow }
 
+    /// The default lease and delivery timeout are generous: the loopback backend answers at once, but the whole
+    /// suite runs in parallel on small machines. Tests of timeouts and leases give their own.
     func configuration(
         id: String = "w1",
         concurrency: Int = 4,
-        lease: Double = 5,
-        timeout: Double = 2,
+        lease: Double = 30,
+        timeout: Double = 10,
         url: String? = nil
     ) throws -> ReplayWorker.Configuration {
         var configuration = try ReplayWorker.Configuration(backendURL: url ?? stub.url, webhookSecret: secret)
@@ -53,8 +55,8 @@ struct ReplayFixture {
     func worker(
         id: String = "w1",
         concurrency: Int = 4,
-        lease: Double = 5,
-        timeout: Double = 2,
+        lease: Double = 30,
+        timeout: Double = 10,
         url: String? = nil
     ) throws -> ReplayWorker {
         var handler = harness.logs
