@@ -1,3 +1,4 @@
+import EscrowCore
 import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
@@ -14,7 +15,7 @@ struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let caller = AccessLogCaller()
         let response = try await AccessLogCaller.$current.withValue(caller) { try await next(request, context) }
         let elapsed = ContinuousClock.now - start
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let milliseconds = elapsed.inSeconds * 1000
         var metadata: Logger.Metadata = [
             "http.method": "\(request.method.rawValue.prefix(16))",
             "http.route": "\(context.endpointPath ?? "unmatched")",

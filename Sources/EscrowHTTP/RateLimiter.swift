@@ -1,3 +1,4 @@
+import EscrowCore
 import Hummingbird
 import NIOConcurrencyHelpers
 
@@ -21,7 +22,7 @@ final class RateLimiter: Sendable {
         buckets.withLockedValue { buckets in
             var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
             let elapsed = now - bucket.updated
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.inSeconds
             bucket.tokens = min(limit.burst, bucket.tokens + seconds * limit.requestsPerSecond)
             bucket.updated = now
             defer { buckets[key] = bucket }

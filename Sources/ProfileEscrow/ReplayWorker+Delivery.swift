@@ -76,7 +76,7 @@ extension ReplayWorker {
             answer.outcome = .timedOut(deadline: configuration.deliveryTimeout)
         }
         let elapsed = ContinuousClock.now - started
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         EscrowMetrics.delivered(answer.outcome, seconds: seconds)
         run?.update { $0.delivered += 1 }
 

@@ -58,8 +58,8 @@ public final class ReplayWorker: Service {
     var actor: AuditActor { .worker(configuration.workerID) }
     var clock: any WallClock { escrow.clock }
 
-    /// Claims wait until half the slots are free (one claim transaction per batch of deliveries, not one per
-    /// delivery), or until nothing is in flight.
+    /// Claims are made when fewer than this many claimed escrows wait for a slot (one claim transaction per
+    /// batch of deliveries, not one per delivery).
     var claimBatch: Int { max(1, configuration.concurrency / 2) }
 
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
@@ -93,38 +93,54 @@ public final class ReplayWorker: Service {
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { group in
                     var nextSweep = clock.now()
+                    // Claimed ahead of the free slots (at most `concurrency` wait), so that a slot freed by a
+                    // finished delivery never waits for a claim transaction. A claimed escrow waits here at most
+                    // until a slot frees, which is at most one delivery timeout: its lease covers that wait too.
+                    var ready: [EscrowRecord] = []
+                    // When a claim found less than it asked for, the next waits for the poll interval (real time,
+                    // as the sleeps below: the injected clock only decides what is due).
+                    var nextClaim = ContinuousClock.now
+                    let aheadLease = configuration.leaseDuration + configuration.deliveryTimeout
+                    let poll = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
                     while !run.isShuttingDown, !Task.isCancelled {
-                        let now = clock.now()
+                        var now = clock.now()
                         if now >= nextSweep {
                             await sweep(run)
+                            now = clock.now()
                             nextSweep = now.addingTimeInterval(configuration.sweepInterval)
                         }
-                        let free = configuration.concurrency - run.inFlight
-                        var claimedAll = false
-                        if free >= claimBatch || (free > 0 && run.inFlight == 0) {
+                        while run.inFlight < configuration.concurrency, !ready.isEmpty {
+                            let record = ready.removeFirst()
+                            run.started()
+                            group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
+                        }
+                        if ready.count < claimBatch, ContinuousClock.now >= nextClaim {
+                            let want = configuration.concurrency - ready.count
                             do {
-                                let claimed = try await claim(
-                                    dueAt: clock.now(),
-                                    limit: free,
-                                    leaseDuration: configuration.leaseDuration
-                                )
-                                for record in claimed {
-                                    run.started()
-                                    group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
-                                }
-                                claimedAll = claimed.count == free
+                                let claimed = try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
+                                ready += claimed
+                                if claimed.count < want { nextClaim = ContinuousClock.now + poll }
+                                if !claimed.isEmpty { continue }  // into the free slots at once
                             } catch {
                                 logger.error("claiming due escrows failed", metadata: ["error": "\(error)"])
+                                nextClaim = ContinuousClock.now + poll
                             }
                         }
-                        // More may be due right away when every free slot was filled and one is free
-                        // again; otherwise sleep until a delivery ends, shutdown, or the next poll.
-                        if !claimedAll || configuration.concurrency - run.inFlight < claimBatch {
-                            let nextHousekeeping = nextSweep.timeIntervalSince(clock.now())
-                            await run.wakeup.wait(
-                                seconds: max(0.001, min(configuration.pollInterval, nextHousekeeping))
-                            )
+                        // Sleep until a delivery ends, shutdown, the next claim or the next sweep.
+                        now = clock.now()
+                        var wait = min(configuration.pollInterval, nextSweep.timeIntervalSince(now))
+                        if ready.count < claimBatch {
+                            wait = min(wait, ContinuousClock.now.duration(to: nextClaim).inSeconds)
                         }
+                        await run.wakeup.wait(seconds: max(0.001, wait))
+                    }
+                    for record in ready {
+                        await release(
+                            record,
+                            run: run,
+                            because: "shutting down",
+                            metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                        )
                     }
                     if run.inFlight > 0 {
                         logger.info(
