@@ -73,6 +73,28 @@ public struct EscrowLifecycle: Sendable {
         )
     }
 
+    /// A capture of `record` for a user whose live escrow is `existing`: `nil` when it holds the same profile (the
+    /// capture changes nothing), else the audit drafts of the previous escrow's purge, which the store deletes in
+    /// the capture's transaction before it inserts `record` (and its ``captured(_:actor:)``).
+    public func replacement(
+        of existing: EscrowRecord,
+        by record: EscrowRecord,
+        actor: AuditActor
+    ) throws(EscrowStoreError) -> [AuditDraft]? {
+        if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) { return nil }
+        guard
+            case .purge(_, let drafts) = handle(
+                .replace(by: record.id),
+                on: existing,
+                at: record.createdAt,
+                actor: actor
+            )
+        else {
+            throw EscrowStoreError(.failed, "cannot replace the previous escrow")
+        }
+        return drafts
+    }
+
     public func handle(
         _ event: LifecycleEvent,
         on record: EscrowRecord,

@@ -16,94 +16,34 @@ extension PostgresEscrowStore {
         expires_at, updated_at, dead_code, last_status
         """
 
-    /// Decodes a row selected with ``escrowColumns``. Every value is checked, so no stored value can trap.
+    /// Decodes a row selected with ``escrowColumns``, by the rules every store shares (``EscrowRecord/decode(_:)``):
+    /// every value is checked, so no stored value can trap.
     static func record(from row: PostgresRow) throws(MalformedRow) -> EscrowRecord {
         let cells = row.makeRandomAccess()
-        let rowID = (try? cells[0].decode(Int64.self)) ?? 0
-        func value<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T {
-            do { return try cells[index].decode(T.self) } catch {
-                throw MalformedRow(rowID: rowID, column: cells[index].columnName)
-            }
+        do {
+            return try EscrowRecord.decode(StoredRow(cells: cells))
+        } catch {
+            let rowID = cells.contains("row_id") ? (try? cells["row_id"].decode(Int64.self)) ?? 0 : 0
+            throw MalformedRow(rowID: rowID, column: error.column)
         }
-        func optional<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws(MalformedRow) -> T? {
-            guard cells[index].bytes != nil else { return nil }
-            return try value(index, T.self)
-        }
-        func bytes(_ index: Int) throws(MalformedRow) -> [UInt8] { [UInt8](try value(index, Data.self)) }
-        func time(_ index: Int) throws(MalformedRow) -> Date {
-            let milliseconds = try value(index, Int64.self)
-            guard EscrowRecord.storedTimes.contains(milliseconds) else {
-                throw MalformedRow(rowID: rowID, column: cells[index].columnName)
-            }
-            return Timestamp.date(unixMilliseconds: milliseconds)
+    }
+
+    /// A PostgreSQL row's columns: NULL is nil, a value of another type is malformed.
+    private struct StoredRow: StoredEscrowRow {
+        let cells: PostgresRandomAccessRow
+
+        func value<T: PostgresDecodable>(_ column: String, as type: T.Type) throws(MalformedColumn) -> T? {
+            guard cells.contains(column) else { throw MalformedColumn(column) }
+            let cell = cells[column]
+            guard cell.bytes != nil else { return nil }
+            do { return try cell.decode(T.self) } catch { throw MalformedColumn(column) }
         }
 
-        guard let id = EscrowID(bytes: try bytes(1)) else { throw MalformedRow(rowID: rowID, column: "id") }
-        guard let index = BlindIndex(bytes: try bytes(2)) else {
-            throw MalformedRow(rowID: rowID, column: "blind_index")
+        func bytes(_ column: String) throws(MalformedColumn) -> [UInt8]? {
+            try value(column, as: Data.self).map { [UInt8]($0) }
         }
-        guard let keyVersion = UInt32(exactly: try value(3, Int64.self)) else {
-            throw MalformedRow(rowID: rowID, column: "key_version")
-        }
-        guard let state = EscrowState(rawValue: try value(9, String.self)) else {
-            throw MalformedRow(rowID: rowID, column: "state")
-        }
-        let phase: EscrowRecord.Phase
-        switch state {
-        case .pending:
-            phase = .pending
-        case .leased:
-            guard let owner = try optional(13, String.self), let end = try optional(14, Int64.self),
-                EscrowRecord.storedTimes.contains(end)
-            else {
-                throw MalformedRow(rowID: rowID, column: "lease_owner")
-            }
-            phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
-        case .awaitingConfirmation:
-            guard let deadline = try optional(15, Int64.self), EscrowRecord.storedTimes.contains(deadline) else {
-                throw MalformedRow(rowID: rowID, column: "confirm_deadline")
-            }
-            phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
-        case .dead:
-            guard let code = try optional(19, String.self) else {
-                throw MalformedRow(rowID: rowID, column: "dead_code")
-            }
-            phase = .dead(DeadCode(rawValue: code))
-        case .purged:
-            throw MalformedRow(rowID: rowID, column: "state")
-        }
-        let attempts = try value(11, Int64.self)
-        guard (0...Int64(Int32.max)).contains(attempts) else { throw MalformedRow(rowID: rowID, column: "attempts") }
-        let lastStatus = try optional(20, Int64.self)
-        guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
-            throw MalformedRow(rowID: rowID, column: "last_status")
-        }
-        // The lifecycle adds one to it: a value at the top of the range would overflow.
-        let revision = try value(10, Int64.self)
-        guard EscrowRecord.storedRevisions.contains(revision) else {
-            throw MalformedRow(rowID: rowID, column: "revision")
-        }
-        let sealed = SealedEscrow(
-            id: id,
-            blindIndex: index,
-            keyVersion: keyVersion,
-            publicKey: try bytes(4),
-            sealedProfile: try bytes(5),
-            sealedKey: try bytes(6),
-            mac: try bytes(7)
-        )
-        return EscrowRecord(
-            sealed: sealed,
-            contentTag: try bytes(8),
-            phase: phase,
-            revision: revision,
-            attempts: Int(attempts),
-            nextAttemptAt: try time(12),
-            createdAt: try time(16),
-            expiresAt: try time(17),
-            updatedAt: try time(18),
-            lastStatus: lastStatus.map { Int($0) }
-        )
+        func integer(_ column: String) throws(MalformedColumn) -> Int64? { try value(column, as: Int64.self) }
+        func text(_ column: String) throws(MalformedColumn) -> String? { try value(column, as: String.self) }
     }
 
     /// The live record whose `column` is `value` (`id` or `blind_index`), optionally locked for this transaction.

@@ -175,17 +175,8 @@ extension PostgresEscrowStore {
                 audit.add([captured])
                 return .created(record)
             }
-            if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+            guard let purgeDrafts = try item.lifecycle.replacement(of: existing, by: record, actor: item.actor) else {
                 return .unchanged(existing)
-            }
-            let action = item.lifecycle.handle(
-                .replace(by: record.id),
-                on: existing,
-                at: record.createdAt,
-                actor: item.actor
-            )
-            guard case .purge(_, let purgeDrafts) = action else {
-                throw EscrowStoreError(.failed, "cannot replace the previous escrow")
             }
             _ = try await delete(id: existing.id, expectedRevision: nil, connection, logger: logger)
             try await insert(record, connection, logger: logger)

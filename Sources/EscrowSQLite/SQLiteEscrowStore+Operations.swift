@@ -77,17 +77,8 @@ extension SQLiteEscrowStore {
             try audit.append([captured], db)
             return .created(record)
         }
-        if Hashing.constantTimeEqual(existing.contentTag, record.contentTag) {
+        guard let purgeDrafts = try item.lifecycle.replacement(of: existing, by: record, actor: item.actor) else {
             return .unchanged(existing)
-        }
-        let action = item.lifecycle.handle(
-            .replace(by: record.id),
-            on: existing,
-            at: record.createdAt,
-            actor: item.actor
-        )
-        guard case .purge(_, let purgeDrafts) = action else {
-            throw EscrowStoreError(.failed, "cannot replace the previous escrow")
         }
         try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute(arguments: [Data(existing.id.bytes)])
         _ = try Self.insert(record, db)

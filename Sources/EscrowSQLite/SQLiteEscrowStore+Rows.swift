@@ -16,101 +16,33 @@ extension SQLiteEscrowStore {
         let column: String
     }
 
-    /// Decodes a row of `escrow` selected with `rowid` first (``escrowColumns``). Every column is read
-    /// as an optional of its type and checked, so no stored value can trap (GRDB's non-optional
-    /// subscripts crash on a NULL or a value out of range).
+    /// Decodes a row of `escrow` selected with `rowid` first (``escrowColumns``), by the rules every store shares
+    /// (``EscrowRecord/decode(_:)``). Every column is read as an optional of its type, so no stored value can trap
+    /// (GRDB's non-optional subscripts crash on a NULL or a value out of range).
     package static func record(from row: Row) throws(MalformedRow) -> EscrowRecord {
-        let rowID = Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0
-        func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws(MalformedRow) -> T {
-            guard let value = T.fromDatabaseValue(row[column] as DatabaseValue) else {
-                throw MalformedRow(rowID: rowID, column: column)
-            }
-            return value
+        do {
+            return try EscrowRecord.decode(StoredRow(row: row))
+        } catch {
+            throw MalformedRow(rowID: Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0, column: error.column)
         }
-        func optional<T: DatabaseValueConvertible>(
-            _ column: String,
-            as type: T.Type = T.self
-        ) throws(MalformedRow) -> T? {
+    }
+
+    /// A GRDB row's columns: NULL is nil, a value of another type (or out of its type's range) is malformed.
+    private struct StoredRow: StoredEscrowRow {
+        let row: Row
+
+        func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type) throws(MalformedColumn) -> T? {
             let stored = row[column] as DatabaseValue
             if stored.isNull { return nil }
-            guard let value = T.fromDatabaseValue(stored) else { throw MalformedRow(rowID: rowID, column: column) }
+            guard let value = T.fromDatabaseValue(stored) else { throw MalformedColumn(column) }
             return value
         }
-        func bytes(_ column: String) throws(MalformedRow) -> [UInt8] { [UInt8](try value(column, as: Data.self)) }
-        func time(_ column: String) throws(MalformedRow) -> Date {
-            let milliseconds = try value(column, as: Int64.self)
-            guard EscrowRecord.storedTimes.contains(milliseconds) else {
-                throw MalformedRow(rowID: rowID, column: column)
-            }
-            return Timestamp.date(unixMilliseconds: milliseconds)
-        }
 
-        guard let id = EscrowID(bytes: try bytes("id")) else { throw MalformedRow(rowID: rowID, column: "id") }
-        guard let index = BlindIndex(bytes: try bytes("blind_index")) else {
-            throw MalformedRow(rowID: rowID, column: "blind_index")
+        func bytes(_ column: String) throws(MalformedColumn) -> [UInt8]? {
+            try value(column, as: Data.self).map { [UInt8]($0) }
         }
-        guard let keyVersion = UInt32(exactly: try value("key_version", as: Int64.self)) else {
-            throw MalformedRow(rowID: rowID, column: "key_version")
-        }
-        guard let state = EscrowState(rawValue: try value("state", as: String.self)) else {
-            throw MalformedRow(rowID: rowID, column: "state")
-        }
-        let phase: EscrowRecord.Phase
-        switch state {
-        case .pending:
-            phase = .pending
-        case .leased:
-            guard let owner = try optional("lease_owner", as: String.self),
-                let end = try optional("lease_expires_at", as: Int64.self), EscrowRecord.storedTimes.contains(end)
-            else { throw MalformedRow(rowID: rowID, column: "lease_owner") }
-            phase = .leased(Lease(owner: owner, expiresAt: Timestamp.date(unixMilliseconds: end)))
-        case .awaitingConfirmation:
-            guard let deadline = try optional("confirm_deadline", as: Int64.self),
-                EscrowRecord.storedTimes.contains(deadline)
-            else {
-                throw MalformedRow(rowID: rowID, column: "confirm_deadline")
-            }
-            phase = .awaitingConfirmation(deadline: Timestamp.date(unixMilliseconds: deadline))
-        case .dead:
-            guard let code = try optional("dead_code", as: String.self) else {
-                throw MalformedRow(rowID: rowID, column: "dead_code")
-            }
-            phase = .dead(DeadCode(rawValue: code))
-        case .purged:
-            throw MalformedRow(rowID: rowID, column: "state")
-        }
-        let attempts = try value("attempts", as: Int64.self)
-        guard (0...Int64(Int32.max)).contains(attempts) else { throw MalformedRow(rowID: rowID, column: "attempts") }
-        let lastStatus = try optional("last_status", as: Int64.self)
-        guard lastStatus.map({ (0...999).contains($0) }) ?? true else {
-            throw MalformedRow(rowID: rowID, column: "last_status")
-        }
-        // The lifecycle adds one to it: a value at the top of the range would overflow.
-        let revision = try value("revision", as: Int64.self)
-        guard EscrowRecord.storedRevisions.contains(revision) else {
-            throw MalformedRow(rowID: rowID, column: "revision")
-        }
-        let sealed = SealedEscrow(
-            id: id,
-            blindIndex: index,
-            keyVersion: keyVersion,
-            publicKey: try bytes("public_key"),
-            sealedProfile: try bytes("sealed_profile"),
-            sealedKey: try bytes("sealed_key"),
-            mac: try bytes("mac")
-        )
-        return EscrowRecord(
-            sealed: sealed,
-            contentTag: try bytes("content_tag"),
-            phase: phase,
-            revision: revision,
-            attempts: Int(attempts),
-            nextAttemptAt: try time("next_attempt_at"),
-            createdAt: try time("created_at"),
-            expiresAt: try time("expires_at"),
-            updatedAt: try time("updated_at"),
-            lastStatus: lastStatus.map { Int($0) }
-        )
+        func integer(_ column: String) throws(MalformedColumn) -> Int64? { try value(column, as: Int64.self) }
+        func text(_ column: String) throws(MalformedColumn) -> String? { try value(column, as: String.self) }
     }
 
     /// The columns ``record(from:)`` reads: SQLite's rowid first.
