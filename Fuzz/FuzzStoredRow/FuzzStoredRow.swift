@@ -13,16 +13,18 @@ public func fuzzStoredRow(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     var input = FuzzInput(UnsafeBufferPointer(start: data, count: count))
     var values: [String: (any DatabaseValueConvertible)?] = [:]
     for (column, template) in Template.shared.columns {
+        // `updateValue`, not a subscript: assigning nil through the subscript would remove the column, and a
+        // row from `SELECT *` always has every column (NULL or not).
         switch input.byte() % 6 {
-        case 0: values[column] = template
-        case 1: values[column] = nil
-        case 2: values[column] = input.int64()
-        case 3: values[column] = Data(input.chunk())
-        case 4: values[column] = String(decoding: input.chunk(), as: UTF8.self)
+        case 0: values.updateValue(template, forKey: column)
+        case 1: values.updateValue(nil, forKey: column)
+        case 2: values.updateValue(input.int64(), forKey: column)
+        case 3: values.updateValue(Data(input.chunk()), forKey: column)
+        case 4: values.updateValue(String(decoding: input.chunk(), as: UTF8.self), forKey: column)
         default:
             // Another column's valid value: a swap.
             let other = Template.shared.columns[Int(input.byte()) % Template.shared.columns.count]
-            values[column] = other.1
+            values.updateValue(other.1, forKey: column)
         }
     }
     let row = Row(["rowid": 1].merging(values) { $1 })
