@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds one libFuzzer target (Fuzz/TARGET) with AddressSanitizer and runs it over its checked-in seed
-# corpus for SECONDS (default 60), on every core, with a scratch corpus under .build-fuzz/.
+# Builds one libFuzzer target (Fuzz/TARGET) with AddressSanitizer and LeakSanitizer and runs it, as one
+# process, over its checked-in seed corpus for at most SECONDS (default 60), with a scratch corpus under
+# .build-fuzz/. Further arguments go to libFuzzer (e.g. -runs=10000000 to stop after 10^7 executions).
 #
 #   scripts/fuzz.sh FuzzProfileJSON 600
+#   scripts/fuzz.sh FuzzRetryAfter 3600 -runs=10000000
 #   scripts/fuzz.sh --build-only          # build every target
 #
 # Targets: FuzzProfileJSON FuzzKeyringFile FuzzStoredRow FuzzAppleNotification FuzzRetryAfter
@@ -26,6 +28,7 @@ fi
 
 target="${1:?usage: scripts/fuzz.sh TARGET [seconds]}"
 seconds="${2:-60}"
+shift $(( $# < 2 ? $# : 2 ))
 [[ " ${TARGETS[*]} " == *" $target "* ]] || { echo "unknown target: $target (${TARGETS[*]})" >&2; exit 2; }
 build --product "$target"
 binary="$(build --show-bin-path)/$target"
@@ -35,4 +38,4 @@ mkdir -p "$corpus" "$artifacts"
 # detect_leaks: every leak fails the run, as a crash does.
 ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$binary" "$corpus" "Fuzz/Corpus/$target" \
     -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/"
+    -artifact_prefix="$artifacts/" "$@"

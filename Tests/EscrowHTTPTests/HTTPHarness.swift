@@ -107,7 +107,8 @@ struct HTTPHarness {
     /// Every byte of the database, its `-wal` and its `-shm`.
     func storeFiles() -> [[UInt8]] {
         ["", "-wal", "-shm"].compactMap { suffix in
-            FileManager.default.contents(atPath: databasePath + suffix).map { [UInt8]($0) }
+            FileManager.default.fileExists(atPath: databasePath + suffix)
+                ? [UInt8](ProfileEscrowCLI.contents(atPath: databasePath + suffix)) : nil
         }
     }
 }

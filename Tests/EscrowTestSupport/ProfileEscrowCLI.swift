@@ -61,8 +61,22 @@ public enum ProfileEscrowCLI {
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus,
-            stdout: String(decoding: FileManager.default.contents(atPath: paths[1]) ?? Data(), as: UTF8.self),
-            stderr: String(decoding: FileManager.default.contents(atPath: paths[2]) ?? Data(), as: UTF8.self)
+            stdout: String(decoding: contents(atPath: paths[1]), as: UTF8.self),
+            stderr: String(decoding: contents(atPath: paths[2]), as: UTF8.self)
         )
+    }
+
+    /// A file's bytes, empty when it is empty or absent. `FileManager.contents(atPath:)` of the Swift 6.3
+    /// toolchain leaks a 4 KiB buffer on every read of an empty file (LeakSanitizer reports it), and most
+    /// commands write nothing to one of their outputs.
+    public static func contents(atPath path: String) -> Data {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_size > 0 else { return Data() }
+        return FileManager.default.contents(atPath: path) ?? Data()
+    }
+
+    /// A file's text (UTF-8), empty when it is empty or absent; see ``contents(atPath:)``.
+    public static func text(atPath path: String) -> String {
+        String(decoding: contents(atPath: path), as: UTF8.self)
     }
 }

@@ -245,7 +245,7 @@ struct CLITests {
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         let started = Date()
-        while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("Server started") {
+        while !ProfileEscrowCLI.text(atPath: log).contains("Server started") {
             guard Date().timeIntervalSince(started) < 60, process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(50))
         }

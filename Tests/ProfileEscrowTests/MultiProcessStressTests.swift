@@ -169,7 +169,7 @@ struct MultiProcessStressTests {
         workers[0] = try launch("worker-3", ["replay", "-v"] + tuning)
         // Signals are handled once the worker runs (before that SIGTERM would just end it).
         try await eventually("the new worker to start", within: 60) {
-            ((try? String(contentsOfFile: directory.path + "/worker-3.log", encoding: .utf8)) ?? "")
+            ProfileEscrowCLI.text(atPath: directory.path + "/worker-3.log")
                 .contains("replay worker started")
         }
 

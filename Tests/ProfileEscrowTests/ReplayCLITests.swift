@@ -139,7 +139,7 @@ struct ReplayCrashTests {
                 kills += 1
             }
             process.waitUntilExit()
-            let log = (try? String(contentsOfFile: directory.path + "/worker-\(number).log", encoding: .utf8)) ?? ""
+            let log = ProfileEscrowCLI.text(atPath: directory.path + "/worker-\(number).log")
             #expect(
                 process.terminationReason == .uncaughtSignal,
                 "worker \(number) ended by itself: \(log.suffix(800))"
@@ -156,7 +156,7 @@ struct ReplayCrashTests {
         let last = try launch(5)
         let lastLog = directory.path + "/worker-5.log"
         try await eventually("the last worker to start", within: 60) {
-            ((try? String(contentsOfFile: lastLog, encoding: .utf8)) ?? "").contains("replay worker started")
+            ProfileEscrowCLI.text(atPath: lastLog).contains("replay worker started")
         }
         try await eventually("every escrow confirmed", within: 120) {
             try await reader.summary(at: Date()).live.values.reduce(0, +) == 0
@@ -181,7 +181,7 @@ struct ReplayCrashTests {
         // Every worker logged at --verbose (debug), killed or not: never a name, email or user identifier.
         for number in 0...5 {
             let path = directory.path + "/worker-\(number).log"
-            let log = try String(contentsOfFile: path, encoding: .utf8)
+            let log = ProfileEscrowCLI.text(atPath: path)
             // The last one ran until SIGTERM: the scan is not of empty files.
             if number == 5 {
                 let expected = leftForTheLast > 0 ? "escrow delivered" : "replay worker stopped"

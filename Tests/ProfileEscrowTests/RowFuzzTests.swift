@@ -1,9 +1,12 @@
+import AsyncHTTPClient
 import EscrowCore
 import EscrowCrypto
 import EscrowTestSupport
 import Foundation
 import GRDB
 import Logging
+import NIOCore
+import NIOHTTP1
 import Testing
 
 @testable import EscrowSQLite
@@ -11,8 +14,11 @@ import Testing
 
 /// Every column of stored rows mutated in every way the STRICT schema lets a value be stored: range,
 /// length, NULL where the column allows it, an unknown or invalid text, and values swapped between rows.
-/// The worker runs over the store: nothing crashes, every intact escrow is delivered, every row broken in a
-/// column the row MAC or the decoder covers ends dead with `ciphertext_invalid`; no CLI command crashes.
+/// Over the store, once each: the worker in process, `replay --once`, and `serve` with its worker (which must
+/// keep answering `/healthz`, `/readyz` and `/metrics`, and stop cleanly on SIGTERM). Nothing crashes, every
+/// intact escrow is delivered, every row broken in a column the row MAC or the decoder covers ends dead with
+/// `ciphertext_invalid`; every read and write CLI command (before any worker for `replay --once`, after it
+/// otherwise) ends without a crash, and the reads succeed.
 @Suite("Row fuzzing", .serialized)
 struct RowFuzzTests {
     /// A mutation of one row (`?` is its rowid, `?2` another row's); `broken` when it must end quarantined.
@@ -87,7 +93,15 @@ struct RowFuzzTests {
         return all
     }
 
-    @Test func everyColumnEveryKind() async throws {
+    /// What runs over the mutated store: the worker in process, `replay --once`, or `serve` with its worker.
+    enum Driver: String, CaseIterable, Sendable, CustomStringConvertible {
+        case worker
+        case replayOnce = "replay --once"
+        case serve
+        var description: String { rawValue }
+    }
+
+    @Test(arguments: Driver.allCases) func everyColumnEveryKind(driver: Driver) async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
         fixture.stub.respond { _, _ in .status(200) }
@@ -130,48 +144,125 @@ struct RowFuzzTests {
             brokenRows.insert(index + 1 < mutations.count ? rowIDs[index + 1] : spareA)
         }
 
-        let summary = try await fixture.worker().runOnce()
-        _ = try await fixture.worker().runOnce()
-
-        let intactIDs = Array(ids.suffix(intact))
-        for id in intactIDs { #expect(try await fixture.store.record(id: id) == nil, "every intact escrow delivered") }
-        #expect(summary.confirmed >= intact)
-
-        let rows = try fixture.store.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT rowid, * FROM escrow")
+        let keyring = fixture.harness.directory.path + "/keyring"
+        try fixture.harness.keyring.write(path: keyring, overwrite: false)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": fixture.harness.databasePath, "PROFILE_ESCROW_KEYRING": keyring,
+            "PROFILE_ESCROW_WEBHOOK_SECRET": fixture.secret,
+        ]
+        func cli(_ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
+            try ProfileEscrowCLI.run(
+                arguments,
+                stdin: stdin,
+                environment: environment,
+                in: fixture.harness.directory.path
+            )
         }
-        let quarantined = Set(
-            rows.filter { ($0["state"] as String?) == "dead" && ($0["dead_code"] as String?) == "ciphertext_invalid" }
-                .map { $0["rowid"] as Int64 }
-        )
-        let remaining = Set(rows.map { $0["rowid"] as Int64 })
+        let intactIDs = Array(ids.suffix(intact))
+        func state() throws -> (quarantined: Set<Int64>, remaining: Set<Int64>, rows: [Row]) {
+            let rows = try fixture.store.pool.read { db in try Row.fetchAll(db, sql: "SELECT rowid, * FROM escrow") }
+            let quarantined = rows.filter {
+                ($0["state"] as String?) == "dead" && ($0["dead_code"] as String?) == "ciphertext_invalid"
+            }
+            return (Set(quarantined.map { $0["rowid"] as Int64 }), Set(rows.map { $0["rowid"] as Int64 }), rows)
+        }
+
+        // Every read and write command of the CLI over the store (for `replay --once`, over the rows as broken, before
+        // any worker saw them): none crashes (132 SIGILL, 134 SIGABRT, 139 SIGSEGV), the reads answer.
+        func everyCommand() throws {
+            let brokenIndex = mutations.firstIndex { $0.column == "attempts" && $0.kind == "-1" } ?? 0
+            let commands: [(arguments: [String], mustSucceed: Bool)] = [
+                (["status", Fake.userIdentifier(0)], false), (["status", Fake.userIdentifier(brokenIndex)], false),
+                (["inspect", ids[0].hex], false), (["inspect", ids[brokenIndex].hex, "--format", "json"], false),
+                (["list"], true), (["list", "--state", "dead"], true), (["list", "--format", "json"], true),
+                (["purge-report", "--verify"], false), (["purge-report", "--format", "csv"], false),
+                (["keys", "show"], true), (["keys", "export-public", "--out", keyring + ".public"], true),
+                (["keys", "rewrap"], false), (["requeue", "--all-dead"], false), (["requeue", ids[1].hex], false),
+                (["sweep"], true), (["confirm", Fake.userIdentifier(2)], false),
+                (["erase", Fake.userIdentifier(3)], false),
+            ]
+            for command in commands {
+                let result = try cli(command.arguments)
+                #expect(
+                    result.status < 128,
+                    "\(command.arguments) crashed: \(result.status) \(result.stderr.suffix(300))"
+                )
+                if command.mustSucceed {
+                    #expect(result.status == 0, "\(command.arguments): \(result.status) \(result.stderr.suffix(300))")
+                }
+            }
+        }
+
+        switch driver {
+        case .worker:
+            let summary = try await fixture.worker().runOnce()
+            _ = try await fixture.worker().runOnce()
+            #expect(summary.confirmed >= intact)
+        case .replayOnce:
+            try everyCommand()
+            for _ in 0..<2 {
+                let result = try cli(["replay", "--once", "--backend", fixture.stub.url])
+                #expect(result.status < 128, "replay --once crashed: \(result.status) \(result.stderr.suffix(300))")
+            }
+        case .serve:
+            let port = try MultiProcessStressTests.freePort()
+            let process = Process()
+            process.executableURL = ProfileEscrowCLI.binary
+            process.arguments = [
+                "serve", "--port", "\(port)", "--backend", fixture.stub.url, "--poll-interval", "50ms",
+                "--backoff-base", "50ms", "--sweep-interval", "1s",
+            ]
+            var serveEnvironment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+            serveEnvironment.merge(environment) { $1 }
+            process.environment = serveEnvironment
+            let log = fixture.harness.directory.path + "/serve.log"
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+            process.standardOutput = FileHandle(forWritingAtPath: log)
+            process.standardError = FileHandle(forWritingAtPath: log)
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            defer { _ = http.shutdown() }
+            let url = "http://127.0.0.1:\(port)"
+            try await eventually("serve to answer", within: 60) {
+                (try? await http.execute(HTTPClientRequest(url: url + "/healthz"), timeout: .seconds(1)).status) == .ok
+            }
+            // Its worker delivers every intact escrow and takes every broken row off the queue, while serve keeps
+            // answering.
+            try await eventually("serve's worker to deliver and quarantine", within: 45) {
+                let now = try state()
+                var delivered = true
+                for id in intactIDs where try await fixture.store.record(id: id) != nil { delivered = false }
+                return delivered
+                    && brokenRows.isSubset(of: now.quarantined.union(rowIDs.filter { !now.remaining.contains($0) }))
+            }
+            #expect(process.isRunning, "serve is still running")
+            for path in ["/healthz", "/readyz", "/metrics"] {
+                let status = try await http.execute(HTTPClientRequest(url: url + path), timeout: .seconds(5)).status
+                #expect(status == .ok, "\(path): \(status)")
+            }
+            kill(process.processIdentifier, SIGTERM)
+            try await eventually("serve to stop", within: 30) { !process.isRunning }
+            #expect(process.terminationStatus == 0, "serve: \(process.terminationStatus)")
+        }
+
+        for id in intactIDs { #expect(try await fixture.store.record(id: id) == nil, "every intact escrow delivered") }
+        for id in intactIDs { #expect(!fixture.requests(id).isEmpty, "every intact escrow went to the backend") }
+        let (quarantined, remaining, rows) = try state()
         for (index, mutation) in mutations.enumerated() where brokenRows.contains(rowIDs[index]) {
-            // Dead as ciphertext_invalid, or (an expiry in the past) already purged by the run's retention sweep.
+            // Dead as ciphertext_invalid, or (an expiry in the past) already purged by a retention sweep (or, for the
+            // command run first, erased or confirmed by it).
             #expect(
                 quarantined.contains(rowIDs[index]) || !remaining.contains(rowIDs[index]),
                 "\(mutation) is quarantined"
             )
         }
-        #expect(quarantined.count >= brokenRows.count - 4, "all but the expired ones quarantined, not purged")
+        #expect(quarantined.count >= brokenRows.count - 6, "all but the expired ones quarantined, not purged")
         // What is left and not quarantined decodes and verifies: a valid row the worker left (not due, say).
         for row in rows where !quarantined.contains(row["rowid"] as Int64) {
             let record = try? SQLiteEscrowStore.record(from: row)
             #expect(record.map { fixture.harness.keyring.verify($0.sealed) } == true, "rowid \(row["rowid"] as Int64)")
         }
-
-        // The CLI over the same store: no crash (132 SIGILL, 134 SIGABRT, 139 SIGSEGV).
-        let keyring = fixture.harness.directory.path + "/keyring"
-        try fixture.harness.keyring.write(path: keyring, overwrite: false)
-        let environment = ["PROFILE_ESCROW_DATABASE": fixture.harness.databasePath, "PROFILE_ESCROW_KEYRING": keyring]
-        for arguments in [
-            ["status", Fake.userIdentifier(0)], ["purge-report", "--verify"], ["sweep"], ["list"], ["keys", "show"],
-        ] {
-            let result = try ProfileEscrowCLI.run(
-                arguments,
-                environment: environment,
-                in: fixture.harness.directory.path
-            )
-            #expect(![132, 134, 139].contains(result.status) && result.status < 128, "\(arguments): \(result.status)")
-        }
+        if driver != .replayOnce { try everyCommand() }
     }
 }

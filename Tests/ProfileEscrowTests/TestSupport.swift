@@ -40,7 +40,8 @@ struct Harness {
     /// Every byte of the database, its `-wal` and its `-shm`.
     func storeFiles() -> [(name: String, bytes: [UInt8])] {
         ["", "-wal", "-shm"].compactMap { suffix in
-            FileManager.default.contents(atPath: databasePath + suffix).map { (databasePath + suffix, [UInt8]($0)) }
+            FileManager.default.fileExists(atPath: databasePath + suffix)
+                ? (databasePath + suffix, [UInt8](ProfileEscrowCLI.contents(atPath: databasePath + suffix))) : nil
         }
     }
 
