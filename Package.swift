@@ -196,13 +196,14 @@ let package = Package(
                 "EscrowStoreConformance",
                 "EscrowCore",
                 "EscrowCrypto",
-                // Built before these tests: the fault test kills a real `serve` node.
+                // Built before these tests: the fault tests kill a real `serve` node and a real `replay` worker.
                 "profile-escrow",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
