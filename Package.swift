@@ -292,7 +292,10 @@ if Context.environment["ENABLE_ESCROW_FUZZING"] != nil {
     let fuzzTargets: [(String, [Target.Dependency])] = [
         ("FuzzProfileJSON", ["EscrowCore", "EscrowCrypto"]),
         ("FuzzKeyringFile", ["EscrowCrypto"]),
-        ("FuzzStoredRow", ["EscrowSQLite", "EscrowCore", "EscrowCrypto", .product(name: "GRDB", package: "GRDB.swift")]),
+        (
+            "FuzzStoredRow",
+            ["EscrowSQLite", "EscrowCore", "EscrowCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         ("FuzzAppleNotification", ["EscrowHTTP"]),
         ("FuzzRetryAfter", ["ProfileEscrow"]),
     ]
