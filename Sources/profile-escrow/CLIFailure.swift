@@ -26,7 +26,7 @@ enum CLIFailure {
         case let error as EscrowError:
             switch error.code {
             case .notFound: return notFound
-            case .captureOnly, .keyUnavailable: return unavailable
+            case .captureOnly, .keyUnavailable, .keyringOutdated: return unavailable
             case .ciphertextInvalid: return problem
             default: return badInput
             }
