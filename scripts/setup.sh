@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the system libraries ProfileEscrow links (libsodium, SQLite) and the PostgreSQL server the tests start
-# (Debian's `postgresql`) when they are missing.
+# Installs the system libraries ProfileEscrow links (libsodium, SQLite) when they are missing; with --tests, also the
+# PostgreSQL server the tests start (Debian's `postgresql`).
 set -euo pipefail
+packages=(libsodium-dev libsqlite3-dev pkg-config)
+[ "${1:-}" = --tests ] && packages+=(postgresql)
 missing=()
-for pkg in libsodium-dev libsqlite3-dev pkg-config postgresql; do
+for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

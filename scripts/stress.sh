@@ -4,6 +4,6 @@
 # purge-report, keys cycle). Usage: scripts/stress.sh [seconds]   (default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 export PROFILE_ESCROW_STRESS_SECONDS="${1:-120}"
 exec timeout $((PROFILE_ESCROW_STRESS_SECONDS + 600)) swift test --filter "MultiProcessStressTests"

@@ -3,7 +3,7 @@
 # server started here in a temporary folder and stopped at the end: see scripts/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 eval "$(scripts/postgres.sh start)"
 trap 'scripts/postgres.sh stop' EXIT
 echo "PostgreSQL for the tests: $PROFILE_ESCROW_TEST_POSTGRES_URL" >&2
