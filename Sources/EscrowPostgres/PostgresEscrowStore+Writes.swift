@@ -73,7 +73,12 @@ extension PostgresEscrowStore {
             }
             return results.map { $0 ?? .failure(EscrowStoreError(.failed, "\(what): no result")) }
         } catch {
-            guard batch.count > 1 else { return [.failure(database.storeError(error, what))] }
+            // One by one only when an item may be at fault: a store that cannot be reached fails every item now,
+            // rather than each of them after its own wait for a connection.
+            let failure = database.storeError(error, what)
+            guard batch.count > 1, failure.code != .unavailable else {
+                return Array(repeating: .failure(failure), count: batch.count)
+            }
             var results: [Result<Output, any Error>] = []
             for (position, item) in batch.enumerated() {
                 do {

@@ -63,8 +63,10 @@ struct StoreDatabase: Sendable {
 
     /// Runs `body` on a pooled connection, waiting at most ``connectionWait`` for one: while the server is down
     /// or restarting the pool keeps reconnecting (with backoff), and an operation fails with `store_unavailable`
-    /// (HTTP 503) rather than wait for it. Once leased, `body` runs to its end: a COMMIT is never abandoned
-    /// half-way, and an operation that fails here was never acknowledged.
+    /// (HTTP 503) rather than wait for it. Once leased, `body` runs to its end while the connection lives: a COMMIT
+    /// is never abandoned half-way, and an operation that fails here was never acknowledged. If the connection is
+    /// lost under it, the operation fails with `store_unavailable` at most ``lostConnectionGrace`` later (see
+    /// ``untilLost(_:_:)``).
     private func leased<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
@@ -75,7 +77,7 @@ struct StoreDatabase: Sendable {
             group.addTask {
                 try await client.withConnection { connection in
                     gotConnection.withLockedValue { $0 = true }
-                    return try await body(connection)
+                    return try await Self.untilLost(connection) { try await body(connection) }
                 }
             }
             group.addTask {
@@ -90,6 +92,64 @@ struct StoreDatabase: Sendable {
             throw ConnectionWaitExpired()
         }
     }
+
+    /// How long an operation may still run once its connection is closed before it fails with `ConnectionLost`.
+    static let lostConnectionGrace: Duration = .seconds(1)
+    /// How often a running operation checks that its connection is still open.
+    static let connectionCheckInterval: Duration = .milliseconds(250)
+
+    /// Runs `body` and returns what it returns, unless `connection` closes under it and `body` has not ended
+    /// ``lostConnectionGrace`` later: then throws `ConnectionLost` and leaves `body` behind.
+    ///
+    /// Written by hand because postgres-nio (1.33) loses a statement sent on a connection whose channel is already
+    /// closed: `PostgresConnection.query` writes to the channel without a promise, so the write's failure is never
+    /// reported and the statement's own promise is never completed. A transaction whose connection died between
+    /// two statements (PostgreSQL stopped with `-m immediate`, a network cut) would wait forever in its next
+    /// statement or its ROLLBACK, and with it the group commit and every capture behind it. The body runs in a task
+    /// of its own so that it can be left behind: such a body never resumes, and its task holds only the closed
+    /// connection.
+    static func untilLost<T: Sendable>(
+        _ connection: PostgresConnection,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let outcome = ResumeOnce<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            outcome.set(continuation)
+            let watchdog = Task {
+                while !connection.isClosed {
+                    try await Task.sleep(for: connectionCheckInterval)
+                }
+                try await Task.sleep(for: lostConnectionGrace)
+                outcome.resume(with: .failure(ConnectionLost()))
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                watchdog.cancel()
+                outcome.resume(with: result)
+            }
+        }
+    }
+
+    /// A continuation resumed by whichever comes first, the body or the watchdog; later resumptions are dropped.
+    private final class ResumeOnce<T: Sendable>: Sendable {
+        private let continuation = NIOLockedValueBox<CheckedContinuation<T, any Error>?>(nil)
+
+        func set(_ value: CheckedContinuation<T, any Error>) {
+            continuation.withLockedValue { $0 = value }
+        }
+
+        func resume(with result: Result<T, any Error>) {
+            let taken = continuation.withLockedValue { value -> CheckedContinuation<T, any Error>? in
+                defer { value = nil }
+                return value
+            }
+            taken?.resume(with: result)
+        }
+    }
+
+    /// The connection closed under an operation that then did not end.
+    struct ConnectionLost: Error {}
 
     struct ConnectionWaitExpired: Error {}
 
@@ -153,6 +213,13 @@ struct StoreDatabase: Sendable {
             return EscrowStoreError(
                 .unavailable,
                 "\(what): no connection to PostgreSQL at \(place) within the wait bound"
+            )
+        }
+        if error is ConnectionLost {
+            return EscrowStoreError(
+                .unavailable,
+                "\(what): the connection to PostgreSQL at \(place) was lost; whether the operation's last "
+                    + "statement took effect is unknown"
             )
         }
         if error is CancellationError { return EscrowStoreError(.unavailable, "\(what): cancelled") }
