@@ -268,8 +268,9 @@ if Context.environment["ENABLE_ESCROW_BENCHMARKS"] != nil {
         .executableTarget(
             name: "EscrowBenchmarks",
             dependencies: [
-                "ProfileEscrow", "EscrowSQLite", "EscrowCore", "EscrowCrypto", "CSodium",
+                "ProfileEscrow", "EscrowSQLite", "EscrowPostgres", "EscrowCore", "EscrowCrypto", "CSodium",
                 .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

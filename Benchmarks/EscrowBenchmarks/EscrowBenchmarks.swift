@@ -36,6 +36,7 @@ let benchmarks: @Sendable () -> Void = {
     reportBenchmarks()
     scaleBenchmarks()
     componentBenchmarks()
+    postgresBenchmarks()
 }
 
 // MARK: - Capture: validate, keypair, two seals, MAC, durable insert, audit event

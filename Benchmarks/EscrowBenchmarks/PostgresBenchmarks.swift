@@ -1,0 +1,292 @@
+import Benchmark
+import EscrowCore
+import EscrowCrypto
+import EscrowPostgres
+import Foundation
+import Logging
+import PostgresNIO
+import ProfileEscrow
+
+// PostgreSQL, measured only when a server is given (`PROFILE_ESCROW_BENCH_POSTGRES_URL`, a database the benchmark
+// may create others beside; docs/performance.md shows how to start a throwaway one). Each benchmark runs in a
+// database of its own, created at setup and dropped at teardown.
+//
+// "(ours)" is the whole library path: validation, the per-user key pair, the two seals, the MAC, and the store's
+// durable transaction with its audit event. "(floor)" is the same work with raw libsodium and raw postgres-nio: the
+// same seals, then the escrow row and an audit row INSERTed in one transaction per capture (`synchronous_commit`
+// on, as the store requires), from the same number of concurrent callers through a pool of the same size. A
+// confirm-purge is, for the floor, the row's DELETE and an audit INSERT in one transaction.
+
+/// How many captures or purges one iteration runs at once; metrics are per operation (scaling factor 1,000).
+private let concurrency = 1_000
+/// The pool size of one node (the store's default).
+private let connectionsPerNode = 20
+
+func postgresBenchmarks() {
+    guard let url = ProcessInfo.processInfo.environment["PROFILE_ESCROW_BENCH_POSTGRES_URL"], !url.isEmpty else {
+        return
+    }
+    let configuration = configuration(.kilo, iterations: 5, seconds: 30)
+    // Enough users for the warm-up and measured iterations, and one spare.
+    let prepared = (configuration.warmupIterations + configuration.maxIterations + 1) * concurrency
+
+    for nodes in [1, 4] {
+        let label = nodes == 1 ? "1 node" : "\(nodes) nodes"
+        let ours = Box<PostgresNodes>()
+        Benchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (ours)", configuration: configuration) {
+            benchmark in
+            let cluster = ours.value!
+            let base = ours.counter
+            ours.counter += benchmark.scaledIterations.count
+            try await cluster.captureAll(users: base..<(base + benchmark.scaledIterations.count))
+        } setup: {
+            ours.value = try await PostgresNodes(base: url, nodes: nodes)
+        } teardown: {
+            await ours.value?.close()
+            ours.value = nil
+        }
+
+        let floor = Box<PostgresFloor>()
+        Benchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (floor)", configuration: configuration) {
+            benchmark in
+            let raw = floor.value!
+            let base = floor.counter
+            floor.counter += benchmark.scaledIterations.count
+            try await raw.captureAll(users: base..<(base + benchmark.scaledIterations.count))
+        } setup: {
+            floor.value = try await PostgresFloor(base: url, connections: nodes * connectionsPerNode)
+        } teardown: {
+            await floor.value?.close()
+            floor.value = nil
+        }
+    }
+
+    let purgeOurs = Box<PostgresNodes>()
+    Benchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (ours)", configuration: configuration) {
+        benchmark in
+        let cluster = purgeOurs.value!
+        let base = purgeOurs.counter
+        purgeOurs.counter += benchmark.scaledIterations.count
+        try await cluster.confirmAll(users: base..<(base + benchmark.scaledIterations.count))
+    } setup: {
+        let cluster = try await PostgresNodes(base: url, nodes: 1)
+        try await cluster.captureAll(users: 0..<prepared)
+        purgeOurs.value = cluster
+    } teardown: {
+        await purgeOurs.value?.close()
+        purgeOurs.value = nil
+    }
+
+    let purgeFloor = Box<PostgresFloor>()
+    Benchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (floor)", configuration: configuration) {
+        benchmark in
+        let raw = purgeFloor.value!
+        let base = purgeFloor.counter
+        purgeFloor.counter += benchmark.scaledIterations.count
+        try await raw.purgeAll(users: base..<(base + benchmark.scaledIterations.count))
+    } setup: {
+        let raw = try await PostgresFloor(base: url, connections: connectionsPerNode)
+        try await raw.captureAll(users: 0..<prepared)
+        purgeFloor.value = raw
+    } teardown: {
+        await purgeFloor.value?.close()
+        purgeFloor.value = nil
+    }
+}
+
+/// A database of one benchmark's own beside the one `base` names, dropped by ``drop()``.
+struct ScratchDatabase: Sendable {
+    let base: String
+    let name: String
+    let url: String
+
+    static func create(base: String) async throws -> ScratchDatabase {
+        let name = "escrow_bench_\(UUID().uuidString.prefix(8).lowercased())"
+        guard var components = URLComponents(string: base) else {
+            throw BenchmarkSetupError("PROFILE_ESCROW_BENCH_POSTGRES_URL is not a URL")
+        }
+        components.path = "/" + name
+        guard let url = components.string else { throw BenchmarkSetupError("cannot build the scratch database URL") }
+        try await maintenance(base) {
+            try await $0.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: Fixtures.logger)
+        }
+        return ScratchDatabase(base: base, name: name, url: url)
+    }
+
+    func drop() async {
+        try? await Self.maintenance(base) {
+            try await $0.query(
+                PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"),
+                logger: Fixtures.logger
+            )
+        }
+    }
+
+    /// One pooled connection to the base database, for CREATE and DROP DATABASE.
+    private static func maintenance(
+        _ base: String,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Void
+    ) async throws {
+        let client = PostgresClient(configuration: try PostgresURL(base).clientConfiguration())
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await client.withConnection { try await body($0) }
+        }
+    }
+}
+
+struct BenchmarkSetupError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// `nodes` stores on one database, each an `Escrow` with its own pool and group commit, as separate `serve` nodes
+/// would be; captures and confirms are spread over them in turn.
+final class PostgresNodes: Sendable {
+    let database: ScratchDatabase
+    let stores: [PostgresEscrowStore]
+    let escrows: [Escrow]
+
+    init(base: String, nodes: Int) async throws {
+        database = try await ScratchDatabase.create(base: base)
+        let keyring = Keyring.generate()
+        var stores: [PostgresEscrowStore] = []
+        for _ in 0..<nodes {
+            var configuration = PostgresEscrowStore.Configuration()
+            configuration.maximumConnections = connectionsPerNode
+            stores.append(
+                try await PostgresEscrowStore.connect(
+                    url: database.url,
+                    configuration: configuration,
+                    logger: Fixtures.logger
+                )
+            )
+        }
+        self.stores = stores
+        escrows = stores.map { Escrow(store: $0, keyring: keyring, logger: Fixtures.logger) }
+    }
+
+    func captureAll(users: Range<Int>) async throws {
+        let escrows = escrows
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in users {
+                group.addTask {
+                    blackHole(try await escrows[user % escrows.count].capture(try Fixtures.profile(user)))
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    func confirmAll(users: Range<Int>) async throws {
+        let escrows = escrows
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in users {
+                group.addTask {
+                    let purged = try await escrows[user % escrows.count].confirm(
+                        userIdentifier: Fixtures.userIdentifier(user)
+                    )
+                    guard purged else { throw BenchmarkSetupError("user \(user) had no escrow to confirm") }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    func close() async {
+        for store in stores { await store.close() }
+        await database.drop()
+    }
+}
+
+/// The floor: raw libsodium seals (``Floor/seal(user:)``) and raw postgres-nio statements into copies of the
+/// store's escrow and audit tables (same columns and indexes), one durable transaction per operation.
+final class PostgresFloor: Sendable {
+    let database: ScratchDatabase
+    let client: PostgresClient
+    let runner: Task<Void, Never>
+    let crypto: Floor
+
+    init(base: String, connections: Int) async throws {
+        database = try await ScratchDatabase.create(base: base)
+        // The store's migrations make the tables the floor copies; then the store is closed.
+        await (try await PostgresEscrowStore.connect(url: database.url, logger: Fixtures.logger)).close()
+        var configuration = try PostgresURL(database.url).clientConfiguration()
+        configuration.options.maximumConnections = connections
+        let client = PostgresClient(configuration: configuration, backgroundLogger: Fixtures.logger)
+        self.client = client
+        runner = Task { await client.run() }
+        crypto = Floor(path: Fixtures.temporaryDirectory() + "/crypto-only.sqlite")
+        try await client.query("CREATE TABLE escrow_floor (LIKE escrow INCLUDING ALL)", logger: Fixtures.logger)
+        try await client.query("CREATE TABLE audit_floor (LIKE audit_event INCLUDING ALL)", logger: Fixtures.logger)
+        try await client.query("CREATE SEQUENCE audit_floor_seq", logger: Fixtures.logger)
+    }
+
+    func captureAll(users: Range<Int>) async throws {
+        let client = client
+        let crypto = crypto
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in users {
+                group.addTask {
+                    let sealed = crypto.seal(user: Fixtures.userIdentifier(user))
+                    try await client.withTransaction(logger: Fixtures.logger) { connection in
+                        try await connection.query(
+                            """
+                            INSERT INTO escrow_floor (id, blind_index, key_version, public_key, sealed_profile,
+                                sealed_key, mac, content_tag, state, revision, attempts, next_attempt_at, due_at,
+                                created_at, expires_at, updated_at)
+                            VALUES (\(Data(sealed.id)), \(Data(sealed.blindIndex)), 1, \(Data(sealed.publicKey)),
+                                \(Data(sealed.sealedProfile)), \(Data(sealed.sealedKey)), \(Data(sealed.mac)),
+                                \(Data(sealed.mac)), 'pending', 1, 0, 0, 0, 0, 0, 0)
+                            """,
+                            logger: Fixtures.logger
+                        )
+                        try await Self.audit("captured", id: sealed.id, connection)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    func purgeAll(users: Range<Int>) async throws {
+        let client = client
+        let crypto = crypto
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in users {
+                group.addTask {
+                    let index = crypto.blindIndex(Fixtures.userIdentifier(user))
+                    try await client.withTransaction(logger: Fixtures.logger) { connection in
+                        let rows = try await connection.query(
+                            "DELETE FROM escrow_floor WHERE blind_index = \(Data(index)) RETURNING id",
+                            logger: Fixtures.logger
+                        ).collect()
+                        guard let id = try rows.first?.decode(Data.self) else {
+                            throw BenchmarkSetupError("user \(user) had no floor row to purge")
+                        }
+                        try await Self.audit("purged", id: [UInt8](id), connection)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// One audit row like the store's, numbered by a sequence: without the chain's hash or its head row's lock.
+    static func audit(_ type: String, id: [UInt8], _ connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO audit_floor (seq, at, type, escrow_id, actor, hash)
+            VALUES (nextval('audit_floor_seq'), 0, \(type), \(Hex.encode(id)), 'library', \(Data(id + id)))
+            """,
+            logger: Fixtures.logger
+        )
+    }
+
+    func close() async {
+        runner.cancel()
+        await runner.value
+        await database.drop()
+    }
+}

@@ -1,0 +1,374 @@
+import AsyncHTTPClient
+import EscrowCore
+import EscrowCrypto
+import EscrowPostgres
+import EscrowTestSupport
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The whole scale-out on one PostgreSQL database, with bad luck on purpose: two `serve` nodes take captures from a
+/// client that spreads them over both, two `replay` workers deliver them to a backend on loopback that fails 20% of
+/// its deliveries (500, 503, or a connection closed without an answer), while a node and a worker are killed with
+/// SIGKILL and started again, and PostgreSQL itself is stopped with `-m immediate` and started again.
+///
+/// Then: every acknowledged capture was delivered and confirmed, each purged exactly once as confirmed, every
+/// delivery of an escrow carried its one Idempotency-Key, no escrow was purged as confirmed without a 2xx from the
+/// backend, one audit chain verifies (`purge-report --verify`), and no fake name or email is in any log or in the
+/// server's files. `scripts/pg-cluster-check.sh` runs it with more captures (`PROFILE_ESCROW_CLUSTER_CAPTURES`).
+@Suite("PostgreSQL: two nodes, two workers, chaos, kills and a restart")
+struct ClusterCheckTests {
+    static let captures = Int(ProcessInfo.processInfo.environment["PROFILE_ESCROW_CLUSTER_CAPTURES"] ?? "") ?? 2_000
+
+    @Test func everyAcknowledgedCaptureIsConfirmedOnceThroughFaults() async throws {
+        let server = try OwnServer.start()
+        defer { server.stop() }
+        let directory = TemporaryDirectory()
+        let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: directory.path).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": server.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
+            "PROFILE_ESCROW_WEBHOOK_SECRET": secret,
+        ]
+        func cli(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
+            try ProfileEscrowCLI.run(arguments, environment: environment, in: directory.path)
+        }
+        #expect(try cli(["keys", "init"]).status == 0)
+        let added = try cli(["tokens", "add", "cluster.pgtest", "--scope", "capture"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
+
+        let backend = try await ChaosBackend.start(secret: secret, failureRate: 0.2)
+        defer { Task { await backend.stop() } }
+        let processes = Processes(directory: directory.path, environment: environment)
+        defer { processes.killAll() }
+        let ports = [ServeKillTests.freePort(), ServeKillTests.freePort()]
+        func startNode(_ index: Int) throws {
+            try processes.start(
+                "node\(index)",
+                [
+                    "serve", "--no-worker", "--port", "\(ports[index])", "--rate-limit", "100000", "--rate-burst",
+                    "100000",
+                ]
+            )
+        }
+        func startWorker(_ index: Int) throws {
+            try processes.start(
+                "worker\(index)",
+                [
+                    "replay", "--backend", backend.url, "--concurrency", "32", "--lease", "4s", "--delivery-timeout",
+                    "2s", "--backoff-base", "50ms", "--backoff-max", "1s", "--poll-interval", "100ms", "--worker-id",
+                    "worker\(index)",
+                ]
+            )
+        }
+        for index in 0..<2 {
+            try startNode(index)
+            try startWorker(index)
+        }
+
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let acknowledged: [String]
+        do {
+            for port in ports { try await ServeKillTests.waitUntilHealthy(client, port: port) }
+            let answers = NIOLockedValueBox((ids: [String](), statuses: [Int: Int]()))
+            let next = NIOLockedValueBox(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // 200 clients at a time, each capture sent to the nodes in turn; one that is not acknowledged (a node
+                // or the database down) is sent again to the other node, as a registration service would.
+                for _ in 0..<200 {
+                    group.addTask {
+                        while true {
+                            let number = next.withLockedValue { value -> Int in
+                                defer { value += 1 }
+                                return value
+                            }
+                            guard number < Self.captures else { return }
+                            for attempt in 0..<60 {
+                                let port = ports[(number + attempt) % 2]
+                                let (status, id) = await Self.capture(client, port: port, token: token, number: number)
+                                answers.withLockedValue { $0.statuses[status, default: 0] += 1 }
+                                // 201 a new escrow; 200 the same user's escrow kept or replaced (a capture that
+                                // committed although its answer was lost, sent again).
+                                if status == 201 || status == 200, let id {
+                                    answers.withLockedValue { $0.ids.append(id) }
+                                    break
+                                }
+                                try await Task.sleep(for: .milliseconds(100))
+                            }
+                        }
+                    }
+                }
+                // The faults, while the captures and deliveries run.
+                group.addTask {
+                    try await Task.sleep(for: .seconds(2))
+                    let node = Int.random(in: 0..<2)
+                    processes.kill("node\(node)")
+                    try await Task.sleep(for: .milliseconds(500))
+                    try startNode(node)
+                    try await Task.sleep(for: .seconds(1))
+                    let worker = Int.random(in: 0..<2)
+                    processes.kill("worker\(worker)")
+                    try await Task.sleep(for: .milliseconds(500))
+                    try startWorker(worker)
+                    try await Task.sleep(for: .seconds(1))
+                    try server.pgctl(["-m", "immediate", "stop"])
+                    try await Task.sleep(for: .seconds(3))
+                    try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
+                    try await Task.sleep(for: .seconds(2))
+                    let other = Int.random(in: 0..<2)
+                    processes.kill("worker\(other)")
+                    try startWorker(other)
+                }
+                try await group.waitForAll()
+            }
+            let (ids, statuses) = answers.withLockedValue { ($0.ids, $0.statuses) }
+            acknowledged = ids
+            print(
+                "cluster check: \(ids.count) captures acknowledged; answers by status \(statuses.sorted { $0.key < $1.key })"
+            )
+            #expect(ids.count == Self.captures, "every capture was acknowledged in the end (retried on failure)")
+            #expect(Set(statuses.keys).isSubset(of: [200, 201, 503, -1]), "only 2xx, 503 or no answer: \(statuses)")
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+
+        // Every acknowledged escrow confirmed and purged.
+        let store = try await PostgresEscrowStore.connect(url: server.url, logger: TestDatabase.logger)
+        let wanted = Set(acknowledged)
+        var purged: [String: [String]] = [:]
+        let deadline = ContinuousClock.now + .seconds(300)
+        while ContinuousClock.now < deadline {
+            purged = [:]
+            for event in try await allEvents(store) where event.draft.type == .purged {
+                if let id = event.draft.escrowID { purged[id, default: []].append(event.draft.detail ?? "") }
+            }
+            if wanted.allSatisfy({ purged[$0] != nil }) { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        processes.stopAll()
+
+        let deliveries = backend.deliveries
+        let confirmedByBackend = Set(deliveries.filter { $0.answered == 200 }.compactMap(\.escrowID))
+        let missing = wanted.filter { purged[$0] == nil }
+        #expect(missing.isEmpty, "\(missing.count) acknowledged captures were never purged")
+        let notOnce = wanted.filter { purged[$0].map { $0 != ["confirmed"] } ?? false }
+        #expect(notOnce.isEmpty, "\(notOnce.count) escrows not purged exactly once as confirmed")
+        let unconfirmed = purged.filter { $0.value.contains("confirmed") && !confirmedByBackend.contains($0.key) }
+        #expect(unconfirmed.isEmpty, "\(unconfirmed.count) escrows purged as confirmed without a 2xx")
+        #expect(deliveries.allSatisfy { $0.signatureValid }, "every delivery is signed with the webhook secret")
+        let keys = deliveries.filter { $0.escrowID != nil && $0.idempotencyKey != $0.escrowID }
+        #expect(keys.isEmpty, "\(keys.count) deliveries carried another Idempotency-Key than their escrow's id")
+        let failed = deliveries.filter { $0.answered != 200 }.count
+        print(
+            "cluster check: \(deliveries.count) deliveries, \(failed) failed on purpose, "
+                + "\(deliveries.count - Set(deliveries.compactMap(\.escrowID)).count) redeliveries"
+        )
+        #expect(failed > 0, "the backend's chaos failed some deliveries")
+        #expect(try await store.record(id: try #require(EscrowID(hex: acknowledged.first ?? ""))) == nil)
+        await store.close()
+
+        let report = try cli(["purge-report", "--verify"])
+        #expect(report.status == 0, "purge-report --verify: \(report.stdout.suffix(400)) \(report.stderr)")
+
+        // No fake personal data in any log, or in the server's files (tables, WAL).
+        for log in processes.logs {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            #expect(!text.contains("example.invalid") && !text.contains("000000.pgtest"), "\(log) holds personal data")
+        }
+        let grep = try OwnServer.shell([
+            "sh", "-c", "grep -rlaE 'example[.]invalid|000000[.]pgtest' \"$0\" || true", server.directory + "/data",
+        ]).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(grep.isEmpty, "PostgreSQL's files hold personal data: \(grep)")
+    }
+
+    /// One capture; the status (-1 for no HTTP answer) and the escrow id.
+    static func capture(_ client: HTTPClient, port: Int, token: String, number: Int) async -> (Int, String?) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/escrows")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: ServeKillTests.body(900_000 + number)))
+        do {
+            let response = try await client.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 4096)
+            let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+            return (Int(response.status.code), json?["escrowId"] as? String)
+        } catch {
+            return (-1, nil)
+        }
+    }
+}
+
+/// The test's `profile-escrow` processes, by name, each logging to its own file (a restarted one to a new file).
+final class Processes: Sendable {
+    private let running = NIOLockedValueBox([String: Process]())
+    private let written = NIOLockedValueBox([String]())
+    let directory: String
+    let environment: [String: String]
+
+    init(directory: String, environment: [String: String]) {
+        self.directory = directory
+        self.environment = environment
+    }
+
+    var logs: [String] { written.withLockedValue { $0 } }
+
+    func start(_ name: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = ProfileEscrowCLI.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+            .merging(environment) { $1 }
+        let log = directory + "/\(name)-\(logs.count).log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let output = FileHandle(forWritingAtPath: log)
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        written.withLockedValue { $0.append(log) }
+        running.withLockedValue { $0[name] = process }
+    }
+
+    /// SIGKILL, and waits for the end.
+    func kill(_ name: String) {
+        guard let process = running.withLockedValue({ $0.removeValue(forKey: name) }) else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM to each, and waits for their ends.
+    func stopAll() {
+        let all = running.withLockedValue { running in
+            defer { running = [:] }
+            return Array(running.values)
+        }
+        for process in all where process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
+        for process in all { process.waitUntilExit() }
+    }
+
+    func killAll() {
+        let all = running.withLockedValue { running in
+            defer { running = [:] }
+            return Array(running.values)
+        }
+        for process in all where process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// A backend on 127.0.0.1 that answers 200 to most deliveries and fails `failureRate` of them at random: a 500, a
+/// 503, or a connection closed without an answer. It records every delivery with its answer (0: none), its
+/// Idempotency-Key and whether its webhook signature is right (recomputed from the secret).
+final class ChaosBackend: Sendable {
+    struct Delivery: Sendable {
+        var escrowID: String?
+        var idempotencyKey: String?
+        var signatureValid: Bool
+        var answered: Int
+    }
+
+    private let recorded = NIOLockedValueBox([Delivery]())
+    private let key: [UInt8]
+    private let failureRate: Double
+    private let channel = NIOLockedValueBox<(any Channel)?>(nil)
+
+    var url: String { "http://127.0.0.1:\(channel.withLockedValue { $0?.localAddress?.port ?? 0 })/register" }
+    var deliveries: [Delivery] { recorded.withLockedValue { $0 } }
+
+    private init(secret: String, failureRate: Double) {
+        key = [UInt8](Data(base64Encoded: String(secret.dropFirst("whsec_".count))) ?? Data())
+        self.failureRate = failureRate
+    }
+
+    static func start(secret: String, failureRate: Double) async throws -> ChaosBackend {
+        let backend = ChaosBackend(secret: secret, failureRate: failureRate)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler(backend: backend))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        backend.channel.withLockedValue { $0 = channel }
+        return backend
+    }
+
+    func stop() async { try? await channel.withLockedValue { $0 }?.close() }
+
+    /// Records a delivery and decides its answer: 200, 500, 503, or 0 (close without answering).
+    fileprivate func answer(head: HTTPRequestHead, body: [UInt8]) -> Int {
+        var valid = false
+        if let id = head.headers.first(name: "webhook-id"),
+            let timestamp = head.headers.first(name: "webhook-timestamp"),
+            let signature = head.headers.first(name: "webhook-signature")
+        {
+            let expected = Hashing.hmacSHA256(key: key, message: Array("\(id).\(timestamp).".utf8) + body)
+            valid = signature.split(separator: " ").contains { entry in
+                entry.hasPrefix("v1,")
+                    && Data(base64Encoded: String(entry.dropFirst(3))).map { [UInt8]($0) } == expected
+            }
+        }
+        let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
+        let roll = Double.random(in: 0..<1)
+        let status = roll >= failureRate ? 200 : [500, 503, 0][Int.random(in: 0..<3)]
+        recorded.withLockedValue {
+            $0.append(
+                Delivery(
+                    escrowID: json?["escrowId"] as? String,
+                    idempotencyKey: head.headers.first(name: "idempotency-key"),
+                    signatureValid: valid,
+                    answered: status
+                )
+            )
+        }
+        return status
+    }
+
+    private final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let backend: ChaosBackend
+        var head: HTTPRequestHead?
+        var body: [UInt8] = []
+
+        init(backend: ChaosBackend) { self.backend = backend }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                self.head = head
+                body = []
+            case .body(let buffer):
+                body += buffer.readableBytesView
+            case .end:
+                guard let head else { return }
+                let status = backend.answer(head: head, body: body)
+                guard status != 0 else {
+                    context.close(promise: nil)
+                    return
+                }
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: "0")
+                let response = HTTPResponseHead(
+                    version: head.version,
+                    status: HTTPResponseStatus(statusCode: status),
+                    headers: headers
+                )
+                context.write(wrapOutboundOut(.head(response)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+}
