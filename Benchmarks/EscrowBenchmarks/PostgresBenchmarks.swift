@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Benchmark
 import EscrowCore
 import EscrowCrypto
 import EscrowPostgres
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import ProfileEscrow
 
@@ -60,6 +62,8 @@ func postgresBenchmarks() {
             floor.value = nil
         }
     }
+
+    postgresReplayBenchmarks(url: url)
 
     let purgeOurs = Box<PostgresNodes>()
     Benchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (ours)", configuration: configuration) {
@@ -288,5 +292,129 @@ final class PostgresFloor: Sendable {
         runner.cancel()
         await runner.value
         await database.drop()
+    }
+}
+
+// MARK: - Replay end to end on PostgreSQL: claim, open, sign, POST, classify, purge + audit; beside a raw floor
+
+/// The same as "Replay end to end" on SQLite (`ReplayEndToEnd.swift`), on one PostgreSQL node: `ReplayWorker.runOnce`
+/// delivers `replayBatch` escrows, `replayConcurrency` in flight, to an instant backend in the process. The floor
+/// reads each row with raw postgres-nio, opens it with raw libsodium, POSTs the same bytes with the same HTTP
+/// client, and deletes each group of `replayConcurrency` with one audit row per escrow in one transaction.
+func postgresReplayBenchmarks(url: String) {
+    let backend = Box<InstantBackend>()
+    let ours = Box<PostgresNodes>()
+    Benchmark(
+        "PostgreSQL replay end to end, \(replayBatch) escrows, \(replayConcurrency) in flight (ours)",
+        configuration: configuration(iterations: 5, seconds: 60)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            benchmark.stopMeasurement()
+            let node = ours.value!
+            let base = ours.counter
+            ours.counter += replayBatch
+            try await node.captureAll(users: base..<(base + replayBatch))
+            var worker = try ReplayWorker.Configuration(
+                backendURL: backend.value!.url,
+                webhookSecret: WebhookSecret.generateText()
+            )
+            worker.concurrency = replayConcurrency
+            let replay = try ReplayWorker(escrow: node.escrows[0], configuration: worker, logger: Fixtures.logger)
+            benchmark.startMeasurement()
+            let summary = try await replay.runOnce()
+            benchmark.stopMeasurement()
+            precondition(summary.confirmed == replayBatch, "\(summary)")
+        }
+    } setup: {
+        backend.value = try await InstantBackend.start()
+        ours.value = try await PostgresNodes(base: url, nodes: 1)
+    } teardown: {
+        try await backend.value?.stop()
+        await ours.value?.close()
+        ours.value = nil
+    }
+
+    let floorBackend = Box<InstantBackend>()
+    let floor = Box<PostgresFloor>()
+    Benchmark(
+        "PostgreSQL replay end to end, \(replayBatch) escrows, \(replayConcurrency) in flight (floor)",
+        configuration: configuration(iterations: 5, seconds: 60)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            benchmark.stopMeasurement()
+            let raw = floor.value!
+            let base = floor.counter
+            floor.counter += replayBatch
+            try await raw.captureAll(users: base..<(base + replayBatch))
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let target = floorBackend.value!.url
+            benchmark.startMeasurement()
+            for start in stride(from: base, to: base + replayBatch, by: replayConcurrency) {
+                let users = Array(start..<min(start + replayConcurrency, base + replayBatch))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for user in users {
+                        group.addTask {
+                            let row = try await raw.load(user: user)
+                            precondition(raw.crypto.open(row))
+                            var request = HTTPClientRequest(url: target)
+                            request.method = .POST
+                            request.headers.add(name: "Content-Type", value: "application/json")
+                            request.body = .bytes(ByteBuffer(bytes: raw.crypto.plaintext))
+                            let response = try await http.execute(request, timeout: .seconds(30))
+                            _ = try await response.body.collect(upTo: 1 << 16)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                try await raw.purge(users: users)
+            }
+            benchmark.stopMeasurement()
+            try await http.shutdown()
+        }
+    } setup: {
+        floorBackend.value = try await InstantBackend.start()
+        floor.value = try await PostgresFloor(base: url, connections: connectionsPerNode)
+    } teardown: {
+        try await floorBackend.value?.stop()
+        await floor.value?.close()
+        floor.value = nil
+    }
+}
+
+extension PostgresFloor {
+    /// The user's row, as the floor's crypto opens it.
+    func load(user: Int) async throws -> Floor.Sealed {
+        let index = crypto.blindIndex(Fixtures.userIdentifier(user))
+        let rows = try await client.query(
+            """
+            SELECT id, public_key, sealed_profile, sealed_key, mac FROM escrow_floor
+            WHERE blind_index = \(Data(index))
+            """,
+            logger: Fixtures.logger
+        ).collect()
+        guard let row = rows.first else { throw BenchmarkSetupError("user \(user) has no floor row") }
+        let (id, publicKey, sealedProfile, sealedKey, mac) = try row.decode((Data, Data, Data, Data, Data).self)
+        return Floor.Sealed(
+            id: [UInt8](id),
+            blindIndex: index,
+            publicKey: [UInt8](publicKey),
+            sealedProfile: [UInt8](sealedProfile),
+            sealedKey: [UInt8](sealedKey),
+            mac: [UInt8](mac)
+        )
+    }
+
+    /// Deletes the users' rows with one audit row each, in one transaction.
+    func purge(users: [Int]) async throws {
+        let indexes = users.map { ByteBuffer(bytes: crypto.blindIndex(Fixtures.userIdentifier($0))) }
+        try await client.withTransaction(logger: Fixtures.logger) { connection in
+            let rows = try await connection.query(
+                "DELETE FROM escrow_floor WHERE blind_index = ANY(\(indexes)) RETURNING id",
+                logger: Fixtures.logger
+            ).collect()
+            for row in rows {
+                try await Self.audit("purged", id: [UInt8](try row.decode(Data.self)), connection)
+            }
+        }
     }
 }
