@@ -53,16 +53,18 @@ struct LogOutput: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let metadata = event.metadata { merged.merge(metadata) { _, new in new } }
-        let line: String
+        var line: [UInt8]
         switch format {
         case .json:
             line = Self.json(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
         case .text:
-            line = Self.text(date: Date(), level: event.level, label: label, message: "\(event.message)", merged)
+            line = Array(
+                Self.text(date: Date(), level: event.level, label: label, message: "\(event.message)", merged).utf8
+            )
         }
-        let bytes = Array((line + "\n").utf8)
+        line.append(0x0A)
         Self.lock.withLock {
-            bytes.withUnsafeBytes { buffer in
+            line.withUnsafeBytes { buffer in
                 var offset = 0
                 while offset < buffer.count {
                     let written = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
@@ -82,14 +84,27 @@ struct LogOutput: LogHandler {
         label: String,
         message: String,
         _ metadata: Logger.Metadata
-    ) -> String {
-        var out = "{\"time\":\(quote(timestamp(date))),\"level\":\(quote(level.rawValue)),"
-        out += "\"logger\":\(quote(label)),\"message\":\(quote(message))"
+    ) -> [UInt8] {
+        // Built as UTF-8 bytes in one buffer: a worker logs every outcome, and String concatenation with a
+        // character-by-character escape cost about 5% of `replay`'s CPU.
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out += #"{"time":"#.utf8
+        appendQuoted(timestamp(date), to: &out)
+        out += #","level":"#.utf8
+        appendQuoted(level.rawValue, to: &out)
+        out += #","logger":"#.utf8
+        appendQuoted(label, to: &out)
+        out += #","message":"#.utf8
+        appendQuoted(message, to: &out)
         for key in metadata.keys.sorted() {
-            let name = ["time", "level", "logger", "message"].contains(key) ? "metadata." + key : key
-            out += ",\(quote(name)):\(jsonValue(metadata[key]!))"
+            out.append(UInt8(ascii: ","))
+            appendQuoted(["time", "level", "logger", "message"].contains(key) ? "metadata." + key : key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            appendJSON(metadata[key]!, to: &out)
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// `time level logger: message key=value key="value with spaces"`.
@@ -109,14 +124,26 @@ struct LogOutput: LogHandler {
         return out
     }
 
-    private static func jsonValue(_ value: Logger.Metadata.Value) -> String {
+    private static func appendJSON(_ value: Logger.Metadata.Value, to out: inout [UInt8]) {
         switch value {
-        case .string(let text): return quote(text)
-        case .stringConvertible(let value): return quote(value.description)
-        case .array(let values): return "[" + values.map(jsonValue).joined(separator: ",") + "]"
+        case .string(let text): appendQuoted(text, to: &out)
+        case .stringConvertible(let value): appendQuoted(value.description, to: &out)
+        case .array(let values):
+            out.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                appendJSON(value, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         case .dictionary(let values):
-            return "{" + values.keys.sorted().map { "\(quote($0)):\(jsonValue(values[$0]!))" }.joined(separator: ",")
-                + "}"
+            out.append(UInt8(ascii: "{"))
+            for (index, key) in values.keys.sorted().enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                appendQuoted(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                appendJSON(values[key]!, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
         }
     }
 
@@ -133,22 +160,49 @@ struct LogOutput: LogHandler {
 
     /// A JSON string literal: quotes, backslashes and every control character escaped.
     static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _
-            where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value)
-                || scalar.value == 0x2028 || scalar.value == 0x2029:
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
+        var out: [UInt8] = []
+        appendQuoted(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `text` as a JSON string literal: `"` and `\` escaped, `\n`, `\r`, `\t`, and `\u00XX` for the other
+    /// C0 controls, DEL and the C1 controls (U+0080–U+009F), `\u2028` and `\u2029` (line and paragraph separators,
+    /// which break JavaScript and some log viewers). Everything else is copied as its UTF-8 bytes.
+    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                switch byte {
+                case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+                case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+                case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                case 0x00..<0x20, 0x7F: appendEscape(UInt16(byte), to: &out)
+                case 0xC2 where index + 1 < bytes.count && (0x80...0x9F).contains(bytes[index + 1]):
+                    appendEscape(UInt16(bytes[index + 1]), to: &out)
+                    index += 1
+                case 0xE2
+                where index + 2 < bytes.count && bytes[index + 1] == 0x80
+                    && (bytes[index + 2] == 0xA8 || bytes[index + 2] == 0xA9):
+                    appendEscape(bytes[index + 2] == 0xA8 ? 0x2028 : 0x2029, to: &out)
+                    index += 2
+                default: out.append(byte)
+                }
+                index += 1
             }
         }
-        return out + "\""
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `\uXXXX`, lowercase hexadecimal.
+    private static func appendEscape(_ value: UInt16, to out: inout [UInt8]) {
+        let digits = Array("0123456789abcdef".utf8)
+        out += [UInt8(ascii: "\\"), UInt8(ascii: "u")]
+        for shift in stride(from: 12, through: 0, by: -4) { out.append(digits[Int((value >> UInt16(shift)) & 0xF)]) }
     }
 
     /// RFC 3339 in UTC with milliseconds, as every time the product prints.
