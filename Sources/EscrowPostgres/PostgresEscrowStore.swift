@@ -77,12 +77,12 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         )
         do {
             if configuration.migrate && !configuration.readOnly {
-                let applied = try await PostgresSchema.migrate(client, logger: logger)
+                let applied = try await PostgresSchema.migrate(database, logger: logger)
                 if !applied.isEmpty {
                     logger.notice("applied schema migrations", metadata: ["versions": "\(applied)"])
                 }
             } else {
-                try await PostgresSchema.requireCurrent(client, logger: logger)
+                try await PostgresSchema.requireCurrent(database, logger: logger)
             }
             let store = PostgresEscrowStore(
                 url: url,

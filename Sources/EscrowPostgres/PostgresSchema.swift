@@ -119,26 +119,35 @@ enum PostgresSchema {
         ).collect().map { try $0.decode(Int64.self) }.first ?? 0
     }
 
-    /// Applies what is missing, under the advisory lock, in one transaction. Returns the versions applied.
-    static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int64] {
-        let current = try await client.withConnection { try await appliedVersion($0, logger: logger) }
+    /// Applies what is missing, under the advisory lock, in one transaction. Returns the versions applied. Runs
+    /// through `database`'s bounded waits, like every other operation: a server lost during the migration fails it
+    /// rather than hang the node's start.
+    static func migrate(_ database: StoreDatabase, logger: Logger) async throws -> [Int64] {
+        let current = try await database.withConnection("cannot read the schema version") {
+            try await appliedVersion($0, logger: logger)
+        }
         try requireKnown(current)
         guard current < latestVersion else { return [] }
-        do {
-            return try await apply(client, logger: logger)
-        } catch let error as PostgresTransactionError {
-            let failure = error.closureError ?? error.commitError ?? error.beginError
-            guard let failure = failure as? PSQLError, failure.serverInfo?[.sqlState] == "42501" else { throw error }
-            throw EscrowStoreError(
-                .schema,
-                "the database's schema is at version \(current), this program needs \(latestVersion), and this role may "
-                    + "not create tables: open it once with the migration role (see docs/operations.md, PostgreSQL)"
-            )
+        return try await database.withConnection("cannot migrate the schema") { connection in
+            do {
+                return try await apply(connection, logger: logger)
+            } catch let error as PostgresTransactionError {
+                let failure = error.closureError ?? error.commitError ?? error.beginError
+                guard let failure = failure as? PSQLError, failure.serverInfo?[.sqlState] == "42501" else {
+                    throw error
+                }
+                throw EscrowStoreError(
+                    .schema,
+                    "the database's schema is at version \(current), this program needs \(latestVersion), and this "
+                        + "role may not create tables: open it once with the migration role (see docs/operations.md, "
+                        + "PostgreSQL)"
+                )
+            }
         }
     }
 
-    private static func apply(_ client: PostgresClient, logger: Logger) async throws -> [Int64] {
-        try await client.withTransaction(logger: logger) { connection in
+    private static func apply(_ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(advisoryLockKey))", logger: logger)
             try await connection.query(
                 """
@@ -173,8 +182,10 @@ enum PostgresSchema {
     }
 
     /// Fails unless the schema is exactly the one this program knows (for a store that must not migrate).
-    static func requireCurrent(_ client: PostgresClient, logger: Logger) async throws {
-        let current = try await client.withConnection { try await appliedVersion($0, logger: logger) }
+    static func requireCurrent(_ database: StoreDatabase, logger: Logger) async throws {
+        let current = try await database.withConnection("cannot read the schema version") {
+            try await appliedVersion($0, logger: logger)
+        }
         try requireKnown(current)
         guard current == latestVersion else {
             throw EscrowStoreError(
