@@ -6,9 +6,12 @@ cd "$(dirname "$0")"
 swift build --scratch-path .build 2>&1 | tail -n 3
 [ "${1:-}" = --run ] || exit 0
 bin="$(swift build --scratch-path .build --show-bin-path)/VaporRegistration"
-cli="$(cd ../.. && swift build --product profile-escrow 2>&1 >/dev/null; swift build --show-bin-path)/profile-escrow"
+# The build's warnings must not end up in the path: both commands' standard error is discarded.
+(cd ../.. && swift build --product profile-escrow >/dev/null 2>&1)
+cli="$(cd ../.. && swift build --show-bin-path 2>/dev/null)/profile-escrow"
 work="$(mktemp -d)"
-trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# Only the example's own process: `kill 0` would signal this script's whole process group.
+trap 'if [ -n "${pid:-}" ]; then kill "$pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 "$cli" keys init --keyring "$work/keyring" >/dev/null
 port=$((20000 + RANDOM % 20000))
 ESCROW_DIRECTORY="$work" "$bin" serve --port "$port" >"$work/log" 2>&1 &
