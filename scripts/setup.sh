@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system libraries ProfileEscrow links (libsodium, SQLite) when they are missing; with --tests, also the
-# PostgreSQL server the tests start (Debian's `postgresql`).
+# PostgreSQL server the tests start (Debian's `postgresql`), and python3 and curl for scripts/check-docs.py.
 set -euo pipefail
 packages=(libsodium-dev libsqlite3-dev pkg-config)
-[ "${1:-}" = --tests ] && packages+=(postgresql)
+[ "${1:-}" = --tests ] && packages+=(postgresql python3 curl)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -17,3 +17,5 @@ fi
 # transactions, a killed `serve` node) would otherwise skew the timing checks of the other suites on a small machine.
 timeout 2400 swift test --explicit-target-dependency-import-check error --skip EscrowPostgresTests
 timeout 1200 swift test --explicit-target-dependency-import-check error --filter EscrowPostgresTests
+# Every shell block of README.md and docs/ runs as written, with the profile-escrow the tests just built.
+PROFILE_ESCROW_BIN=.build/debug/profile-escrow timeout 900 scripts/check-docs.py
