@@ -7,6 +7,7 @@ Each page's blocks run in order in one bash process (so a variable set by one bl
 - `profile-escrow` is on PATH (PROFILE_ESCROW_BIN, default .build/debug/profile-escrow);
 - the absolute paths the docs use for production (`/secure/`, `/var/lib/profile-escrow/`) are read inside that
   directory, so nothing outside it is written;
+- `curl` fails on an HTTP error answer (`--fail-with-body`), so a documented request must succeed;
 - a line that starts `profile-escrow serve` runs in the background until the page ends (a serve started before it
   on the page is stopped first), and the next line runs once its `/healthz` answers.
 
@@ -23,6 +24,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,8 @@ PAGE_SECONDS = 180
 
 PRELUDE = r"""
 set -euo pipefail
+# A documented request that answers an HTTP error fails its block (the answer's body is still shown).
+curl() { command curl --fail-with-body "$@"; }
 docs_check_pids=()
 docs_check_stop_serve() {
     for pid in "${docs_check_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
@@ -52,7 +56,7 @@ docs_check_serve() {
     "$@" >>"$DOCS_CHECK_DIR/serve.log" 2>&1 &
     docs_check_pids+=($!)
     for _ in $(seq 1 100); do
-        curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0
+        command curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" && return 0
         kill -0 "${docs_check_pids[-1]}" 2>/dev/null || { echo "serve exited: $(tail -n 3 "$DOCS_CHECK_DIR/serve.log")" >&2; return 1; }
         sleep 0.1
     done
@@ -132,20 +136,23 @@ def run_page(path, binary):
             HOME=os.path.join(sandbox, "home"),
             DOCS_CHECK_DIR=sandbox,
         )
+        # A session of its own, so that a page that times out is stopped with everything it started (`serve`).
+        process = subprocess.Popen(
+            ["bash", script_path],
+            cwd=sandbox,
+            env=environment,
+            stdout=None if os.environ.get("DOCS_CHECK_VERBOSE") else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            process = subprocess.run(
-                ["bash", script_path],
-                cwd=sandbox,
-                env=environment,
-                stdout=None if os.environ.get("DOCS_CHECK_VERBOSE") else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=PAGE_SECONDS,
-                text=True,
-            )
-            stderr, code = process.stderr, process.returncode
-        except subprocess.TimeoutExpired as expired:
-            stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else (expired.stderr or "")
-            code = "timeout"
+            _, stderr = process.communicate(timeout=PAGE_SECONDS)
+            code = process.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            _, stderr = process.communicate()
+            code = f"timeout after {PAGE_SECONDS} s"
         done = set(int(n) for n in re.findall(r"^docs-check-done (\d+)$", stderr, re.M))
         started = [int(n) for n in re.findall(r"^docs-check-block (\d+)$", stderr, re.M)]
         failed = started[-1] if started and started[-1] not in done and code != 0 else None

@@ -67,7 +67,7 @@ struct ProfileValidationTests {
 
     @Test(arguments: [
         ProfileFixture.userIdentifier,
-        "001667.7f1e9b1f0d41426d8d8616e7d06be6f1.0433",
+        "000000.0000000000000000000000000000000b.0001",
         "a",
         "A-Z_a.z-0_9",
         String(repeating: "x", count: 255),
