@@ -32,8 +32,13 @@ public enum EscrowServiceGroup {
         return services
     }
 
-    /// Runs `services` until SIGTERM or SIGINT, then shuts them down gracefully within `shutdownBound`
-    /// (then what is left is cancelled).
+    /// How long what is left after the graceful shutdown bound may take to end once cancelled. Past it the process
+    /// ends with a fatal error: a task that ignores cancellation must not keep it alive. Nothing is lost that way
+    /// (everything acknowledged is already durable, and leases run out by themselves).
+    public static let cancellationBound: Duration = .seconds(5)
+
+    /// Runs `services` until SIGTERM or SIGINT, then shuts them down gracefully within `shutdownBound`, then
+    /// cancels what is left (see ``cancellationBound``).
     public static func run(
         _ services: [any Service],
         shutdownBound: Duration,
@@ -45,6 +50,7 @@ public enum EscrowServiceGroup {
             logger: logger
         )
         configuration.maximumGracefulShutdownDuration = shutdownBound
+        configuration.maximumCancellationDuration = cancellationBound
         try await ServiceGroup(configuration: configuration).run()
     }
 }
