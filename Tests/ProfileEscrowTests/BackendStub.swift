@@ -1,9 +1,9 @@
 import EscrowCrypto
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 
 /// A real HTTP backend on 127.0.0.1 (ephemeral port) for the replay worker: it checks every
 /// request on its own (signature recomputed from the secret with HMAC-SHA256, headers against the
@@ -54,7 +54,7 @@ final class BackendStub: Sendable {
         var perKey: [String: Int] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     let secretText: String
     private let key: [UInt8]
     private let channel: any Channel
@@ -69,19 +69,19 @@ final class BackendStub: Sendable {
     }
 
     static func start(secret: String) async throws -> BackendStub {
-        let box = Mutex<BackendStub?>(nil)
+        let box = NIOLockedValueBox<BackendStub?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    guard let stub = box.withLock({ $0 }) else { throw ChannelError.ioOnClosedChannel }
+                    guard let stub = box.withLockedValue({ $0 }) else { throw ChannelError.ioOnClosedChannel }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(Handler(stub: stub))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
         let stub = BackendStub(secretText: secret, channel: channel)
-        box.withLock { $0 = stub }
+        box.withLockedValue { $0 = stub }
         return stub
     }
 
@@ -91,13 +91,13 @@ final class BackendStub: Sendable {
 
     /// How to answer: given the request and how many requests came before it for the same escrow.
     func respond(_ script: @escaping @Sendable (Request, Int) -> Reply) {
-        state.withLock { $0.script = script }
+        state.withLockedValue { $0.script = script }
     }
 
-    var requests: [Request] { state.withLock { $0.requests } }
-    var answered: [Answered] { state.withLock { $0.answered } }
+    var requests: [Request] { state.withLockedValue { $0.requests } }
+    var answered: [Answered] { state.withLockedValue { $0.answered } }
     /// Signature failures, header mismatches, and one escrow in flight twice at once.
-    var violations: [String] { state.withLock { $0.violations } }
+    var violations: [String] { state.withLockedValue { $0.violations } }
 
     // MARK: Handling
 
@@ -131,7 +131,7 @@ final class BackendStub: Sendable {
             body: body,
             webhookSignature: signature
         )
-        return state.withLock { state in
+        return state.withLockedValue { state in
             let key = request.idempotencyKey ?? "-"
             if !valid { state.violations.append("bad signature for \(key)") }
             if request.idempotencyKey != request.escrowID || request.webhookID != request.escrowID {
@@ -150,7 +150,7 @@ final class BackendStub: Sendable {
 
     /// The answer went out (`heard`: on a connection still open) or the client hung up first.
     fileprivate func done(_ request: Request, status: Int?, heard: Bool) {
-        state.withLock { state in
+        state.withLockedValue { state in
             let key = request.idempotencyKey ?? "-"
             state.inFlight.remove(key)
             if heard { state.answered.append(Answered(key: key, status: status)) }
@@ -159,7 +159,7 @@ final class BackendStub: Sendable {
 
     /// The status line went out on an open connection; the body is still to come (`dripping`).
     fileprivate func headSent(_ request: Request, status: Int) {
-        state.withLock { $0.answered.append(Answered(key: request.idempotencyKey ?? "-", status: status)) }
+        state.withLockedValue { $0.answered.append(Answered(key: request.idempotencyKey ?? "-", status: status)) }
     }
 
     private final class Handler: ChannelInboundHandler {

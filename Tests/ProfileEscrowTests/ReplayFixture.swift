@@ -5,8 +5,8 @@ import EscrowTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
+import NIOConcurrencyHelpers
 import ServiceLifecycle
-import Synchronization
 import Testing
 
 @testable import ProfileEscrow
@@ -127,14 +127,14 @@ struct ReplayFixture {
 /// A store that counts ``EscrowStore/flushPurged()`` calls and passes everything on.
 final class FlushCountingStore: EscrowStore {
     let inner: SQLiteEscrowStore
-    private let count = Mutex(0)
+    private let count = NIOLockedValueBox(0)
 
     init(_ inner: SQLiteEscrowStore) { self.inner = inner }
 
-    var flushes: Int { count.withLock { $0 } }
+    var flushes: Int { count.withLockedValue { $0 } }
 
     func flushPurged() async throws {
-        count.withLock { $0 += 1 }
+        count.withLockedValue { $0 += 1 }
         try await inner.flushPurged()
     }
 
