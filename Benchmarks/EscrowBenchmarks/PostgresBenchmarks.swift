@@ -34,67 +34,61 @@ func postgresBenchmarks() {
 
     for nodes in [1, 4] {
         let label = nodes == 1 ? "1 node" : "\(nodes) nodes"
-        let ours = Box<PostgresNodes>()
-        Benchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (ours)", configuration: configuration) {
-            benchmark in
-            let cluster = ours.value!
-            let base = ours.counter
-            ours.counter += benchmark.scaledIterations.count
-            try await cluster.captureAll(users: base..<(base + benchmark.scaledIterations.count))
-        } setup: {
-            ours.value = try await PostgresNodes(base: url, nodes: nodes)
-        } teardown: {
-            await ours.value?.close()
-            ours.value = nil
+        postgresBenchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (ours)", configuration) {
+            try await PostgresNodes(base: url, nodes: nodes)
+        } work: {
+            try await $0.captureAll(users: $1)
         }
-
-        let floor = Box<PostgresFloor>()
-        Benchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (floor)", configuration: configuration) {
-            benchmark in
-            let raw = floor.value!
-            let base = floor.counter
-            floor.counter += benchmark.scaledIterations.count
-            try await raw.captureAll(users: base..<(base + benchmark.scaledIterations.count))
-        } setup: {
-            floor.value = try await PostgresFloor(base: url, connections: nodes * connectionsPerNode)
-        } teardown: {
-            await floor.value?.close()
-            floor.value = nil
+        postgresBenchmark("PostgreSQL capture, \(concurrency) concurrent, \(label) (floor)", configuration) {
+            try await PostgresFloor(base: url, connections: nodes * connectionsPerNode)
+        } work: {
+            try await $0.captureAll(users: $1)
         }
     }
 
     postgresReplayBenchmarks(url: url)
 
-    let purgeOurs = Box<PostgresNodes>()
-    Benchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (ours)", configuration: configuration) {
-        benchmark in
-        let cluster = purgeOurs.value!
-        let base = purgeOurs.counter
-        purgeOurs.counter += benchmark.scaledIterations.count
-        try await cluster.confirmAll(users: base..<(base + benchmark.scaledIterations.count))
-    } setup: {
+    postgresBenchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (ours)", configuration) {
         let cluster = try await PostgresNodes(base: url, nodes: 1)
         try await cluster.captureAll(users: 0..<prepared)
-        purgeOurs.value = cluster
-    } teardown: {
-        await purgeOurs.value?.close()
-        purgeOurs.value = nil
+        return cluster
+    } work: {
+        try await $0.purgeAll(users: $1)
     }
-
-    let purgeFloor = Box<PostgresFloor>()
-    Benchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (floor)", configuration: configuration) {
-        benchmark in
-        let raw = purgeFloor.value!
-        let base = purgeFloor.counter
-        purgeFloor.counter += benchmark.scaledIterations.count
-        try await raw.purgeAll(users: base..<(base + benchmark.scaledIterations.count))
-    } setup: {
+    postgresBenchmark("PostgreSQL confirm-purge, \(concurrency) concurrent, 1 node (floor)", configuration) {
         let raw = try await PostgresFloor(base: url, connections: connectionsPerNode)
         try await raw.captureAll(users: 0..<prepared)
-        purgeFloor.value = raw
+        return raw
+    } work: {
+        try await $0.purgeAll(users: $1)
+    }
+}
+
+/// What a PostgreSQL benchmark runs, ours or the floor: each captures and purges (confirms) the given users.
+protocol PostgresWorkload: AnyObject, Sendable {
+    func captureAll(users: Range<Int>) async throws
+    func purgeAll(users: Range<Int>) async throws
+    func close() async
+}
+
+/// One benchmark over the workload `make` builds at setup (closed at teardown): each iteration runs `work` over
+/// the next `scaledIterations` users.
+func postgresBenchmark<Workload: PostgresWorkload>(
+    _ name: String,
+    _ configuration: Benchmark.Configuration,
+    make: @escaping @Sendable () async throws -> Workload,
+    work: @escaping @Sendable (Workload, Range<Int>) async throws -> Void
+) {
+    let box = Box<Workload>()
+    Benchmark(name, configuration: configuration) { benchmark in
+        let base = box.counter
+        box.counter += benchmark.scaledIterations.count
+        try await work(box.value!, base..<box.counter)
+    } setup: {
+        box.value = try await make()
     } teardown: {
-        await purgeFloor.value?.close()
-        purgeFloor.value = nil
+        await box.value?.close()
+        box.value = nil
     }
 }
 
@@ -147,7 +141,7 @@ struct BenchmarkSetupError: Error, CustomStringConvertible {
 
 /// `nodes` stores on one database, each an `Escrow` with its own pool and group commit, as separate `serve` nodes
 /// would be; captures and confirms are spread over them in turn.
-final class PostgresNodes: Sendable {
+final class PostgresNodes: PostgresWorkload {
     let database: ScratchDatabase
     let stores: [PostgresEscrowStore]
     let escrows: [Escrow]
@@ -183,7 +177,8 @@ final class PostgresNodes: Sendable {
         }
     }
 
-    func confirmAll(users: Range<Int>) async throws {
+    /// Confirms each user's escrow (success, then purge).
+    func purgeAll(users: Range<Int>) async throws {
         let escrows = escrows
         try await withThrowingTaskGroup(of: Void.self) { group in
             for user in users {
@@ -206,7 +201,7 @@ final class PostgresNodes: Sendable {
 
 /// The floor: raw libsodium seals (``Floor/seal(user:)``) and raw postgres-nio statements into copies of the
 /// store's escrow and audit tables (same columns and indexes), one durable transaction per operation.
-final class PostgresFloor: Sendable {
+final class PostgresFloor: PostgresWorkload {
     let database: ScratchDatabase
     let client: PostgresClient
     let runner: Task<Void, Never>
@@ -356,12 +351,7 @@ func postgresReplayBenchmarks(url: String) {
                         group.addTask {
                             let row = try await raw.load(user: user)
                             precondition(raw.crypto.open(row))
-                            var request = HTTPClientRequest(url: target)
-                            request.method = .POST
-                            request.headers.add(name: "Content-Type", value: "application/json")
-                            request.body = .bytes(ByteBuffer(bytes: raw.crypto.plaintext))
-                            let response = try await http.execute(request, timeout: .seconds(30))
-                            _ = try await response.body.collect(upTo: 1 << 16)
+                            try await InstantBackend.post(raw.crypto.plaintext, to: target, with: http)
                         }
                     }
                     try await group.waitForAll()

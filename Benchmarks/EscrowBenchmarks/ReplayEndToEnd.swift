@@ -69,14 +69,7 @@ func replayEndToEndBenchmarks() {
                     for user in users {
                         let row = floor.load(user: user)!
                         precondition(floor.open(row))
-                        group.addTask {
-                            var request = HTTPClientRequest(url: url)
-                            request.method = .POST
-                            request.headers.add(name: "Content-Type", value: "application/json")
-                            request.body = .bytes(ByteBuffer(bytes: floor.plaintext))
-                            let response = try await http.execute(request, timeout: .seconds(30))
-                            _ = try await response.body.collect(upTo: 1 << 16)
-                        }
+                        group.addTask { try await InstantBackend.post(floor.plaintext, to: url, with: http) }
                     }
                     try await group.waitForAll()
                 }
@@ -112,6 +105,16 @@ final class InstantBackend: Sendable {
     }
 
     func stop() async throws { try await channel.close() }
+
+    /// The floor's delivery: the bytes POSTed as JSON with the same HTTP client as the worker's, the answer read.
+    static func post(_ bytes: [UInt8], to url: String, with http: HTTPClient) async throws {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: bytes))
+        let response = try await http.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 16)
+    }
 
     private final class Answer: ChannelInboundHandler, Sendable {
         typealias InboundIn = HTTPServerRequestPart

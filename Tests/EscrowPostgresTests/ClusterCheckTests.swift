@@ -1,18 +1,12 @@
 import AsyncHTTPClient
 import EscrowCore
-import EscrowCrypto
 import EscrowPostgres
 import EscrowTestSupport
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The whole scale-out on one PostgreSQL database, with bad luck on purpose: two `serve` nodes take captures from a
 /// client that spreads them over both, two `replay` workers deliver them to a backend on loopback that fails 20% of
@@ -45,9 +39,9 @@ struct ClusterCheckTests {
         #expect(added.status == 0, "\(added.stderr)")
         let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
 
-        let backend = try await ChaosBackend.start(secret: secret, failureRate: 0.2)
+        let backend = try await RecordingBackend.start(secret: secret, policy: RecordingBackend.chaos(failureRate: 0.2))
         defer { Task { await backend.stop() } }
-        let processes = Processes(directory: directory.path, environment: environment)
+        let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
         let ports = [ServeKillTests.freePort(), ServeKillTests.freePort()]
         func startNode(_ index: Int) throws {
@@ -110,12 +104,12 @@ struct ClusterCheckTests {
                 group.addTask {
                     try await Task.sleep(for: .seconds(2))
                     let node = Int.random(in: 0..<2)
-                    processes.kill("node\(node)")
+                    processes.signal("node\(node)")
                     try await Task.sleep(for: .milliseconds(500))
                     try startNode(node)
                     try await Task.sleep(for: .seconds(1))
                     let worker = Int.random(in: 0..<2)
-                    processes.kill("worker\(worker)")
+                    processes.signal("worker\(worker)")
                     try await Task.sleep(for: .milliseconds(500))
                     try startWorker(worker)
                     try await Task.sleep(for: .seconds(1))
@@ -124,7 +118,7 @@ struct ClusterCheckTests {
                     try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
                     try await Task.sleep(for: .seconds(2))
                     let other = Int.random(in: 0..<2)
-                    processes.kill("worker\(other)")
+                    processes.signal("worker\(other)")
                     try startWorker(other)
                 }
                 try await group.waitForAll()
@@ -158,7 +152,7 @@ struct ClusterCheckTests {
         processes.stopAll()
 
         let deliveries = backend.deliveries
-        let confirmedByBackend = Set(deliveries.filter { $0.answered == 200 }.compactMap(\.escrowID))
+        let confirmedByBackend = Set(deliveries.filter { $0.answer == .status(200) }.compactMap(\.escrowID))
         let missing = wanted.filter { purged[$0] == nil }
         #expect(missing.isEmpty, "\(missing.count) acknowledged captures were never purged")
         let notOnce = wanted.filter { purged[$0].map { $0 != ["confirmed"] } ?? false }
@@ -168,13 +162,12 @@ struct ClusterCheckTests {
         #expect(deliveries.allSatisfy { $0.signatureValid }, "every delivery is signed with the webhook secret")
         let keys = deliveries.filter { $0.escrowID != nil && $0.idempotencyKey != $0.escrowID }
         #expect(keys.isEmpty, "\(keys.count) deliveries carried another Idempotency-Key than their escrow's id")
-        let failed = deliveries.filter { $0.answered != 200 }.count
+        let failed = deliveries.filter { $0.answer != .status(200) }.count
         print(
             "cluster check: \(deliveries.count) deliveries, \(failed) failed on purpose, "
                 + "\(deliveries.count - Set(deliveries.compactMap(\.escrowID)).count) redeliveries"
         )
         #expect(failed > 0, "the backend's chaos failed some deliveries")
-        #expect(try await store.record(id: try #require(EscrowID(hex: acknowledged.first ?? ""))) == nil)
         await store.close()
 
         let report = try cli(["purge-report", "--verify"])
@@ -205,170 +198,6 @@ struct ClusterCheckTests {
             return (Int(response.status.code), json?["escrowId"] as? String)
         } catch {
             return (-1, nil)
-        }
-    }
-}
-
-/// The test's `profile-escrow` processes, by name, each logging to its own file (a restarted one to a new file).
-final class Processes: Sendable {
-    private let running = NIOLockedValueBox([String: Process]())
-    private let written = NIOLockedValueBox([String]())
-    let directory: String
-    let environment: [String: String]
-
-    init(directory: String, environment: [String: String]) {
-        self.directory = directory
-        self.environment = environment
-    }
-
-    var logs: [String] { written.withLockedValue { $0 } }
-
-    func start(_ name: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = ProfileEscrowCLI.binary
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
-            .merging(environment) { $1 }
-        let log = directory + "/\(name)-\(logs.count).log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let output = FileHandle(forWritingAtPath: log)
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        written.withLockedValue { $0.append(log) }
-        running.withLockedValue { $0[name] = process }
-    }
-
-    /// SIGKILL, and waits for the end.
-    func kill(_ name: String) {
-        guard let process = running.withLockedValue({ $0.removeValue(forKey: name) }) else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    /// SIGTERM to each, and waits for their ends.
-    func stopAll() {
-        let all = running.withLockedValue { running in
-            defer { running = [:] }
-            return Array(running.values)
-        }
-        for process in all where process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
-        for process in all { process.waitUntilExit() }
-    }
-
-    func killAll() {
-        let all = running.withLockedValue { running in
-            defer { running = [:] }
-            return Array(running.values)
-        }
-        for process in all where process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-    }
-}
-
-/// A backend on 127.0.0.1 that answers 200 to most deliveries and fails `failureRate` of them at random: a 500, a
-/// 503, or a connection closed without an answer. It records every delivery with its answer (0: none), its
-/// Idempotency-Key and whether its webhook signature is right (recomputed from the secret).
-final class ChaosBackend: Sendable {
-    struct Delivery: Sendable {
-        var escrowID: String?
-        var idempotencyKey: String?
-        var signatureValid: Bool
-        var answered: Int
-    }
-
-    private let recorded = NIOLockedValueBox([Delivery]())
-    private let key: [UInt8]
-    private let failureRate: Double
-    private let channel = NIOLockedValueBox<(any Channel)?>(nil)
-
-    var url: String { "http://127.0.0.1:\(channel.withLockedValue { $0?.localAddress?.port ?? 0 })/register" }
-    var deliveries: [Delivery] { recorded.withLockedValue { $0 } }
-
-    private init(secret: String, failureRate: Double) {
-        key = [UInt8](Data(base64Encoded: String(secret.dropFirst("whsec_".count))) ?? Data())
-        self.failureRate = failureRate
-    }
-
-    static func start(secret: String, failureRate: Double) async throws -> ChaosBackend {
-        let backend = ChaosBackend(secret: secret, failureRate: failureRate)
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler(backend: backend))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        backend.channel.withLockedValue { $0 = channel }
-        return backend
-    }
-
-    func stop() async { try? await channel.withLockedValue { $0 }?.close() }
-
-    /// Records a delivery and decides its answer: 200, 500, 503, or 0 (close without answering).
-    fileprivate func answer(head: HTTPRequestHead, body: [UInt8]) -> Int {
-        var valid = false
-        if let id = head.headers.first(name: "webhook-id"),
-            let timestamp = head.headers.first(name: "webhook-timestamp"),
-            let signature = head.headers.first(name: "webhook-signature")
-        {
-            let expected = Hashing.hmacSHA256(key: key, message: Array("\(id).\(timestamp).".utf8) + body)
-            valid = signature.split(separator: " ").contains { entry in
-                entry.hasPrefix("v1,")
-                    && Data(base64Encoded: String(entry.dropFirst(3))).map { [UInt8]($0) } == expected
-            }
-        }
-        let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-        let roll = Double.random(in: 0..<1)
-        let status = roll >= failureRate ? 200 : [500, 503, 0][Int.random(in: 0..<3)]
-        recorded.withLockedValue {
-            $0.append(
-                Delivery(
-                    escrowID: json?["escrowId"] as? String,
-                    idempotencyKey: head.headers.first(name: "idempotency-key"),
-                    signatureValid: valid,
-                    answered: status
-                )
-            )
-        }
-        return status
-    }
-
-    private final class Handler: ChannelInboundHandler {
-        typealias InboundIn = HTTPServerRequestPart
-        typealias OutboundOut = HTTPServerResponsePart
-        let backend: ChaosBackend
-        var head: HTTPRequestHead?
-        var body: [UInt8] = []
-
-        init(backend: ChaosBackend) { self.backend = backend }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            switch unwrapInboundIn(data) {
-            case .head(let head):
-                self.head = head
-                body = []
-            case .body(let buffer):
-                body += buffer.readableBytesView
-            case .end:
-                guard let head else { return }
-                let status = backend.answer(head: head, body: body)
-                guard status != 0 else {
-                    context.close(promise: nil)
-                    return
-                }
-                var headers = HTTPHeaders()
-                headers.add(name: "Content-Length", value: "0")
-                let response = HTTPResponseHead(
-                    version: head.version,
-                    status: HTTPResponseStatus(statusCode: status),
-                    headers: headers
-                )
-                context.write(wrapOutboundOut(.head(response)), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-            }
         }
     }
 }

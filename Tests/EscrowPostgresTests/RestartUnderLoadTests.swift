@@ -39,20 +39,12 @@ struct RestartUnderLoadTests {
         let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
 
         let port = ServeKillTests.freePort()
-        let serve = Process()
-        serve.executableURL = ProfileEscrowCLI.binary
-        serve.arguments = [
-            "serve", "--no-worker", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000",
-        ]
-        serve.currentDirectoryURL = URL(fileURLWithPath: directory.path)
-        serve.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
-            .merging(environment) { $1 }
-        let log = directory.path + "/serve.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        serve.standardOutput = FileHandle(forWritingAtPath: log)
-        serve.standardError = FileHandle(forWritingAtPath: log)
-        try serve.run()
-        defer { if serve.isRunning { kill(serve.processIdentifier, SIGKILL) } }
+        let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
+        defer { processes.killAll() }
+        let serve = try processes.start(
+            "serve",
+            ["serve", "--no-worker", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000"]
+        )
         struct Answer {
             var status: Int  // -1: no HTTP answer at all
             var escrowID: String?
@@ -105,7 +97,9 @@ struct RestartUnderLoadTests {
                         }
                     }
                 }
-                try await eventually("captures before the restart", within: 60) { acknowledged(since: began) >= 30 }
+                try await ReplayKillTests.eventually("captures before the restart", within: 60) {
+                    acknowledged(since: began) >= 30
+                }
                 try server.pgctl(["-m", "immediate", "stop"])
                 down = .now
                 // Longer than the store's wait for a connection (5 s), so that captures fail while it is down.
@@ -113,12 +107,15 @@ struct RestartUnderLoadTests {
                 try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
                 up = .now
                 do {
-                    try await eventually("captures after the restart, without restarting serve", within: 30) {
+                    try await ReplayKillTests.eventually(
+                        "captures after the restart, without restarting serve",
+                        within: 30
+                    ) {
                         acknowledged(since: up) >= 30
                     }
                 } catch {
                     let recent = answers.withLockedValue { $0.suffix(3).map { "\($0.status) \($0.escrowID ?? "")" } }
-                    let served = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                    let served = processes.logs.compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }.joined()
                     Issue.record("last answers \(recent); serve's log ends: \(served.suffix(1500))")
                     stopping.withLockedValue { $0 = true }
                     throw error
@@ -155,8 +152,7 @@ struct RestartUnderLoadTests {
         verifier.finish(head: try await store.auditHead())
         #expect(verifier.isIntact)
         await store.close()
-        kill(serve.processIdentifier, SIGTERM)
-        serve.waitUntilExit()
+        processes.signal("serve", SIGTERM)
     }
 }
 
@@ -222,16 +218,5 @@ struct OwnServer {
     struct ServerFailure: Error, CustomStringConvertible {
         var text: String
         var description: String { text }
-    }
-}
-
-/// Polls `condition` every 50 ms until it holds; throws after `seconds`.
-private func eventually(_ what: String, within seconds: Double, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else {
-            throw OwnServer.ServerFailure(text: "timed out waiting for \(what)")
-        }
-        try await Task.sleep(for: .milliseconds(50))
     }
 }

@@ -1,0 +1,74 @@
+public import Foundation
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Long-running `profile-escrow` processes of one test (`serve`, `replay`), by name, each writing its output to a
+/// file of its own in `directory` (a process started again under the same name, to a new file). Output goes to files,
+/// not pipes, for the reasons ``ProfileEscrowCLI/run(_:stdin:environment:executable:in:)`` gives.
+public final class ProfileEscrowProcesses: Sendable {
+    private let running = NIOLockedValueBox([String: Process]())
+    private let written = NIOLockedValueBox([String]())
+    public let directory: String
+    public let environment: [String: String]
+
+    /// `environment` sets the `PROFILE_ESCROW_*` variables the processes see; the test process's own are not passed
+    /// on.
+    public init(directory: String, environment: [String: String]) {
+        self.directory = directory
+        self.environment = environment
+    }
+
+    /// Every output file so far, in start order.
+    public var logs: [String] { written.withLockedValue { $0 } }
+
+    /// Starts `profile-escrow <arguments>` under `name`, writing to `<directory>/<name>-<n>.log`.
+    @discardableResult
+    public func start(_ name: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = ProfileEscrowCLI.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+            .merging(environment) { $1 }
+        let log = directory + "/\(name)-\(logs.count).log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let output = FileHandle(forWritingAtPath: log)
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        written.withLockedValue { $0.append(log) }
+        running.withLockedValue { $0[name] = process }
+        return process
+    }
+
+    /// Sends `signal` (SIGKILL by default) to the process started as `name` and waits for its end; returns it.
+    @discardableResult
+    public func signal(_ name: String, _ signal: Int32 = SIGKILL) -> Process? {
+        guard let process = running.withLockedValue({ $0.removeValue(forKey: name) }) else { return nil }
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+        return process
+    }
+
+    /// SIGTERM to every process still running, then waits for their ends.
+    public func stopAll() {
+        let all = takeAll()
+        for process in all where process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        for process in all { process.waitUntilExit() }
+    }
+
+    /// SIGKILL to every process still running (for a test's `defer`: nothing is left behind).
+    public func killAll() {
+        for process in takeAll() where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    private func takeAll() -> [Process] {
+        running.withLockedValue { running in
+            defer { running = [:] }
+            return Array(running.values)
+        }
+    }
+}
