@@ -21,6 +21,7 @@ struct BackendClient: Sendable {
     static let maximumResponseBody = 16 * 1024
 
     /// A client for `configuration`, shut down when `body` returns.
+    @discardableResult
     static func with<T>(
         _ configuration: ReplayWorker.Configuration,
         logger: Logger,
@@ -89,28 +90,33 @@ struct BackendClient: Sendable {
         // The answer as soon as its head is in: what the deadline leaves when it cuts the body off.
         let heard = Heard()
         let prepared = request
-        return await withTaskGroup(of: Answer?.self) { group in
-            group.addTask { await self.exchange(prepared, deadline: deadline, sentAt: now, heard: heard) }
-            group.addTask {
-                // The one deadline over the whole exchange: async-http-client's own deadline stops
-                // applying once the head is in, and its read timeout restarts with every chunk.
-                try? await Task.sleep(for: .nanoseconds(budget.nanoseconds))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            // Cancelling the exchange cancels the request and closes its connection at once.
-            group.cancelAll()
-            if let first { return first }
-            if var answer = heard.answer.withLockedValue({ $0 }) {
-                answer.bodyCutOff = true
-                return answer
-            }
-            return Answer(
-                outcome: .retry(status: nil, retryAfter: nil),
-                failure: "no answer within the delivery deadline",
-                timedOut: true
-            )
+        // The one deadline over the whole exchange (async-http-client's own deadline stops applying once the
+        // head is in, and its read timeout restarts with every chunk): a timer on the client's event loop
+        // cancels the exchange, which cancels the request and closes its connection at once. A task and a
+        // NIO timer that is removed when the exchange ends, rather than a task group racing `Task.sleep`,
+        // whose timer would stay queued in Dispatch for the whole delivery timeout after every delivery.
+        let exchange = Task { await self.exchange(prepared, deadline: deadline, sentAt: now, heard: heard) }
+        let timer = http.eventLoopGroup.any().scheduleTask(deadline: deadline) {
+            heard.state.withLockedValue { if !$0.finished { $0.cutOff = true } }
+            exchange.cancel()
         }
+        let answer = await withTaskCancellationHandler {
+            await exchange.value
+        } onCancel: {
+            exchange.cancel()
+        }
+        timer.cancel()
+        let (cutOff, head) = heard.state.withLockedValue { ($0.cutOff, $0.head) }
+        guard cutOff else { return answer }
+        if var answer = head {
+            answer.bodyCutOff = true
+            return answer
+        }
+        return Answer(
+            outcome: .retry(status: nil, retryAfter: nil),
+            failure: "no answer within the delivery deadline",
+            timedOut: true
+        )
     }
 
     /// The request, then its answer's head (which decides the outcome), then at most
@@ -121,12 +127,13 @@ struct BackendClient: Sendable {
         sentAt now: Date,
         heard: Heard
     ) async -> Answer {
+        defer { heard.state.withLockedValue { $0.finished = true } }
         do {
             let response = try await http.execute(request, deadline: deadline)
             let status = Int(response.status.code)
             let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: now)
             let answer = Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
-            heard.answer.withLockedValue { $0 = answer }
+            heard.state.withLockedValue { $0.head = answer }
             // The status has decided; the body is drained (bounded) only so the connection can be
             // reused. Too large, or a failure while reading it: the connection is closed instead.
             var read = 0
@@ -149,8 +156,15 @@ struct BackendClient: Sendable {
         }
     }
 
-    /// The answer as soon as its head came in, shared between the exchange and its deadline.
+    /// What the exchange and its deadline share: the answer as soon as its head came in, whether the exchange
+    /// finished, and whether the deadline cut it off first.
     final class Heard: Sendable {
-        let answer = NIOLockedValueBox<Answer?>(nil)
+        struct State {
+            var head: Answer?
+            var finished = false
+            var cutOff = false
+        }
+
+        let state = NIOLockedValueBox(State())
     }
 }

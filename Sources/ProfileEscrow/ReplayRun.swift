@@ -2,12 +2,18 @@ import EscrowCore
 import Foundation
 import NIOConcurrencyHelpers
 
-/// The shared state of one ``ReplayWorker`` run: the shutdown flag, deliveries in flight, the
-/// summary so far, and the doorbell the run loop sleeps on.
+/// The shared state of one ``ReplayWorker`` run: the shutdown flag, deliveries in flight and outcomes
+/// being committed, the summary so far, and the doorbell the run loop sleeps on.
+///
+/// A delivery holds a slot of the worker's concurrency only while its request is out: once the backend has
+/// answered, it frees the slot and waits for its outcome's group commit (`committing`). So the
+/// backend sees `concurrency` requests at a time even while the store is making outcomes durable (measured:
+/// with the slot held through the commit, 64 slots cycled every 23 ms, for 1 ms of HTTP each).
 final class ReplayRun: Sendable {
-    private struct State {
+    struct State {
         var shuttingDown = false
         var inFlight = 0
+        var committing = 0
         var summary = ReplaySummary()
     }
 
@@ -15,8 +21,14 @@ final class ReplayRun: Sendable {
     let wakeup = Wakeup()
 
     var isShuttingDown: Bool { state.withLockedValue { $0.shuttingDown } }
+    /// Requests out to the backend.
     var inFlight: Int { state.withLockedValue { $0.inFlight } }
+    /// Deliveries started and not finished: requests out, and answered outcomes not yet committed.
+    var unfinished: Int { state.withLockedValue { $0.inFlight + $0.committing } }
     var summary: ReplaySummary { state.withLockedValue { $0.summary } }
+
+    /// Reads several fields at once.
+    func read<T>(_ body: (State) -> T) -> T { state.withLockedValue { body($0) } }
 
     /// Graceful shutdown: claim nothing more, let what is in flight finish.
     func shutDown() {
@@ -28,8 +40,20 @@ final class ReplayRun: Sendable {
         state.withLockedValue { $0.inFlight += 1 }
     }
 
-    func finished() {
-        state.withLockedValue { $0.inFlight -= 1 }
+    /// The backend answered (or the request failed): the slot is free; the outcome is being committed.
+    func answered() {
+        state.withLockedValue {
+            $0.inFlight -= 1
+            $0.committing += 1
+        }
+        wakeup.signal()
+    }
+
+    /// The delivery is over; `answered` says whether ``answered()`` was called for it.
+    func finished(answered: Bool) {
+        state.withLockedValue {
+            if answered { $0.committing -= 1 } else { $0.inFlight -= 1 }
+        }
         wakeup.signal()
     }
 

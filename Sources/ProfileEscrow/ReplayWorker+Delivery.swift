@@ -19,7 +19,11 @@ extension ReplayWorker {
     /// (otherwise the lease is given back unattempted), and the whole exchange must end a margin
     /// before the lease does: `deadline = min(now + deliveryTimeout, leaseEnd - leaseMargin)`. So the
     /// lease cannot run out (and another worker take over) while this request is in flight.
-    func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async {
+    ///
+    /// Returns whether the request was sent, in which case ``ReplayRun/answered()`` freed its slot as soon as
+    /// the exchange ended, before the outcome's commit.
+    @discardableResult
+    func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async -> Bool {
         // The attempt this delivery would be: attempts count requests sent, not leases.
         let attempt = record.attempts + 1
         let metadata: Logger.Metadata = [
@@ -27,12 +31,12 @@ extension ReplayWorker {
         ]
         guard run?.isShuttingDown != true else {
             await release(record, run: run, because: "shutting down", metadata: metadata)
-            return
+            return false
         }
         // Checked once now (not worth opening the escrow otherwise), and again right before sending.
         guard let leaseEnd = record.leaseExpiresAt, deliveryBudget(leaseEnd: leaseEnd, now: clock.now()) != nil else {
             await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
-            return
+            return false
         }
 
         let body: [UInt8]
@@ -42,12 +46,12 @@ extension ReplayWorker {
         } catch let error as EscrowError where error.code == .ciphertextInvalid {
             // `open` moved it to dead (ciphertext_invalid) and logged it.
             run?.update { $0.dead += 1 }
-            return
+            return false
         } catch let error as EscrowError where error.code == .keyUnavailable {
             // The keyring changed since the claim (claims ask only for versions it can open): give the
             // escrow back at once, without an attempt, for a worker that can open it.
             await release(record, run: run, because: "this keyring cannot open its key version", metadata: metadata)
-            return
+            return false
         } catch {
             // A store failure: the lease runs out and the escrow is tried again later (not at once: that
             // would spin).
@@ -56,16 +60,16 @@ extension ReplayWorker {
                 metadata: metadata.merging(["error": "\(error)"]) { $1 }
             )
             run?.update { $0.failed += 1 }
-            return
+            return false
         }
         guard run?.isShuttingDown != true else {
             await release(record, run: run, because: "shutting down", metadata: metadata)
-            return
+            return false
         }
         // Again after opening the escrow (which may have waited on the store), right before sending.
         guard let budget = deliveryBudget(leaseEnd: leaseEnd, now: clock.now()) else {
             await release(record, run: run, because: "too little of the lease is left", metadata: metadata)
-            return
+            return false
         }
 
         let started = ContinuousClock.now
@@ -76,6 +80,7 @@ extension ReplayWorker {
             answer.outcome = .timedOut(deadline: configuration.deliveryTimeout)
         }
         let elapsed = ContinuousClock.now - started
+        run?.answered()
         let seconds = elapsed.inSeconds
         EscrowMetrics.delivered(answer.outcome, seconds: seconds)
         run?.update { $0.delivered += 1 }
@@ -86,13 +91,15 @@ extension ReplayWorker {
         if let failure = answer.failure { logged["error"] = "\(failure)" }
         logged["duration.ms"] = "\(Int(seconds * 1000))"
         if answer.bodyCutOff { logged["body"] = "cut off at the deadline" }
-        logger.info("escrow delivered", metadata: logged)
 
         if Task.isCancelled, answer.failure != nil {
             // Cancelled (not a graceful shutdown): the outcome is unknown, leave the lease to run out.
-            return
+            logger.info("escrow delivered", metadata: logged)
+            return true
         }
         let result = await commit(answer.outcome, for: record, metadata: logged)
+        // One line per delivery: a confirmed one is the "escrow purged" line, which carries the same fields.
+        if result != .confirmed { logger.info("escrow delivered", metadata: logged) }
         run?.update { summary in
             switch result {
             case .confirmed: summary.confirmed += 1
@@ -103,6 +110,7 @@ extension ReplayWorker {
             case .failed: summary.failed += 1
             }
         }
+        return true
     }
 
     /// How long the delivery of an escrow leased until `leaseEnd` may take from `now`: the delivery

@@ -62,6 +62,14 @@ public final class ReplayWorker: Service {
     /// batch of deliveries, not one per delivery).
     var claimBatch: Int { max(1, configuration.concurrency / 2) }
 
+    /// Whether another delivery may start: fewer than `concurrency` requests out, and at most as many answered
+    /// outcomes again waiting for their commit (so a slow store holds back delivery instead of piling up answers).
+    func hasFreeSlot(_ run: ReplayRun) -> Bool {
+        run.read {
+            $0.inFlight < configuration.concurrency && $0.inFlight + $0.committing < 2 * configuration.concurrency
+        }
+    }
+
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
     /// open (an escrow it could not open is left to a worker that can, without using an attempt).
     func claim(dueAt now: Date, limit: Int, leaseDuration: Double) async throws -> [EscrowRecord] {
@@ -109,7 +117,7 @@ public final class ReplayWorker: Service {
                             now = clock.now()
                             nextSweep = now.addingTimeInterval(configuration.sweepInterval)
                         }
-                        while run.inFlight < configuration.concurrency, !ready.isEmpty {
+                        while hasFreeSlot(run), !ready.isEmpty {
                             let record = ready.removeFirst()
                             run.started()
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
@@ -142,10 +150,11 @@ public final class ReplayWorker: Service {
                             metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
                         )
                     }
-                    if run.inFlight > 0 {
+                    let unfinished = run.unfinished
+                    if unfinished > 0 {
                         logger.info(
                             "replay worker stopping: waiting for deliveries in flight",
-                            metadata: ["count": "\(run.inFlight)"]
+                            metadata: ["count": "\(unfinished)"]
                         )
                     }
                 }
@@ -176,7 +185,7 @@ public final class ReplayWorker: Service {
                     // finished delivery never waits for a claim transaction.
                     var ready: [EscrowRecord] = []
                     while true {
-                        while !run.isShuttingDown, run.inFlight < configuration.concurrency, !ready.isEmpty {
+                        while !run.isShuttingDown, hasFreeSlot(run), !ready.isEmpty {
                             let record = ready.removeFirst()
                             run.started()
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
@@ -208,7 +217,7 @@ public final class ReplayWorker: Service {
                             }
                             ready = []
                         }
-                        if exhausted || run.isShuttingDown, ready.isEmpty, run.inFlight == 0 { break }
+                        if exhausted || run.isShuttingDown, ready.isEmpty, run.unfinished == 0 { break }
                         await run.wakeup.wait(seconds: configuration.pollInterval)
                         let summary = run.summary
                         if let progress, summary.delivered != reported {
@@ -237,8 +246,8 @@ public final class ReplayWorker: Service {
 
     /// One delivery task: deliver, then free the slot and wake the run loop.
     private func deliverThenSignal(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun) async {
-        await deliver(record, backend: backend, run: run)
-        run.finished()
+        let answered = await deliver(record, backend: backend, run: run)
+        run.finished(answered: answered)
     }
 
     /// Purges what is past retention (`expired`) and publishes the live gauges.

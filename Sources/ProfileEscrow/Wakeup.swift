@@ -1,15 +1,37 @@
+import Dispatch
 import NIOConcurrencyHelpers
 
-/// A doorbell for one waiter: ``wait(seconds:)`` returns when ``signal()`` rings or the time is up,
-/// whichever comes first. A ring with nobody waiting is kept for the next wait, so a signal between
-/// "check" and "wait" is never lost. Spurious wake-ups are possible; callers re-check their state.
+/// A doorbell for one waiter: ``wait(seconds:)`` returns when ``signal()`` rings, the time is up, or
+/// the waiting task is cancelled, whichever comes first. A ring with nobody waiting is kept for the next
+/// wait, which then returns at once, so a signal between "check" and "wait" is never lost. Spurious
+/// wake-ups are possible; callers re-check their state.
+///
+/// Written on a continuation and one re-armed dispatch timer rather than a task group racing
+/// `Task.sleep`: the replay loop waits here once or twice per delivery, and every `Task.sleep` leaves its
+/// own timer queued in Dispatch until its full time is up, even when a ring ended the wait long before.
 final class Wakeup: Sendable {
     private struct State {
         var rung = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// When the current wait times out.
+        var deadline = DispatchTime.distantFuture
     }
 
     private let state = NIOLockedValueBox(State())
+    /// Re-armed by every wait; its firing for an earlier wait's deadline ends nothing. Dispatch sources are
+    /// thread-safe; the type is not marked Sendable on Linux.
+    private nonisolated(unsafe) let timer: any DispatchSourceTimer
+
+    init() {
+        timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.setEventHandler { [weak self] in self?.expire() }
+        timer.schedule(deadline: .distantFuture)
+        timer.activate()
+    }
+
+    deinit {
+        timer.cancel()
+    }
 
     func signal() {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
@@ -24,32 +46,37 @@ final class Wakeup: Sendable {
     }
 
     func wait(seconds: Double) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // Always rings at the end, cancelled or not, so the other child below always ends.
-                try? await Task.sleep(for: .milliseconds(Int64(max(0, seconds) * 1000)))
-                self.signal()
-            }
-            group.addTask { await self.waitForRing() }
-            await group.next()
-            group.cancelAll()
-            await group.waitForAll()
+        let rung = state.withLockedValue { state -> Bool in
+            defer { state.rung = false }
+            return state.rung
         }
-        // Whatever rang during the wait woke it; the caller re-checks its state next.
-        state.withLockedValue { $0.rung = false }
-    }
-
-    private func waitForRing() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLockedValue { state -> Bool in
-                if state.rung {
-                    state.rung = false
+        if rung || Task.isCancelled { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let deadline = DispatchTime.now() + .nanoseconds(Int(min(max(0, seconds), 3600) * 1_000_000_000))
+                let waiting = state.withLockedValue { state -> Bool in
+                    if state.rung {
+                        state.rung = false
+                        return false
+                    }
+                    state.waiter = continuation
+                    state.deadline = deadline
                     return true
                 }
-                state.waiter = continuation
-                return false
+                guard waiting else { return continuation.resume() }
+                timer.schedule(deadline: deadline)
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            signal()
         }
+    }
+
+    private func expire() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter, DispatchTime.now() >= state.deadline else { return nil }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
     }
 }
