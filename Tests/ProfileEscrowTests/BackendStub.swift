@@ -49,6 +49,7 @@ final class BackendStub: Sendable {
         var requests: [Request] = []
         var answered: [Answered] = []
         var inFlight: Set<String> = []
+        var mostAtOnce = 0
         var violations: [String] = []
         var script: @Sendable (Request, Int) -> Reply = { _, _ in .status(200) }
         var perKey: [String: Int] = [:]
@@ -98,6 +99,8 @@ final class BackendStub: Sendable {
     var answered: [Answered] { state.withLockedValue { $0.answered } }
     /// Signature failures, header mismatches, and one escrow in flight twice at once.
     var violations: [String] { state.withLockedValue { $0.violations } }
+    /// The most requests that were in flight at once.
+    var mostAtOnce: Int { state.withLockedValue { $0.mostAtOnce } }
 
     // MARK: Handling
 
@@ -141,6 +144,7 @@ final class BackendStub: Sendable {
                 state.violations.append("content type \(request.contentType ?? "-")")
             }
             if !state.inFlight.insert(key).inserted { state.violations.append("\(key) in flight twice at once") }
+            state.mostAtOnce = max(state.mostAtOnce, state.inFlight.count)
             state.requests.append(request)
             let count = state.perKey[key, default: 0]
             state.perKey[key] = count + 1

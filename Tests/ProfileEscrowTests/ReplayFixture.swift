@@ -124,18 +124,39 @@ struct ReplayFixture {
     }
 }
 
-/// A store that counts ``EscrowStore/flushPurged()`` calls and passes everything on.
-final class FlushCountingStore: EscrowStore {
+/// A store that passes everything on, counting ``EscrowStore/flushPurged()`` calls, and holding lifecycle commits
+/// back while told to (counting those that wait).
+final class ObservedStore: EscrowStore {
     let inner: SQLiteEscrowStore
-    private let count = NIOLockedValueBox(0)
+    private struct State {
+        var flushes = 0
+        var holdingCommits = false
+        var waitingCommits = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
 
     init(_ inner: SQLiteEscrowStore) { self.inner = inner }
 
-    var flushes: Int { count.withLockedValue { $0 } }
+    var flushes: Int { state.withLockedValue { $0.flushes } }
+    /// Commits held back right now.
+    var waitingCommits: Int { state.withLockedValue { $0.waitingCommits } }
+
+    /// While true, every ``commit(_:id:expectedRevision:)`` waits before it reaches the store.
+    func holdCommits(_ hold: Bool) { state.withLockedValue { $0.holdingCommits = hold } }
 
     func flushPurged() async throws {
-        count.withLockedValue { $0 += 1 }
+        state.withLockedValue { $0.flushes += 1 }
         try await inner.flushPurged()
+    }
+
+    func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
+        if state.withLockedValue({ $0.holdingCommits }) {
+            state.withLockedValue { $0.waitingCommits += 1 }
+            while state.withLockedValue({ $0.holdingCommits }) { try await Task.sleep(for: .milliseconds(5)) }
+            state.withLockedValue { $0.waitingCommits -= 1 }
+        }
+        return try await inner.commit(action, id: id, expectedRevision: expectedRevision)
     }
 
     func capture(_ record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) async throws -> CaptureOutcome {
@@ -143,9 +164,6 @@ final class FlushCountingStore: EscrowStore {
     }
     func record(id: EscrowID) async throws -> EscrowRecord? { try await inner.record(id: id) }
     func record(blindIndex: BlindIndex) async throws -> EscrowRecord? { try await inner.record(blindIndex: blindIndex) }
-    func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
-        try await inner.commit(action, id: id, expectedRevision: expectedRevision)
-    }
     func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
         try await inner.claimDue(request, lifecycle: lifecycle)
     }

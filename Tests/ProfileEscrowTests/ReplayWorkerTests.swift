@@ -435,7 +435,7 @@ struct ReplayWorkerTests {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
         fixture.stub.respond { _, _ in .status(200) }
-        let counting = FlushCountingStore(fixture.store)
+        let counting = ObservedStore(fixture.store)
         let escrow = Escrow(
             store: counting,
             keyring: fixture.harness.keyring,
@@ -467,6 +467,46 @@ struct ReplayWorkerTests {
         await group.triggerGracefulShutdown()
         try await bounded("shutdown", within: 20) { try await running.value }
         if !withFlusher { #expect(counting.flushes == 0) }
+    }
+
+    /// A delivery frees its slot once the backend has answered, before its outcome is committed: while the store
+    /// holds commits back, the worker goes on delivering until as many answered outcomes wait as it has slots, and
+    /// no further; the backend never sees more than `concurrency` requests at once; nothing is lost on the way.
+    @Test func anAnsweredDeliveryFreesItsSlotBeforeItsCommit() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        // A short pause in every answer, so that both slots are surely busy at once.
+        fixture.stub.respond { _, _ in .delayed(0.05, .status(200)) }
+        let observed = ObservedStore(fixture.store)
+        let escrow = Escrow(
+            store: observed,
+            keyring: fixture.harness.keyring,
+            configuration: fixture.escrow.configuration,
+            logger: Logger(label: "test")
+        )
+        let ids = try await fixture.capture(0..<12)
+        let worker = try ReplayWorker(
+            escrow: escrow,
+            configuration: try fixture.configuration(concurrency: 2),
+            logger: Logger(label: "test")
+        )
+        observed.holdCommits(true)
+        defer { observed.holdCommits(false) }  // also when an expectation below throws
+        let running = Task { try await worker.runOnce() }
+        try await eventually("four answered outcomes waiting for their commit", within: 20) {
+            observed.waitingCommits == 4
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(observed.waitingCommits == 4, "twice the concurrency, and no more")
+        #expect(fixture.stub.requests.count == 4)
+        observed.holdCommits(false)
+        let summary = try await bounded("the run", within: 30) { try await running.value }
+        #expect(summary.delivered == 12 && summary.confirmed == 12)
+        #expect(fixture.stub.mostAtOnce == 2, "at most `concurrency` requests at once")
+        for id in ids {
+            #expect(try await fixture.types(id) == ["captured", "delivery-attempted", "confirmed", "purged"])
+        }
+        #expect(fixture.stub.requests.count == 12)
     }
 
     @Test func theServiceLoopSweepsWhileTheBackendIsDown() async throws {
