@@ -131,7 +131,7 @@ public final class Escrow: Sendable {
         let keyring = self.keyring  // one keyring for the whole capture, even across a reload
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
         let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
-        let sealed = try keyring.seal(plaintext: plaintext, id: EscrowID.random(), blindIndex: blindIndex)
+        let sealed = try keyring.seal(plaintext: plaintext, id: EscrowID.new(at: now), blindIndex: blindIndex)
         return EscrowRecord(
             sealed: sealed,
             contentTag: keyring.contentTag(

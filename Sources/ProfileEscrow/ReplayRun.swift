@@ -7,8 +7,9 @@ import NIOConcurrencyHelpers
 ///
 /// A delivery holds a slot of the worker's concurrency only while its request is out: once the backend has
 /// answered, it frees the slot and waits for its outcome's group commit (`committing`). So the
-/// backend sees `concurrency` requests at a time even while the store is making outcomes durable (measured:
-/// with the slot held through the commit, 64 slots cycled every 23 ms, for 1 ms of HTTP each).
+/// backend sees `concurrency` requests at a time even while the store is making outcomes durable. (Measured with
+/// the slot held through the commit: 2,800 purges/s through 64 slots, 23 ms a cycle, of which the request took
+/// about 1 ms.)
 final class ReplayRun: Sendable {
     struct State {
         var shuttingDown = false

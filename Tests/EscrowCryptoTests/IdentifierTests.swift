@@ -26,6 +26,23 @@ struct IdentifierTests {
         #expect(EscrowID(hex: text) == nil)
     }
 
+    /// A new escrow's id starts with its capture time in big-endian milliseconds, so ids sort by capture time;
+    /// the other 10 bytes are random: ids of one millisecond differ.
+    @Test func newEscrowIDsAreInTimeOrderAndUnguessable() throws {
+        // Half a millisecond past one, so that no rounding of the Double puts it in another millisecond.
+        let at = Date(timeIntervalSince1970: 1_790_000_000.1235)
+        let id = EscrowID.new(at: at)
+        #expect(id.hex.hasPrefix(String(1_790_000_000_123, radix: 16).leftPadded(to: 12)))
+        let sameMillisecond = (0..<1000).map { _ in EscrowID.new(at: at) }
+        #expect(Set(sameMillisecond.map(\.hex)).count == 1000, "80 random bits: no two alike")
+        #expect(Set(sameMillisecond.map { $0.bytes[6...].first! }).count > 100, "the tail is random")
+        let times = (0..<200).map { at.addingTimeInterval(Double($0) * 0.002) }.shuffled()
+        let ids = times.map { EscrowID.new(at: $0) }
+        let byID = zip(ids, times).sorted { $0.0.hex < $1.0.hex }.map(\.1)
+        #expect(byID == times.sorted(), "sorted by id is sorted by capture time")
+        #expect(EscrowID.new(at: Date(timeIntervalSince1970: -5)).hex.hasPrefix("000000000000"))
+    }
+
     @Test func escrowIDRejectsBadLength() {
         #expect(EscrowID(bytes: Array(repeating: 0, count: 15)) == nil)
         #expect(EscrowID(bytes: Array(repeating: 0, count: 17)) == nil)
@@ -89,5 +106,11 @@ struct IdentifierTests {
         #expect(tag != keyring.contentTag(blindIndex: first, plaintext: secret("b")))
         #expect(tag != keyring.contentTag(blindIndex: second, plaintext: secret("a")))
         #expect(tag == keyring.publicOnly().contentTag(blindIndex: first, plaintext: secret("a")))
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to count: Int) -> String {
+        String(repeating: "0", count: max(0, count - self.count)) + self
     }
 }
