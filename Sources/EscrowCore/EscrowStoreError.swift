@@ -1,8 +1,8 @@
 /// A storage failure.
 ///
 /// Its `description` is deliberately generic and built from the ``code`` alone, so logging an error never leaks
-/// data. ``message`` is meant for an operator (it can name a file path, an SQLite result code or the process
-/// holding the writer slot) and never holds SQL arguments, row contents, a name, an email or a user identifier.
+/// data. ``message`` is meant for an operator (it can name a file path, an SQLite result code or the write lock
+/// it waited for) and never holds SQL arguments, row contents, a name, an email or a user identifier.
 public struct EscrowStoreError: Error, Sendable, CustomStringConvertible {
     /// A stable, machine-readable error code. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {

@@ -177,6 +177,107 @@ extension PostgresEscrowStore {
         return rows.count == 1
     }
 
+    /// Rewrites each record in place if it is still at its expected revision (compare-and-set), in one statement
+    /// per 1,000 records; returns the ids it rewrote. For records of distinct escrows only (a claim's): with two
+    /// records of one escrow, which of them PostgreSQL writes is not defined.
+    static func update(
+        _ records: [(record: EscrowRecord, expectedRevision: Int64)],
+        _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Set<EscrowID> {
+        let columns = [
+            "id", "expected", "key_version", "public_key", "sealed_profile", "sealed_key", "mac", "content_tag",
+            "state",
+            "revision", "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "confirm_deadline", "due_at",
+            "expires_at", "updated_at", "dead_code", "last_status",
+        ]
+        // The first row's types name the VALUES list's column types (a NULL there is typed too).
+        let types = [
+            "bytea", "bigint", "bigint", "bytea", "bytea", "bytea", "bytea", "bytea", "text", "bigint", "bigint",
+            "bigint", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bigint",
+        ]
+        var updated: Set<EscrowID> = []
+        var start = 0
+        while start < records.count {
+            let chunk = records[start..<min(start + 1_000, records.count)]
+            start += chunk.count
+            var binds = PostgresBindings(capacity: chunk.count * columns.count)
+            var values: [String] = []
+            for (offset, item) in chunk.enumerated() {
+                let first = offset * columns.count
+                let placeholders = (1...columns.count).map { column in
+                    offset == 0 ? "$\(first + column)::\(types[column - 1])" : "$\(first + column)"
+                }
+                values.append("(" + placeholders.joined(separator: ", ") + ")")
+                let record = item.record
+                let sealed = record.sealed
+                try binds.append(Data(sealed.id.bytes))
+                binds.append(item.expectedRevision)
+                binds.append(Int64(sealed.keyVersion))
+                try binds.append(Data(sealed.publicKey))
+                try binds.append(Data(sealed.sealedProfile))
+                try binds.append(Data(sealed.sealedKey))
+                try binds.append(Data(sealed.mac))
+                try binds.append(Data(record.contentTag))
+                binds.append(record.state.rawValue)
+                binds.append(record.revision)
+                binds.append(Int64(record.attempts))
+                binds.append(ms(record.nextAttemptAt))
+                binds.append(record.leaseOwner)
+                binds.append(ms(record.leaseExpiresAt))
+                binds.append(ms(record.confirmDeadline))
+                binds.append(ms(record.dueAt))
+                binds.append(ms(record.expiresAt))
+                binds.append(ms(record.updatedAt))
+                binds.append(record.deadCode?.rawValue)
+                binds.append(record.lastStatus.map { Int64($0) })
+            }
+            let assignments = columns.dropFirst(2).map { "\($0) = t.\($0)" }.joined(separator: ", ")
+            let sql = """
+                UPDATE escrow AS e SET \(assignments)
+                FROM (VALUES \(values.joined(separator: ", "))) AS t(\(columns.joined(separator: ", ")))
+                WHERE e.id = t.id AND e.revision = t.expected RETURNING e.id
+                """
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).collect()
+            for row in rows {
+                if let id = EscrowID(bytes: [UInt8](try row.decode(Data.self))) { updated.insert(id) }
+            }
+        }
+        return updated
+    }
+
+    /// Deletes every row that is still at its expected revision, in one statement per 2,000 rows; returns the
+    /// `(id, revision)` pairs it deleted. A pair given twice is deleted once and returned once.
+    static func delete(
+        _ expected: [(id: EscrowID, revision: Int64)],
+        _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [EscrowID: Int64] {
+        var deleted: [EscrowID: Int64] = [:]
+        var start = 0
+        while start < expected.count {
+            let chunk = expected[start..<min(start + 2_000, expected.count)]
+            start += chunk.count
+            var binds = PostgresBindings(capacity: chunk.count * 2)
+            var values: [String] = []
+            for (offset, pair) in chunk.enumerated() {
+                try binds.append(Data(pair.id.bytes))
+                binds.append(pair.revision)
+                values.append(offset == 0 ? "($1::bytea, $2::bigint)" : "($\(2 * offset + 1), $\(2 * offset + 2))")
+            }
+            let sql = """
+                DELETE FROM escrow AS e USING (VALUES \(values.joined(separator: ", "))) AS t(id, revision)
+                WHERE e.id = t.id AND e.revision = t.revision RETURNING e.id, e.revision
+                """
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).collect()
+            for row in rows {
+                let (bytes, revision) = try row.decode((Data, Int64).self)
+                if let id = EscrowID(bytes: [UInt8](bytes)) { deleted[id] = revision }
+            }
+        }
+        return deleted
+    }
+
     /// Deletes a row if it is still at `expectedRevision`; returns whether it was.
     static func delete(
         id: EscrowID,

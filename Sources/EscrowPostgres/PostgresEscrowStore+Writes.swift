@@ -128,9 +128,26 @@ extension PostgresEscrowStore {
             what: "commit failed",
             order: { $0.id.bytes },
             write: { items, connection, audit, versions in
+                // The batch's purges (a replay's confirmed deliveries, the common case) in one DELETE, one round
+                // trip instead of one each; every other action one by one. Events are appended in the batch's
+                // order either way, and an escrow purged by two items of one batch is purged by the first only.
+                let purges = items.compactMap { item -> (id: EscrowID, revision: Int64)? in
+                    guard case .purge = item.action else { return nil }
+                    return (item.id, item.expectedRevision)
+                }
+                var deleted = purges.isEmpty ? [:] : try await delete(purges, connection, logger: logger)
                 var applied: [Bool] = []
                 for item in items {
-                    applied.append(try await apply(item, connection, &audit, &versions, logger: logger))
+                    if case .purge(_, let drafts) = item.action {
+                        let done = deleted[item.id] == item.expectedRevision
+                        if done {
+                            deleted[item.id] = nil
+                            audit.add(drafts)
+                        }
+                        applied.append(done)
+                    } else {
+                        applied.append(try await apply(item, connection, &audit, &versions, logger: logger))
+                    }
                 }
                 return applied
             }
@@ -255,6 +272,8 @@ extension PostgresEscrowStore {
                     ).collect()
                 }
                 var quarantined = 0
+                // Decided one by one, written together: one UPDATE for the claim's leases, not one each.
+                var leases: [(record: EscrowRecord, expectedRevision: Int64, drafts: [AuditDraft])] = []
                 for row in rows {
                     let record: EscrowRecord
                     do throws(MalformedRow) {
@@ -279,10 +298,19 @@ extension PostgresEscrowStore {
                         actor: actor
                     )
                     guard case .update(let next, let drafts) = action else { continue }
-                    guard try await Self.update(next, expectedRevision: record.revision, connection, logger: logger)
-                    else { continue }
-                    audit.add(drafts)
-                    leased.append(next)
+                    leases.append((next, record.revision, drafts))
+                }
+                let written =
+                    leases.isEmpty
+                    ? []
+                    : try await Self.update(
+                        leases.map { ($0.record, $0.expectedRevision) },
+                        connection,
+                        logger: logger
+                    )
+                for lease in leases where written.contains(lease.record.id) {
+                    audit.add(lease.drafts)
+                    leased.append(lease.record)
                 }
                 if rows.count < want || quarantined == 0 { break }
             }

@@ -8,8 +8,7 @@ import Glibc
 #endif
 
 /// The HTTP API's bearer tokens (hashes only) in their own small SQLite file, apart from the escrow
-/// database, so that `tokens add` and `tokens revoke` work while `serve` holds the database's single
-/// writer slot.
+/// database, so that `tokens add` and `tokens revoke` never wait behind the escrow database's write lock.
 ///
 /// Rollback-journal mode (`journal_mode=DELETE`), never WAL: the WAL-reset corruption bug of SQLite
 /// before 3.51.3 exists only in WAL mode, and a rollback-journal file is safe with several processes

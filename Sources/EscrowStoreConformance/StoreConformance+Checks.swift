@@ -378,4 +378,49 @@ extension StoreConformance {
         verifier.finish(head: try await store.auditHead())
         try expect(verifier.isIntact, "the chain written by batched outcomes verifies")
     }
+
+    /// The same purge submitted several times at once (a worker's confirmed delivery and confirm calls racing, so
+    /// that they share a batch): exactly one applies, with one set of audit events; one with a stale revision never.
+    static func concurrentPurgesOfOneEscrowApplyOnce(_ make: MakeStore) async throws {
+        let store = try await make()
+        let fixture = Fixture()
+        let now = fixture.start
+        for number in 0..<20 { _ = try await store.capture(try fixture.record(user: number, at: now), actor: .library) }
+        let leased = try await store.claimDue(at: now, limit: 20, owner: "w1", leaseDuration: 60)
+        try expect(leased.count == 20, "all leased")
+        let lifecycle = EscrowLifecycle()
+        let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for (index, record) in leased.enumerated() {
+                let action = lifecycle.handle(
+                    .delivered(.confirmed(status: 200), fencingToken: record.revision, unitRandom: 0.5),
+                    on: record,
+                    at: now.addingTimeInterval(1),
+                    actor: .worker("w1")
+                )
+                for attempt in 0..<4 {
+                    // Three times with the lease's revision, once with a stale one.
+                    let expected = attempt == 3 ? record.revision - 1 : record.revision
+                    group.addTask {
+                        (index, try await store.commit(action, id: record.id, expectedRevision: expected))
+                    }
+                }
+            }
+            return try await group.reduce(into: [Int: Int]()) { counts, result in
+                counts[result.0, default: 0] += result.1 ? 1 : 0
+            }
+        }
+        for (index, record) in leased.enumerated() {
+            try expect(results[index] == 1, "escrow \(index): applied \(results[index] ?? 0) times, not once")
+            try expect(try await store.record(id: record.id) == nil, "escrow \(index) purged")
+        }
+        let events = try await fixture.allEvents(store)
+        let purges = events.filter { $0.draft.type == .purged }
+        try expect(purges.count == 20, "one purge event per escrow: \(purges.count)")
+        try expect(Set(purges.compactMap(\.draft.escrowID)).count == 20, "no escrow purged twice")
+        try expect(events.count == 20 + 20 * 3, "captures and one set of events per purge: \(events.count)")
+        var verifier = AuditChain.Verifier()
+        for event in events { verifier.consume(event) }
+        verifier.finish(head: try await store.auditHead())
+        try expect(verifier.isIntact, "the chain verifies")
+    }
 }

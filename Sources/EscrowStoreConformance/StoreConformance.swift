@@ -30,6 +30,7 @@ public enum StoreConformance {
         Check(name: "summary counts", run: summaryCounts),
         Check(name: "concurrent captures are all durable and chained", run: concurrentCaptures),
         Check(name: "concurrent commits are each compare-and-set", run: concurrentCommitsAreEachCompareAndSet),
+        Check(name: "concurrent purges of one escrow apply once", run: concurrentPurgesOfOneEscrowApplyOnce),
     ]
 }
 
