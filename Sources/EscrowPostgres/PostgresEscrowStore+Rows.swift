@@ -187,9 +187,8 @@ extension PostgresEscrowStore {
     ) async throws -> Set<EscrowID> {
         let columns = [
             "id", "expected", "key_version", "public_key", "sealed_profile", "sealed_key", "mac", "content_tag",
-            "state",
-            "revision", "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "confirm_deadline", "due_at",
-            "expires_at", "updated_at", "dead_code", "last_status",
+            "state", "revision", "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "confirm_deadline",
+            "due_at", "expires_at", "updated_at", "dead_code", "last_status",
         ]
         // The first row's types name the VALUES list's column types (a NULL there is typed too).
         let types = [
