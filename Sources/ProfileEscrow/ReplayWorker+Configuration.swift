@@ -12,7 +12,8 @@ extension ReplayWorker {
         /// The Standard Webhooks secrets that sign every delivery, one signature each (never empty). During a
         /// rotation: the new secret first, then the old one, until the backend knows only the new one.
         public var webhookSecrets: [WebhookSecret]
-        /// Deliveries in flight at once, per worker.
+        /// Requests to the backend in flight at once, per worker. A delivery the backend has answered frees its slot
+        /// while its outcome is committed; at most as many answered outcomes again wait for their commit.
         public var concurrency = 4
         /// How long a claimed escrow stays this worker's. At least ``deliveryTimeout`` plus
         /// ``leaseMargin``: a delivery starts only when at least its timeout is left of the lease, and

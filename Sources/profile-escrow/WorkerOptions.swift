@@ -7,7 +7,8 @@ import ProfileEscrow
 /// `PROFILE_ESCROW_…` variable (``OptionEnvironment``).
 struct WorkerOptions: ParsableArguments {
     @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
-    @Option(help: "Deliveries in flight at once (env PROFILE_ESCROW_CONCURRENCY; default 4).") var concurrency: Int?
+    @Option(help: "Requests to the backend in flight at once (env PROFILE_ESCROW_CONCURRENCY; default 4).")
+    var concurrency: Int?
     @Option(
         help: "Attempts before a retryable failure makes an escrow dead (env PROFILE_ESCROW_MAX_ATTEMPTS; default 50)."
     )
