@@ -103,12 +103,15 @@ struct ReplayLeaseTests {
     @Test func aDeliveryOnAShortLeaseEndsAMarginBeforeIt() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
-        fixture.stub.respond { _, _ in .delayed(10, .status(200)) }
+        fixture.stub.respond { _, _ in .delayed(20, .status(200)) }
         let id = try #require(try await fixture.capture(0..<1).first)
-        let worker = try fixture.worker(lease: 10, timeout: 3)
-        let margin = worker.configuration.leaseMargin  // 0.3 s
+        let worker = try fixture.worker(lease: 20, timeout: 8)
+        let margin = worker.configuration.leaseMargin  // 0.8 s
+        // 0.2 s more than the delivery timeout: enough for the delivery to start, little enough that a deadline
+        // of now + 8 s would end only about 0.2 s before the lease. The deadline of leaseEnd - 0.8 s ends it about
+        // 0.8 s before: the check below leaves 0.45 s for a loaded machine (the whole suite runs in parallel).
         let lease = try #require(
-            try await fixture.claim(owner: "w1", limit: 1, lease: 3.15).first
+            try await fixture.claim(owner: "w1", limit: 1, lease: 8.2).first
         )
         let leaseEnd = try #require(lease.leaseExpiresAt)
         try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
@@ -116,9 +119,8 @@ struct ReplayLeaseTests {
         }
         let ended = Date()
         #expect(fixture.requests(id).count == 1)
-        // With the deadline at now + 3 s it would end about 0.15 s before the lease, not 0.3 s.
         let before = leaseEnd.timeIntervalSince(ended)
-        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 0.1), "ended \(before)s before the lease")
+        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 0.45), "ended \(before)s before the lease")
         let record = try #require(try await fixture.store.record(id: id))
         #expect(record.state == .pending && record.attempts == 1 && record.lastStatus == nil)
         #expect(try await fixture.events(id).last?.detail == "retry")
