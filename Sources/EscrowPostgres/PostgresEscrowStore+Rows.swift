@@ -104,43 +104,21 @@ extension PostgresEscrowStore {
         logger: Logger
     ) async throws -> Set<EscrowID> {
         var inserted: Set<EscrowID> = []
-        let columnsPerRow = 21
+        let columns = ["id", "blind_index", "created_at"] + changeableColumns.map(\.name)
         var start = 0
         while start < records.count {
             let chunk = records[start..<min(start + 2_000, records.count)]
             start += chunk.count
-            var sql = """
-                INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
-                    content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
-                    confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status) VALUES 
-                """
-            var binds = PostgresBindings(capacity: chunk.count * columnsPerRow)
+            var sql = "INSERT INTO escrow (\(columns.joined(separator: ", "))) VALUES "
+            var binds = PostgresBindings(capacity: chunk.count * columns.count)
             for (offset, record) in chunk.enumerated() {
-                let first = offset * columnsPerRow
+                let first = offset * columns.count
                 sql += offset == 0 ? "(" : ", ("
-                sql += (1...columnsPerRow).map { "$\(first + $0)" }.joined(separator: ", ") + ")"
-                let sealed = record.sealed
-                try binds.append(Data(sealed.id.bytes))
-                try binds.append(Data(sealed.blindIndex.bytes))
-                binds.append(Int64(sealed.keyVersion))
-                try binds.append(Data(sealed.publicKey))
-                try binds.append(Data(sealed.sealedProfile))
-                try binds.append(Data(sealed.sealedKey))
-                try binds.append(Data(sealed.mac))
-                try binds.append(Data(record.contentTag))
-                binds.append(record.state.rawValue)
-                binds.append(record.revision)
-                binds.append(Int64(record.attempts))
-                binds.append(ms(record.nextAttemptAt))
-                binds.append(record.leaseOwner)
-                binds.append(ms(record.leaseExpiresAt))
-                binds.append(ms(record.confirmDeadline))
-                binds.append(ms(record.dueAt))
+                sql += (1...columns.count).map { "$\(first + $0)" }.joined(separator: ", ") + ")"
+                try binds.append(Data(record.sealed.id.bytes))
+                try binds.append(Data(record.sealed.blindIndex.bytes))
                 binds.append(ms(record.createdAt))
-                binds.append(ms(record.expiresAt))
-                binds.append(ms(record.updatedAt))
-                binds.append(record.deadCode?.rawValue)
-                binds.append(record.lastStatus.map { Int64($0) })
+                try bindChangeable(record, to: &binds)
             }
             sql += " ON CONFLICT (blind_index) DO NOTHING RETURNING id"
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).collect()
@@ -158,23 +136,40 @@ extension PostgresEscrowStore {
         _ connection: PostgresConnection,
         logger: Logger
     ) async throws -> Bool {
+        try await update([(record, expectedRevision)], connection, logger: logger).contains(record.id)
+    }
+
+    /// The columns a change of an escrow rewrites (all but `id`, `blind_index` and `created_at`) with their types,
+    /// in the order ``bindChangeable(_:to:)`` binds them.
+    static let changeableColumns: [(name: String, type: String)] = [
+        ("key_version", "bigint"), ("public_key", "bytea"), ("sealed_profile", "bytea"), ("sealed_key", "bytea"),
+        ("mac", "bytea"), ("content_tag", "bytea"), ("state", "text"), ("revision", "bigint"), ("attempts", "bigint"),
+        ("next_attempt_at", "bigint"), ("lease_owner", "text"), ("lease_expires_at", "bigint"),
+        ("confirm_deadline", "bigint"), ("due_at", "bigint"), ("expires_at", "bigint"), ("updated_at", "bigint"),
+        ("dead_code", "text"), ("last_status", "bigint"),
+    ]
+
+    /// Binds `record`'s values of ``changeableColumns``, in their order.
+    static func bindChangeable(_ record: EscrowRecord, to binds: inout PostgresBindings) throws {
         let sealed = record.sealed
-        let rows = try await connection.query(
-            """
-            UPDATE escrow SET key_version = \(Int64(sealed.keyVersion)), public_key = \(Data(sealed.publicKey)),
-                sealed_profile = \(Data(sealed.sealedProfile)), sealed_key = \(Data(sealed.sealedKey)),
-                mac = \(Data(sealed.mac)), content_tag = \(Data(record.contentTag)), state = \(record.state.rawValue),
-                revision = \(record.revision), attempts = \(Int64(record.attempts)),
-                next_attempt_at = \(ms(record.nextAttemptAt)), lease_owner = \(record.leaseOwner),
-                lease_expires_at = \(ms(record.leaseExpiresAt)), confirm_deadline = \(ms(record.confirmDeadline)),
-                due_at = \(ms(record.dueAt)), expires_at = \(ms(record.expiresAt)), updated_at = \(ms(record.updatedAt)),
-                dead_code = \(record.deadCode?.rawValue), last_status = \(record.lastStatus.map { Int64($0) })
-            WHERE id = \(Data(sealed.id.bytes)) AND revision = \(expectedRevision)
-            RETURNING 1
-            """,
-            logger: logger
-        ).collect()
-        return rows.count == 1
+        binds.append(Int64(sealed.keyVersion))
+        try binds.append(Data(sealed.publicKey))
+        try binds.append(Data(sealed.sealedProfile))
+        try binds.append(Data(sealed.sealedKey))
+        try binds.append(Data(sealed.mac))
+        try binds.append(Data(record.contentTag))
+        binds.append(record.state.rawValue)
+        binds.append(record.revision)
+        binds.append(Int64(record.attempts))
+        binds.append(ms(record.nextAttemptAt))
+        binds.append(record.leaseOwner)
+        binds.append(ms(record.leaseExpiresAt))
+        binds.append(ms(record.confirmDeadline))
+        binds.append(ms(record.dueAt))
+        binds.append(ms(record.expiresAt))
+        binds.append(ms(record.updatedAt))
+        binds.append(record.deadCode?.rawValue)
+        binds.append(record.lastStatus.map { Int64($0) })
     }
 
     /// Rewrites each record in place if it is still at its expected revision (compare-and-set), in one statement
@@ -185,16 +180,10 @@ extension PostgresEscrowStore {
         _ connection: PostgresConnection,
         logger: Logger
     ) async throws -> Set<EscrowID> {
-        let columns = [
-            "id", "expected", "key_version", "public_key", "sealed_profile", "sealed_key", "mac", "content_tag",
-            "state", "revision", "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "confirm_deadline",
-            "due_at", "expires_at", "updated_at", "dead_code", "last_status",
-        ]
+        let changeable = changeableColumns
+        let columns = ["id", "expected"] + changeable.map(\.name)
         // The first row's types name the VALUES list's column types (a NULL there is typed too).
-        let types = [
-            "bytea", "bigint", "bigint", "bytea", "bytea", "bytea", "bytea", "bytea", "text", "bigint", "bigint",
-            "bigint", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bigint",
-        ]
+        let types = ["bytea", "bigint"] + changeable.map(\.type)
         var updated: Set<EscrowID> = []
         var start = 0
         while start < records.count {
@@ -208,28 +197,9 @@ extension PostgresEscrowStore {
                     offset == 0 ? "$\(first + column)::\(types[column - 1])" : "$\(first + column)"
                 }
                 values.append("(" + placeholders.joined(separator: ", ") + ")")
-                let record = item.record
-                let sealed = record.sealed
-                try binds.append(Data(sealed.id.bytes))
+                try binds.append(Data(item.record.sealed.id.bytes))
                 binds.append(item.expectedRevision)
-                binds.append(Int64(sealed.keyVersion))
-                try binds.append(Data(sealed.publicKey))
-                try binds.append(Data(sealed.sealedProfile))
-                try binds.append(Data(sealed.sealedKey))
-                try binds.append(Data(sealed.mac))
-                try binds.append(Data(record.contentTag))
-                binds.append(record.state.rawValue)
-                binds.append(record.revision)
-                binds.append(Int64(record.attempts))
-                binds.append(ms(record.nextAttemptAt))
-                binds.append(record.leaseOwner)
-                binds.append(ms(record.leaseExpiresAt))
-                binds.append(ms(record.confirmDeadline))
-                binds.append(ms(record.dueAt))
-                binds.append(ms(record.expiresAt))
-                binds.append(ms(record.updatedAt))
-                binds.append(record.deadCode?.rawValue)
-                binds.append(record.lastStatus.map { Int64($0) })
+                try bindChangeable(item.record, to: &binds)
             }
             let assignments = columns.dropFirst(2).map { "\($0) = t.\($0)" }.joined(separator: ", ")
             let sql = """

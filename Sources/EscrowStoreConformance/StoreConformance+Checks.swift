@@ -264,13 +264,7 @@ extension StoreConformance {
         try await store.appendAudit([AuditDraft(type: .keysRotated, at: fixture.start, detail: "v2", actor: .cli)])
         let events = try await fixture.allEvents(store)
         try expect(events.map(\.sequence) == Array(1...Int64(events.count)), "sequences are 1...n without gaps")
-        var verifier = AuditChain.Verifier()
-        for event in events { verifier.consume(event) }
-        verifier.finish(head: try await store.auditHead())
-        try expect(
-            verifier.isIntact,
-            "the stored chain verifies; broken at \(String(describing: verifier.firstBrokenSequence))"
-        )
+        try await fixture.expectIntactChain(events, of: store, "the stored chain verifies")
         try expect(try await store.auditHead()?.sequence == Int64(events.count), "the head names the last event")
         var tallies: [AuditTally] = []
         while true {
@@ -326,10 +320,7 @@ extension StoreConformance {
         try expect(live == 300, "one live escrow per user: \(String(describing: live))")
         let events = try await fixture.allEvents(store)
         try expect(events.count == 320 + 20 * 2, "captured ×320, replaced+purged ×20: \(events.count)")
-        var verifier = AuditChain.Verifier()
-        for event in events { verifier.consume(event) }
-        verifier.finish(head: try await store.auditHead())
-        try expect(verifier.isIntact, "the chain written by batched captures verifies")
+        try await fixture.expectIntactChain(events, of: store, "the chain written by batched captures verifies")
     }
 
     /// Concurrent delivery outcomes (a worker's batch) may share a transaction, but each is still its own
@@ -338,9 +329,7 @@ extension StoreConformance {
         let store = try await make()
         let fixture = Fixture()
         let now = fixture.start
-        for number in 0..<40 { _ = try await store.capture(try fixture.record(user: number, at: now), actor: .library) }
-        let leased = try await store.claimDue(at: now, limit: 40, owner: "w1", leaseDuration: 60)
-        try expect(leased.count == 40, "all leased")
+        let leased = try await fixture.capturedAndLeased(40, in: store)
         let lifecycle = EscrowLifecycle()
         let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
             for (index, record) in leased.enumerated() {
@@ -373,10 +362,7 @@ extension StoreConformance {
         let events = try await fixture.allEvents(store)
         // 40 captures; 20 confirmations × 3 events; 10 retries × 1 event.
         try expect(events.count == 40 + 20 * 3 + 10, "one event per outcome: \(events.count)")
-        var verifier = AuditChain.Verifier()
-        for event in events { verifier.consume(event) }
-        verifier.finish(head: try await store.auditHead())
-        try expect(verifier.isIntact, "the chain written by batched outcomes verifies")
+        try await fixture.expectIntactChain(events, of: store, "the chain written by batched outcomes verifies")
     }
 
     /// The same purge submitted several times at once (a worker's confirmed delivery and confirm calls racing, so
@@ -385,9 +371,7 @@ extension StoreConformance {
         let store = try await make()
         let fixture = Fixture()
         let now = fixture.start
-        for number in 0..<20 { _ = try await store.capture(try fixture.record(user: number, at: now), actor: .library) }
-        let leased = try await store.claimDue(at: now, limit: 20, owner: "w1", leaseDuration: 60)
-        try expect(leased.count == 20, "all leased")
+        let leased = try await fixture.capturedAndLeased(20, in: store)
         let lifecycle = EscrowLifecycle()
         let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
             for (index, record) in leased.enumerated() {
@@ -418,9 +402,6 @@ extension StoreConformance {
         try expect(purges.count == 20, "one purge event per escrow: \(purges.count)")
         try expect(Set(purges.compactMap(\.draft.escrowID)).count == 20, "no escrow purged twice")
         try expect(events.count == 20 + 20 * 3, "captures and one set of events per purge: \(events.count)")
-        var verifier = AuditChain.Verifier()
-        for event in events { verifier.consume(event) }
-        verifier.finish(head: try await store.auditHead())
-        try expect(verifier.isIntact, "the chain verifies")
+        try await fixture.expectIntactChain(events, of: store, "the chain verifies")
     }
 }

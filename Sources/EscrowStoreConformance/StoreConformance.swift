@@ -73,6 +73,22 @@ struct Fixture {
         )
     }
 
+    /// Captures users `0..<count` at ``start`` and leases them all to `w1` for a minute.
+    func capturedAndLeased(_ count: Int, in store: any EscrowStore) async throws -> [EscrowRecord] {
+        for number in 0..<count { _ = try await store.capture(try record(user: number, at: start), actor: .library) }
+        let leased = try await store.claimDue(at: start, limit: count, owner: "w1", leaseDuration: 60)
+        try expect(leased.count == count, "all \(count) leased: \(leased.count)")
+        return leased
+    }
+
+    /// Fails unless `events` (all of `store`'s) chain up to its head.
+    func expectIntactChain(_ events: [AuditEvent], of store: any EscrowStore, _ what: String) async throws {
+        var verifier = AuditChain.Verifier()
+        for event in events { verifier.consume(event) }
+        verifier.finish(head: try await store.auditHead())
+        try expect(verifier.isIntact, "\(what); broken at \(String(describing: verifier.firstBrokenSequence))")
+    }
+
     func allEvents(_ store: any EscrowStore) async throws -> [AuditEvent] {
         var events: [AuditEvent] = []
         while true {

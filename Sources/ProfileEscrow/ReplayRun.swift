@@ -13,7 +13,9 @@ import NIOConcurrencyHelpers
 final class ReplayRun: Sendable {
     struct State {
         var shuttingDown = false
+        /// Requests out to the backend.
         var inFlight = 0
+        /// Answered deliveries whose outcome is being committed.
         var committing = 0
         var summary = ReplaySummary()
     }
@@ -22,8 +24,6 @@ final class ReplayRun: Sendable {
     let wakeup = Wakeup()
 
     var isShuttingDown: Bool { state.withLockedValue { $0.shuttingDown } }
-    /// Requests out to the backend.
-    var inFlight: Int { state.withLockedValue { $0.inFlight } }
     /// Deliveries started and not finished: requests out, and answered outcomes not yet committed.
     var unfinished: Int { state.withLockedValue { $0.inFlight + $0.committing } }
     var summary: ReplaySummary { state.withLockedValue { $0.summary } }

@@ -34,10 +34,11 @@ struct ClusterCheckTests {
         func cli(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
             try ProfileEscrowCLI.run(arguments, environment: environment, in: directory.path)
         }
-        #expect(try cli(["keys", "init"]).status == 0)
-        let added = try cli(["tokens", "add", "cluster.pgtest", "--scope", "capture"])
-        #expect(added.status == 0, "\(added.stderr)")
-        let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
+        let token = try ProfileEscrowCLI.setUpCaptureNode(
+            token: "cluster.pgtest",
+            environment: environment,
+            in: directory.path
+        )
 
         let backend = try await RecordingBackend.start(secret: secret, policy: RecordingBackend.chaos(failureRate: 0.2))
         defer { Task { await backend.stop() } }

@@ -30,13 +30,11 @@ struct RestartUnderLoadTests {
         let environment = [
             "PROFILE_ESCROW_DATABASE": server.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
         ]
-        func cli(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(arguments, environment: environment, in: directory.path)
-        }
-        #expect(try cli(["keys", "init"]).status == 0)
-        let added = try cli(["tokens", "add", "restart.pgtest", "--scope", "capture"])
-        #expect(added.status == 0, "\(added.stderr)")
-        let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
+        let token = try ProfileEscrowCLI.setUpCaptureNode(
+            token: "restart.pgtest",
+            environment: environment,
+            in: directory.path
+        )
 
         let port = ServeKillTests.freePort()
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)

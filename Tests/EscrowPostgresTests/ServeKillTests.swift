@@ -24,16 +24,11 @@ struct ServeKillTests {
                 "PROFILE_ESCROW_DATABASE": database.url,
                 "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             ]
-            #expect(
-                try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: directory.path).status == 0
-            )
-            let added = try ProfileEscrowCLI.run(
-                ["tokens", "add", "fault.pgtest", "--scope", "capture"],
+            let token = try ProfileEscrowCLI.setUpCaptureNode(
+                token: "fault.pgtest",
                 environment: environment,
                 in: directory.path
             )
-            #expect(added.status == 0, "\(added.stderr)")
-            let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
             let port = Self.freePort()
 
             let serve = Process()

@@ -66,6 +66,26 @@ public enum ProfileEscrowCLI {
         )
     }
 
+    /// Sets up a capture node as an operator would: `keys init`, then `tokens add <token> --scope capture`; returns the
+    /// token. Fails naming the command and its standard error when one of them fails.
+    public static func setUpCaptureNode(
+        token name: String,
+        environment: [String: String],
+        in directory: String
+    ) throws -> String {
+        let initialized = try run(["keys", "init"], environment: environment, in: directory)
+        guard initialized.status == 0 else { throw SetUpFailed(description: "keys init: \(initialized.stderr)") }
+        let added = try run(["tokens", "add", name, "--scope", "capture"], environment: environment, in: directory)
+        guard added.status == 0, let token = added.stdout.split(separator: "\n").last else {
+            throw SetUpFailed(description: "tokens add: \(added.stderr)")
+        }
+        return String(token)
+    }
+
+    public struct SetUpFailed: Error, CustomStringConvertible {
+        public var description: String
+    }
+
     /// A file's bytes, empty when it is empty or absent. `FileManager.contents(atPath:)` of the Swift 6.3
     /// toolchain leaks a 4 KiB buffer on every read of an empty file (LeakSanitizer reports it), and most
     /// commands write nothing to one of their outputs.

@@ -33,6 +33,16 @@ struct ReplayFixture {
     var store: SQLiteEscrowStore { harness.store }
     var escrow: Escrow { harness.escrow }
 
+    /// The fixture's escrow, configuration and keyring over another store (a wrapper of ``store``).
+    func escrow(over other: any EscrowStore) -> Escrow {
+        Escrow(
+            store: other,
+            keyring: harness.keyring,
+            configuration: escrow.configuration,
+            logger: Logger(label: "test")
+        )
+    }
+
     /// The default lease and delivery timeout are generous: the loopback backend answers at once, but the whole
     /// suite runs in parallel on small machines. Tests of timeouts and leases give their own.
     func configuration(

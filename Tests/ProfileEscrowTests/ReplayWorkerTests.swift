@@ -436,12 +436,7 @@ struct ReplayWorkerTests {
         defer { Task { await fixture.stub.stop() } }
         fixture.stub.respond { _, _ in .status(200) }
         let counting = ObservedStore(fixture.store)
-        let escrow = Escrow(
-            store: counting,
-            keyring: fixture.harness.keyring,
-            configuration: fixture.escrow.configuration,
-            logger: Logger(label: "test")
-        )
+        let escrow = fixture.escrow(over: counting)
         try await fixture.capture(0..<5)
         let configuration = try fixture.configuration()
         let services: [any Service] =
@@ -478,12 +473,7 @@ struct ReplayWorkerTests {
         // A short pause in every answer, so that both slots are surely busy at once.
         fixture.stub.respond { _, _ in .delayed(0.05, .status(200)) }
         let observed = ObservedStore(fixture.store)
-        let escrow = Escrow(
-            store: observed,
-            keyring: fixture.harness.keyring,
-            configuration: fixture.escrow.configuration,
-            logger: Logger(label: "test")
-        )
+        let escrow = fixture.escrow(over: observed)
         let ids = try await fixture.capture(0..<12)
         let worker = try ReplayWorker(
             escrow: escrow,
