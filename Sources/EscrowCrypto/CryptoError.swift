@@ -25,6 +25,9 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
         public static let keyringExists = Code("keyring_exists")
         /// Reading, writing or syncing the keyring file failed (disk full, I/O error, ...).
         public static let keyringIO = Code("keyring_io")
+        /// The new keyring file was renamed into place but its directory could not be synced: readers see it
+        /// now, yet a power cut may bring the previous file back (whose bytes were therefore kept).
+        public static let keyringNotDurable = Code("keyring_not_durable")
         /// The requested master key version is not in the keyring.
         public static let unknownKeyVersion = Code("unknown_key_version")
         /// The master key version is known but its secret key is absent (public-only keyring or retired version).

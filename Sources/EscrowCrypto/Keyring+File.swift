@@ -82,10 +82,12 @@ extension Keyring {
     /// A `path` that is a symbolic link (a mounted secret, a file managed by configuration management) is
     /// written through: the file it points to is replaced, the link stays. Creates the directory (mode 0700)
     /// when missing, writes a temporary file beside the real file (`O_CREAT | O_EXCL`, 0600), `fsync`s it,
-    /// renames it over the real file, then overwrites the old file's bytes through a descriptor kept open
-    /// across the rename (the old secrets do not linger in its freed blocks) and `fsync`s the directory.
+    /// renames it over the real file, `fsync`s the directory (the rename is then durable), and only then
+    /// overwrites the old file's bytes through a descriptor kept open across the rename (the old secrets do not
+    /// linger in its freed blocks). A power cut at any point leaves either the old keyring or the new one, whole.
     ///
-    /// Throws ``CryptoError/Code/keyringExists`` when `path` exists and `overwrite` is false, and
+    /// Throws ``CryptoError/Code/keyringNotDurable`` when the new file was renamed into place but the directory
+    /// could not be synced (the old bytes are then kept), ``CryptoError/Code/keyringExists`` when `path` exists and `overwrite` is false, and
     /// ``CryptoError/Code/keyringRefused`` when the real file has other hard links: replacing it would leave
     /// the old secrets readable under the other names.
     public func write(path requestedPath: String, overwrite: Bool) throws(CryptoError) {
@@ -153,15 +155,27 @@ extension Keyring {
             throw CryptoError(.keyringIO, "cannot move the keyring file to \(path): \(Self.errnoText(errno))")
         }
         renamed = true
-        if old >= 0 { Self.overwrite(old, size: Int(existing.st_size)) }
+        // The rename is durable only once the directory is synced. Until then a power cut can bring the old
+        // name back: its bytes must still be there, so they are destroyed only after this sync succeeded. A failed
+        // sync is never retried (a second fsync can report success for data the first one lost): the old bytes
+        // are kept and the caller is told that the new file is in place but not known to be on disk.
         let directoryDescriptor = systemOpen(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard directoryDescriptor >= 0 else {
-            throw CryptoError(.keyringIO, "cannot open \(directory) to fsync it: \(Self.errnoText(errno))")
+            throw CryptoError(
+                .keyringNotDurable,
+                "the new keyring file is in place at \(path), but \(directory) could not be opened to sync it "
+                    + "(\(Self.errnoText(errno))): it may not survive a power cut; the old file's bytes were kept"
+            )
         }
         defer { _ = systemClose(directoryDescriptor) }
         guard fsync(directoryDescriptor) == 0 else {
-            throw CryptoError(.keyringIO, "cannot fsync the directory \(directory): \(Self.errnoText(errno))")
+            throw CryptoError(
+                .keyringNotDurable,
+                "the new keyring file is in place at \(path), but syncing \(directory) failed "
+                    + "(\(Self.errnoText(errno))): it may not survive a power cut; the old file's bytes were kept"
+            )
         }
+        if old >= 0 { Self.overwrite(old, size: Int(existing.st_size)) }
     }
 
     /// The file's bytes, assembled in ``SecretBytes`` (the secrets are base64-encoded by `sodium_bin2base64`

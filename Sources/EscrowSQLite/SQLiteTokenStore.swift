@@ -12,8 +12,10 @@ import Glibc
 ///
 /// Rollback-journal mode (`journal_mode=DELETE`), never WAL: the WAL-reset corruption bug of SQLite
 /// before 3.51.3 exists only in WAL mode, and a rollback-journal file is safe with several processes
-/// reading and writing it (file locks, and a busy timeout to wait for them). `synchronous=FULL` (a
-/// revocation is on disk when the command returns) and `secure_delete=ON`. Writes take the file's
+/// reading and writing it (file locks, and a busy timeout to wait for them). `synchronous=EXTRA`: in
+/// DELETE mode a transaction commits by unlinking its journal, and only EXTRA also syncs the folder after that
+/// unlink; with FULL a power cut can bring the journal back, and SQLite then rolls the committed change (a
+/// revocation) back. So a revocation is on disk when the command returns and `secure_delete=ON`. Writes take the file's
 /// lock at once (IMMEDIATE transactions), so two writers never deadlock on a lock upgrade.
 ///
 /// Nothing is cached: every lookup reads the file, so a token added or revoked by another process is
@@ -48,7 +50,10 @@ public final class SQLiteTokenStore: AccessTokenStore {
             guard mode?.lowercased() == "delete" else {
                 throw EscrowStoreError(.unavailable, "SQLite refused journal_mode=DELETE for the token store")
             }
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA synchronous = EXTRA")
+            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 3 else {
+                throw EscrowStoreError(.unavailable, "SQLite refused synchronous=EXTRA for the token store")
+            }
             try db.execute(sql: "PRAGMA secure_delete = ON")
         }
         do {

@@ -14,16 +14,28 @@ extension Escrow {
             throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
         }
         let rotated = try keyring.rotated(now: clock.now())
-        try rotated.write(path: keyringPath, overwrite: true)
+        // When the file was renamed into place but its folder could not be synced, the rotation has happened for
+        // every reader of the file (nodes reload it and seal to the new version): it is recorded as such, and the
+        // error then says that a power cut may still bring the previous file back.
+        var notDurable: CryptoError?
+        do {
+            try rotated.write(path: keyringPath, overwrite: true)
+        } catch let error where error.code == .keyringNotDurable {
+            notDurable = error
+        }
         try replaceKeyring(rotated)
         try await store.appendAudit([
             AuditDraft(
                 type: .keysRotated,
                 at: clock.now(),
-                detail: "active version \(rotated.activeVersion)",
+                detail: "active version \(rotated.activeVersion)" + (notDurable == nil ? "" : " (file not synced)"),
                 actor: actor
             )
         ])
+        if let notDurable {
+            logger.error("master key rotated, keyring file not synced", metadata: ["key.version": "\(rotated.activeVersion)"])
+            throw notDurable
+        }
         logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])
         return rotated
     }

@@ -16,8 +16,8 @@ enum CLIFailure {
         case is ProfileValidationError: return badInput
         case let error as CryptoError:
             switch error.code {
-            case .keyringNotFound, .keyringPermissions, .keyringMalformed, .keyringIO, .secretKeyUnavailable,
-                .unknownKeyVersion:
+            case .keyringNotFound, .keyringPermissions, .keyringMalformed, .keyringIO, .keyringNotDurable,
+                .secretKeyUnavailable, .unknownKeyVersion:
                 return unavailable
             case .ciphertextInvalid: return problem
             default: return badInput
