@@ -27,13 +27,45 @@ public enum LifecycleEvent: Sendable, Equatable {
 }
 
 /// What the caller must do after an event: the state machine does no I/O of its own.
-public enum LifecycleAction: Sendable, Equatable {
-    /// Store this record (compare-and-set on the old revision) and append these events.
-    case update(EscrowRecord, [AuditDraft])
-    /// Delete the row and append these events, in one transaction.
-    case purge(PurgeReason, [AuditDraft])
-    /// Nothing changes (a stale fencing token, or an event that does not apply in this state).
-    case ignore(LifecycleRejection)
+///
+/// Only ``EscrowLifecycle`` makes actions (its initializer is internal to this module): a store, the facade and
+/// the tests apply what the lifecycle decided and can never build a changed record of their own.
+public struct LifecycleAction: Sendable, Equatable {
+    /// The change itself.
+    public enum Change: Sendable, Equatable {
+        /// Store this record (compare-and-set on the old revision) and append these events.
+        case update(EscrowRecord, [AuditDraft])
+        /// Delete the row and append these events, in one transaction.
+        case purge(PurgeReason, [AuditDraft])
+        /// Nothing changes (a stale fencing token, or an event that does not apply in this state).
+        case ignore(LifecycleRejection)
+    }
+
+    public let change: Change
+
+    init(_ change: Change) {
+        self.change = change
+    }
+
+    static func update(_ record: EscrowRecord, _ drafts: [AuditDraft]) -> LifecycleAction {
+        LifecycleAction(.update(record, drafts))
+    }
+
+    static func purge(_ reason: PurgeReason, _ drafts: [AuditDraft]) -> LifecycleAction {
+        LifecycleAction(.purge(reason, drafts))
+    }
+
+    static func ignore(_ why: LifecycleRejection) -> LifecycleAction {
+        LifecycleAction(.ignore(why))
+    }
+
+    /// The audit events the change appends (none for `ignore`).
+    public var auditDrafts: [AuditDraft] {
+        switch change {
+        case .update(_, let drafts), .purge(_, let drafts): drafts
+        case .ignore: []
+        }
+    }
 }
 
 /// Why an event did not apply.
@@ -88,7 +120,7 @@ public struct EscrowLifecycle: Sendable {
                 on: existing,
                 at: record.createdAt,
                 actor: actor
-            )
+            ).change
         else {
             throw EscrowStoreError(.failed, "cannot replace the previous escrow")
         }

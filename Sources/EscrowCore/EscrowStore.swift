@@ -82,6 +82,12 @@ extension EscrowStore {
     /// Stores that cannot hold a malformed row have none to purge.
     public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int { 0 }
 
+    /// Stores that cannot hold a malformed row have none to find.
+    public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? { nil }
+
+    /// Stores that cannot hold a malformed row have none to change.
+    public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool { false }
+
     public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
         try await auditEvents(after: sequence, limit: limit).compactMap(AuditTally.init)
     }
@@ -97,6 +103,9 @@ public enum RecordQuery: Sendable, Equatable {
     case state(EscrowState)
     /// Records whose escrow key is sealed to another master key version than this one.
     case keyVersionOtherThan(UInt32)
+    /// Records whose escrow key is sealed to none of these master key versions (the ones a worker cannot open,
+    /// whose MAC it still checks).
+    case keyVersionNotIn(Set<UInt32>)
 }
 
 /// Counts for the purge report and metrics.
@@ -123,13 +132,22 @@ public struct StoreSummary: Sendable, Equatable {
     }
 }
 
-/// A dead escrow in a summary: its id and why it died.
+/// A dead escrow in a summary: its id and why it died. A quarantined malformed row is listed too, with the hex of
+/// whatever its id column holds (which may not be an escrow id at all).
 public struct DeadEscrow: Sendable, Equatable {
-    public var id: EscrowID
+    /// The hex of the row's id column.
+    public var idHex: String
     public var code: DeadCode?
 
+    /// The escrow id, when the row's id column holds one.
+    public var id: EscrowID? { EscrowID(hex: idHex) }
+
     public init(id: EscrowID, code: DeadCode?) {
-        self.id = id
+        self.init(idHex: id.hex, code: code)
+    }
+
+    public init(idHex: String, code: DeadCode?) {
+        self.idHex = idHex
         self.code = code
     }
 }
@@ -167,9 +185,17 @@ public protocol EscrowStore: Sendable {
     func keyVersionsInUse() async throws -> [UInt32: Int]
 
     /// Purges, as `expired`, every stored row past its retention that does not decode into a record (a
-    /// quarantined malformed row): retention holds for them too, though no lifecycle can be applied to them.
-    /// Returns how many.
+    /// quarantined malformed row), with the action ``EscrowLifecycle`` gives for ``MalformedRowEvent/purge(_:)``:
+    /// retention holds for them too. Returns how many.
     func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int
+
+    /// The user's live row when it does not decode into a record (``record(blindIndex:)`` then throws
+    /// ``EscrowStoreError/Code/malformedRow``); nil when none is stored, or when it decodes.
+    func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow?
+
+    /// Applies what the lifecycle decided for a malformed row, addressed by its row id, with its audit events in
+    /// the same transaction. Returns whether the row was still there.
+    func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool
 
     /// Retires master key `version` in one transaction: checks that no live escrow is sealed to it (else
     /// ``EscrowStoreError/Code/keyVersionInUse``), records it, and appends `audit`. From then on the store

@@ -63,9 +63,11 @@ struct EscrowRoutes: Sendable {
     }
 
     func status(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .read)
+        let caller = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
-        guard let status = try await escrow.status(userIdentifier: userIdentifier) else { throw Problem.notFound }
+        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name)) else {
+            throw Problem.notFound
+        }
         return try JSONResponse.make(.ok, encoding: status)
     }
 

@@ -12,6 +12,32 @@ extension PostgresEscrowStore {
         try await fetch(.blindIndex, blindIndex.bytes)
     }
 
+    public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
+        let logger = database.logger
+        return try await database.withConnection("read failed") { connection in
+            guard let row = try await Self.fetchRow(connection, .blindIndex, blindIndex.bytes, logger: logger) else {
+                return nil
+            }
+            do throws(MalformedRow) {
+                _ = try Self.record(from: row)
+                return nil
+            } catch {
+                return try await Self.malformed(error.rowID, column: error.column, connection, forUpdate: false, logger: logger)
+            }
+        }
+    }
+
+    public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
+        try requireWritable()
+        let logger = database.logger
+        return try await database.transaction("changing a malformed row failed") { connection in
+            var audit = PendingAudit()
+            let applied = try await Self.apply(action, rowID: row.rowID, connection, &audit, logger: logger)
+            try await audit.write(connection, logger: logger)
+            return applied
+        }
+    }
+
     private func fetch(_ column: KeyColumn, _ value: [UInt8]) async throws -> EscrowRecord? {
         let logger = database.logger
         let row = try await database.withConnection("read failed") { connection in
@@ -44,6 +70,12 @@ extension PostgresEscrowStore {
             case .keyVersionOtherThan(let version):
                 try """
                 SELECT \(unescaped: columns) FROM escrow WHERE key_version <> \(Int64(version)) AND id > \(after)
+                ORDER BY id LIMIT \(limit)
+                """
+            case .keyVersionNotIn(let versions):
+                try """
+                SELECT \(unescaped: columns) FROM escrow
+                WHERE NOT (key_version = ANY(\(versions.sorted().map { Int64($0) }))) AND id > \(after)
                 ORDER BY id LIMIT \(limit)
                 """
             }
@@ -149,9 +181,11 @@ extension PostgresEscrowStore {
                     for try await (id, code) in try await connection.query(
                         "SELECT id, dead_code FROM escrow WHERE state = \(dead) ORDER BY created_at",
                         logger: logger
-                    ).decode((Data, String?).self) {
-                        guard let id = EscrowID(bytes: [UInt8](id)) else { continue }
-                        deadEscrows.append(DeadEscrow(id: id, code: code.map(DeadCode.init(rawValue:))))
+                    ).decode((Data?, String?).self) {
+                        // Every dead row, a quarantined malformed one too: its id column's bytes, whatever they are.
+                        deadEscrows.append(
+                            DeadEscrow(idHex: id.map { Hex.encode($0) } ?? "", code: code.map(DeadCode.init(rawValue:)))
+                        )
                     }
                     return StoreSummary(
                         live: live,

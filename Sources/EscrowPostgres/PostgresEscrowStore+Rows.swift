@@ -269,86 +269,84 @@ extension PostgresEscrowStore {
         return rows.count == 1
     }
 
-    /// Moves a malformed row to dead (`ciphertext_invalid`) and off the delivery queue, with a `dead` audit event
-    /// naming whatever its id and blind index columns hold. Addressed by `row_id`: the id column may be what is
-    /// broken. A row already quarantined is left alone.
-    static func quarantine(
+    /// What is known of a malformed row, addressed by `row_id` (its id column may be what is broken); nil when it
+    /// is gone. With `forUpdate`, the row is locked for this transaction.
+    static func malformed(
         _ rowID: Int64,
-        at now: Date,
-        actor: AuditActor,
+        column: String,
         _ connection: PostgresConnection,
-        _ audit: inout PendingAudit,
+        forUpdate: Bool = true,
         logger: Logger
-    ) async throws {
+    ) async throws -> MalformedEscrowRow? {
         let dead = EscrowState.dead.rawValue
         let code = DeadCode.ciphertextInvalid.rawValue
-        // Always off the delivery queue (even a row already marked dead whose due_at was tampered with), so no
-        // claim ever meets it again; the audit records the quarantine once. `was_quarantined` reads the row as it
-        // was before this update (the subquery sees the statement's snapshot).
+        let lock = forUpdate ? " FOR UPDATE" : ""
         let rows = try await connection.query(
             """
-            UPDATE escrow SET state = \(dead), dead_code = \(code), lease_owner = NULL, lease_expires_at = NULL,
-                confirm_deadline = NULL, due_at = NULL,
-                revision = CASE WHEN revision BETWEEN 0 AND 9007199254740990 THEN revision + 1 ELSE 0 END,
-                updated_at = \(ms(now))
-            WHERE row_id = \(rowID)
-            RETURNING id, blind_index,
-                (SELECT old.state = \(dead) AND old.dead_code IS NOT DISTINCT FROM \(code)
-                 FROM escrow AS old WHERE old.row_id = \(rowID)) AS was_quarantined
+            SELECT id, blind_index, revision, state = \(dead) AND dead_code IS NOT DISTINCT FROM \(code)
+            FROM escrow WHERE row_id = \(rowID)\(unescaped: lock)
             """,
             logger: logger
         ).collect()
-        guard let row = rows.first, (try? row.makeRandomAccess()[2].decode(Bool?.self)) != true else { return }
-        let (escrowID, indexPrefix) = identification(row)
-        audit.add([
-            AuditDraft(
-                type: .dead,
-                at: now,
-                escrowID: escrowID,
-                indexPrefix: indexPrefix,
-                detail: code,
-                actor: actor
-            )
-        ])
+        guard let row = rows.first else { return nil }
+        let cells = row.makeRandomAccess()
+        return MalformedEscrowRow(
+            rowID: rowID,
+            column: column,
+            idBytes: (try? cells[0].decode(Data?.self))?.map { [UInt8]($0) },
+            blindIndexBytes: (try? cells[1].decode(Data?.self))?.map { [UInt8]($0) },
+            storedRevision: (try? cells[2].decode(Int64?.self)) ?? nil,
+            isQuarantined: ((try? cells[3].decode(Bool?.self)) ?? nil) == true
+        )
     }
 
-    /// Deletes a malformed row for `reason` (a replacing capture, retention), with its `purged` audit event; returns
-    /// whether it was there.
-    @discardableResult
-    static func deleteMalformed(
-        _ rowID: Int64,
-        reason: PurgeReason,
+    /// Applies what the lifecycle decided for a malformed row inside the caller's transaction, with its events;
+    /// returns whether the row was there.
+    static func apply(
+        _ action: MalformedRowAction,
+        rowID: Int64,
+        _ connection: PostgresConnection,
+        _ audit: inout PendingAudit,
+        logger: Logger
+    ) async throws -> Bool {
+        let rows: [PostgresRow]
+        switch action.change {
+        case .quarantine(let revision, let updatedAt, _):
+            rows = try await connection.query(
+                """
+                UPDATE escrow SET state = \(EscrowState.dead.rawValue), dead_code = \(DeadCode.ciphertextInvalid.rawValue),
+                    lease_owner = NULL, lease_expires_at = NULL, confirm_deadline = NULL, due_at = NULL,
+                    revision = \(revision), updated_at = \(ms(updatedAt))
+                WHERE row_id = \(rowID) RETURNING 1
+                """,
+                logger: logger
+            ).collect()
+        case .delete:
+            rows = try await connection.query("DELETE FROM escrow WHERE row_id = \(rowID) RETURNING 1", logger: logger)
+                .collect()
+        }
+        guard rows.count == 1 else { return false }
+        audit.add(action.auditDrafts)
+        return true
+    }
+
+    /// Reads (and locks) what is known of the malformed row `error` names and applies the lifecycle's action for
+    /// `event` to it, inside the caller's transaction; returns whether the row was there.
+    static func handle(
+        _ event: MalformedRowEvent,
+        on error: MalformedRow,
+        lifecycle: EscrowLifecycle,
         at now: Date,
         actor: AuditActor,
         _ connection: PostgresConnection,
         _ audit: inout PendingAudit,
         logger: Logger
     ) async throws -> Bool {
-        let rows = try await connection.query(
-            "DELETE FROM escrow WHERE row_id = \(rowID) RETURNING id, blind_index",
-            logger: logger
-        ).collect()
-        guard let row = rows.first else { return false }
-        let (escrowID, indexPrefix) = identification(row)
-        audit.add([
-            AuditDraft(
-                type: .purged,
-                at: now,
-                escrowID: escrowID,
-                indexPrefix: indexPrefix,
-                detail: reason.rawValue,
-                actor: actor
-            )
-        ])
-        return true
-    }
-
-    /// The hex of a row's id and of its blind index's first 8 bytes, whatever their length.
-    private static func identification(_ row: PostgresRow) -> (String?, String?) {
-        let cells = row.makeRandomAccess()
-        let id = try? cells[0].decode(Data.self)
-        let index = try? cells[1].decode(Data.self)
-        return (id.map { Hex.encode($0) }, index.map { Hex.encode($0.prefix(8)) })
+        guard let row = try await malformed(error.rowID, column: error.column, connection, logger: logger) else {
+            return false
+        }
+        let action = lifecycle.handle(event, on: row, at: now, actor: actor)
+        return try await apply(action, rowID: row.rowID, connection, &audit, logger: logger)
     }
 
     /// Refuses a transaction that wrote rows sealed to a retired master key version: nobody holds its secret key any

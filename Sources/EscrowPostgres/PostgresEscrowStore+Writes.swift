@@ -32,7 +32,7 @@ extension PostgresEscrowStore {
 
     /// Commits go through the group commit too: each is still a compare-and-set on its own revision.
     public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
-        if case .ignore = action { return false }
+        if case .ignore = action.change { return false }
         try requireWritable()
         return try await commits.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
     }
@@ -132,13 +132,13 @@ extension PostgresEscrowStore {
                 // trip instead of one each; every other action one by one. Events are appended in the batch's
                 // order either way, and an escrow purged by two items of one batch is purged by the first only.
                 let purges = items.compactMap { item -> (id: EscrowID, revision: Int64)? in
-                    guard case .purge = item.action else { return nil }
+                    guard case .purge = item.action.change else { return nil }
                     return (item.id, item.expectedRevision)
                 }
                 var deleted = purges.isEmpty ? [:] : try await delete(purges, connection, logger: logger)
                 var applied: [Bool] = []
                 for item in items {
-                    if case .purge(_, let drafts) = item.action {
+                    if case .purge(_, let drafts) = item.action.change {
                         let done = deleted[item.id] == item.expectedRevision
                         if done {
                             deleted[item.id] = nil
@@ -184,9 +184,10 @@ extension PostgresEscrowStore {
                 existing = try Self.record(from: row)
             } catch {
                 // The user's previous row is broken: it can never be delivered. The new capture replaces it.
-                try await deleteMalformed(
-                    error.rowID,
-                    reason: .replaced,
+                _ = try await handle(
+                    .purge(.replaced),
+                    on: error,
+                    lifecycle: item.lifecycle,
                     at: record.createdAt,
                     actor: item.actor,
                     connection,
@@ -216,7 +217,7 @@ extension PostgresEscrowStore {
         _ versions: inout Set<UInt32>,
         logger: Logger
     ) async throws -> Bool {
-        switch item.action {
+        switch item.action.change {
         case .ignore:
             return false
         case .update(let record, let drafts):
@@ -280,8 +281,10 @@ extension PostgresEscrowStore {
                         record = try Self.record(from: row)
                     } catch {
                         // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                        try await Self.quarantine(
-                            error.rowID,
+                        _ = try await Self.handle(
+                            .quarantine,
+                            on: error,
+                            lifecycle: lifecycle,
                             at: request.now,
                             actor: actor,
                             connection,
@@ -297,7 +300,7 @@ extension PostgresEscrowStore {
                         at: request.now,
                         actor: actor
                     )
-                    guard case .update(let next, let drafts) = action else { continue }
+                    guard case .update(let next, let drafts) = action.change else { continue }
                     leases.append((next, record.revision, drafts))
                 }
                 let written =
@@ -335,9 +338,10 @@ extension PostgresEscrowStore {
                 do throws(MalformedRow) {
                     _ = try Self.record(from: row)
                 } catch {
-                    if try await Self.deleteMalformed(
-                        error.rowID,
-                        reason: .expired,
+                    if try await Self.handle(
+                        .purge(.expired),
+                        on: error,
+                        lifecycle: EscrowLifecycle(),
                         at: now,
                         actor: actor,
                         connection,

@@ -72,7 +72,15 @@ extension SQLiteEscrowStore {
             existing = found
         } catch let malformed as MalformedRow {
             // The user's previous row is broken: it can never be delivered. The new capture replaces it.
-            try deleteMalformed(malformed.rowID, reason: .replaced, at: record.createdAt, actor: item.actor, db, &audit)
+            _ = try handle(
+                .purge(.replaced),
+                on: malformed,
+                lifecycle: item.lifecycle,
+                at: record.createdAt,
+                actor: item.actor,
+                db,
+                &audit
+            )
             _ = try Self.insert(record, db)
             try audit.append([captured], db)
             return .created(record)
@@ -98,16 +106,16 @@ extension SQLiteEscrowStore {
     /// confirmations) share one transaction and one fsync, each still a compare-and-set on its own revision and
     /// answered only once durable.
     public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
-        if case .ignore = action { return false }
+        if case .ignore = action.change { return false }
         try requireWritable()
         let applied = try await committer.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
-        if applied, case .purge = action { try await purgedOne() }
+        if applied, case .purge = action.change { try await purgedOne() }
         return applied
     }
 
     /// One lifecycle action inside the caller's transaction, with compare-and-set on its revision.
     static func apply(_ item: CommitItem, _ db: Database, audit: inout AuditAppender) throws -> Bool {
-        switch item.action {
+        switch item.action.change {
         case .ignore:
             return false
         case .update(let record, let drafts):
@@ -158,7 +166,15 @@ extension SQLiteEscrowStore {
                         record = try Self.record(from: row)
                     } catch {
                         // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                        try Self.quarantine(error.rowID, at: request.now, actor: .worker(request.owner), db, &audit)
+                        _ = try Self.handle(
+                            .quarantine,
+                            on: error,
+                            lifecycle: lifecycle,
+                            at: request.now,
+                            actor: .worker(request.owner),
+                            db,
+                            &audit
+                        )
                         quarantined += 1
                         continue
                     }
@@ -168,7 +184,7 @@ extension SQLiteEscrowStore {
                         at: request.now,
                         actor: .worker(request.owner)
                     )
-                    guard case .update(let next, let drafts) = action else { continue }
+                    guard case .update(let next, let drafts) = action.change else { continue }
                     guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
                     try audit.append(drafts, db)
                     leased.append(next)
@@ -187,6 +203,9 @@ extension SQLiteEscrowStore {
             case .expired(let now): ("expires_at <= ?", [Timestamp.unixMilliseconds(now)])
             case .state(let state): ("state = ?", [state.rawValue])
             case .keyVersionOtherThan(let version): ("key_version <> ?", [Int64(version)])
+            case .keyVersionNotIn(let versions):
+                // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text.
+                ("key_version NOT IN (\(versions.sorted().map(String.init).joined(separator: ",")))", [])
             }
         let after = Data(cursor?.bytes ?? [])
         return try await read { db in
@@ -226,8 +245,10 @@ extension SQLiteEscrowStore {
                 do throws(MalformedRow) {
                     _ = try Self.record(from: row)
                 } catch {
-                    try Self.deleteMalformed(error.rowID, reason: .expired, at: now, actor: actor, db, &audit)
-                    purged += 1
+                    let lifecycle = EscrowLifecycle()
+                    if try Self.handle(.purge(.expired), on: error, lifecycle: lifecycle, at: now, actor: actor, db, &audit) {
+                        purged += 1
+                    }
                 }
             }
             try audit.finish(db)
@@ -235,6 +256,34 @@ extension SQLiteEscrowStore {
         }
         if purged > 0 { try await purgedOne() }
         return purged
+    }
+
+    public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE blind_index = ?"),
+                    arguments: [Data(blindIndex.bytes)]
+                )
+            else { return nil }
+            do throws(MalformedRow) {
+                _ = try Self.record(from: row)
+                return nil
+            } catch {
+                return try Self.malformed(error.rowID, column: error.column, db)
+            }
+        }
+    }
+
+    public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
+        let applied = try await write { db in
+            var audit = try AuditAppender(db)
+            let applied = try Self.apply(action, rowID: row.rowID, db, &audit)
+            try audit.finish(db)
+            return applied
+        }
+        if applied, case .delete = action.change { try await purgedOne() }
+        return applied
     }
 
     public func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {
@@ -367,9 +416,13 @@ extension SQLiteEscrowStore {
                 db,
                 sql: "SELECT id, dead_code FROM escrow WHERE state = ? ORDER BY created_at",
                 arguments: [EscrowState.dead.rawValue]
-            ).compactMap { row -> DeadEscrow? in
-                guard let id = EscrowID(bytes: [UInt8](row["id"] as Data)) else { return nil }
-                return DeadEscrow(id: id, code: (row["dead_code"] as String?).map(DeadCode.init(rawValue:)))
+            ).map { row -> DeadEscrow in
+                // Every dead row, a quarantined malformed one too: its id column's bytes, whatever they are.
+                let id = Data.fromDatabaseValue(row["id"] as DatabaseValue).map { Hex.encode($0) } ?? ""
+                return DeadEscrow(
+                    idHex: id,
+                    code: String.fromDatabaseValue(row["dead_code"] as DatabaseValue).map(DeadCode.init(rawValue:))
+                )
             }
             return StoreSummary(
                 live: live,

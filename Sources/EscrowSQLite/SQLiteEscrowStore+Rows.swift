@@ -62,90 +62,66 @@ extension SQLiteEscrowStore {
         ).map { row throws in try record(from: row) }
     }
 
-    /// Moves a malformed row to dead (`ciphertext_invalid`) and takes it off the delivery queue, with a
-    /// `dead` audit event naming whatever its id and blind index columns hold. The row is addressed by
-    /// rowid: its id column may be what is broken. A row already quarantined is left alone.
-    static func quarantine(
-        _ rowID: Int64,
+    /// What is known of a malformed row, addressed by rowid (its id column may be what is broken); nil when it is
+    /// gone.
+    static func malformed(_ rowID: Int64, column: String, _ db: Database) throws -> MalformedEscrowRow? {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT id, blind_index, revision, state, dead_code FROM escrow WHERE rowid = ?"),
+                arguments: [rowID]
+            )
+        else { return nil }
+        return MalformedEscrowRow(
+            rowID: rowID,
+            column: column,
+            idBytes: Data.fromDatabaseValue(row[0] as DatabaseValue).map { [UInt8]($0) },
+            blindIndexBytes: Data.fromDatabaseValue(row[1] as DatabaseValue).map { [UInt8]($0) },
+            storedRevision: Int64.fromDatabaseValue(row[2] as DatabaseValue),
+            isQuarantined: String.fromDatabaseValue(row[3] as DatabaseValue) == EscrowState.dead.rawValue
+                && String.fromDatabaseValue(row[4] as DatabaseValue) == DeadCode.ciphertextInvalid.rawValue
+        )
+    }
+
+    /// Applies what the lifecycle decided for a malformed row inside the caller's transaction, with its events;
+    /// returns whether the row was there.
+    static func apply(
+        _ action: MalformedRowAction,
+        rowID: Int64,
+        _ db: Database,
+        _ audit: inout AuditAppender
+    ) throws -> Bool {
+        switch action.change {
+        case .quarantine(let revision, let updatedAt, _):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
+                        confirm_deadline = NULL, due_at = NULL, revision = ?, updated_at = ?
+                    WHERE rowid = ?
+                    """
+            ).execute(arguments: [
+                EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, revision, ms(updatedAt), rowID,
+            ])
+        case .delete:
+            try db.cachedStatement(sql: "DELETE FROM escrow WHERE rowid = ?").execute(arguments: [rowID])
+        }
+        guard db.changesCount == 1 else { return false }
+        try audit.append(action.auditDrafts, db)
+        return true
+    }
+
+    /// Reads what is known of the malformed row `error` names and applies the lifecycle's action for `event` to
+    /// it, inside the caller's transaction; returns whether the row was there.
+    static func handle(
+        _ event: MalformedRowEvent,
+        on error: MalformedRow,
+        lifecycle: EscrowLifecycle,
         at now: Date,
         actor: AuditActor,
         _ db: Database,
         _ audit: inout AuditAppender
-    )
-        throws
-    {
-        let (escrowID, indexPrefix) = try identification(rowID, db)
-        let already =
-            try Bool.fetchOne(
-                db,
-                sql: "SELECT state = ? AND dead_code IS ? FROM escrow WHERE rowid = ?",
-                arguments: [EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, rowID]
-            ) ?? true
-        // Always off the delivery queue (even a row already marked dead whose due_at was tampered with), so no
-        // claim ever meets it again; the audit records the quarantine once.
-        try db.cachedStatement(
-            sql: """
-                UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
-                    confirm_deadline = NULL, due_at = NULL,
-                    revision = CASE WHEN revision BETWEEN 0 AND 9007199254740990 THEN revision + 1 ELSE 0 END,
-                    updated_at = ?
-                WHERE rowid = ?
-                """
-        ).execute(arguments: [
-            EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, ms(now), rowID,
-        ])
-        guard !already else { return }
-        try audit.append(
-            [
-                AuditDraft(
-                    type: .dead,
-                    at: now,
-                    escrowID: escrowID,
-                    indexPrefix: indexPrefix,
-                    detail: DeadCode.ciphertextInvalid.rawValue,
-                    actor: actor
-                )
-            ],
-            db
-        )
-    }
-
-    /// Deletes a malformed row for `reason` (a replacing capture, retention), with its `purged` audit event.
-    static func deleteMalformed(
-        _ rowID: Int64,
-        reason: PurgeReason,
-        at now: Date,
-        actor: AuditActor,
-        _ db: Database,
-        _ audit: inout AuditAppender
-    ) throws {
-        let (escrowID, indexPrefix) = try identification(rowID, db)
-        try db.cachedStatement(sql: "DELETE FROM escrow WHERE rowid = ?").execute(arguments: [rowID])
-        guard db.changesCount == 1 else { return }
-        try audit.append(
-            [
-                AuditDraft(
-                    type: .purged,
-                    at: now,
-                    escrowID: escrowID,
-                    indexPrefix: indexPrefix,
-                    detail: reason.rawValue,
-                    actor: actor
-                )
-            ],
-            db
-        )
-    }
-
-    /// The hex of a row's id and of its blind index's first 8 bytes, whatever their length.
-    private static func identification(_ rowID: Int64, _ db: Database) throws -> (String?, String?) {
-        let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT id, blind_index FROM escrow WHERE rowid = ?"),
-            arguments: [rowID]
-        )
-        let id = row.flatMap { Data.fromDatabaseValue($0[0] as DatabaseValue) }
-        let index = row.flatMap { Data.fromDatabaseValue($0[1] as DatabaseValue) }
-        return (id.map { Hex.encode($0) }, index.map { Hex.encode($0.prefix(8)) })
+    ) throws -> Bool {
+        guard let row = try malformed(error.rowID, column: error.column, db) else { return false }
+        return try apply(lifecycle.handle(event, on: row, at: now, actor: actor), rowID: row.rowID, db, &audit)
     }
 
     /// Refuses a row sealed to a retired master key version: nobody holds its secret key any more.

@@ -56,25 +56,26 @@ extension StoreConformance {
         let fixture = Fixture()
         let record = try fixture.record(user: 1)
         _ = try await store.capture(record, actor: .library)
-        var next = record
-        next.revision += 1
-        next.attempts = 7
+        let lifecycle = EscrowLifecycle()
+        let lease = lifecycle.handle(.lease(owner: "w1", duration: 30), on: record, at: fixture.start, actor: .library)
+        guard case .update(let next, _) = lease.change else { throw ConformanceFailure("a due escrow is leased") }
         try expect(
-            !(try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision + 5)),
+            !(try await store.commit(lease, id: record.id, expectedRevision: record.revision + 5)),
             "a stale revision does not apply"
         )
         try expect(try await store.record(id: record.id) == record, "a refused commit changes nothing")
         try expect(
-            try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision),
+            try await store.commit(lease, id: record.id, expectedRevision: record.revision),
             "the current revision applies"
         )
         try expect(try await store.record(id: record.id) == next, "the update is stored")
         try expect(
-            !(try await store.commit(.update(next, []), id: record.id, expectedRevision: record.revision)),
+            !(try await store.commit(lease, id: record.id, expectedRevision: record.revision)),
             "the old revision no longer applies (fencing)"
         )
+        let ignored = lifecycle.handle(.requeue, on: next, at: fixture.start, actor: .cli)
         try expect(
-            !(try await store.commit(.ignore(.notDue), id: record.id, expectedRevision: next.revision)),
+            !(try await store.commit(ignored, id: record.id, expectedRevision: next.revision)),
             ".ignore changes nothing"
         )
     }
@@ -167,7 +168,7 @@ extension StoreConformance {
             at: now.addingTimeInterval(12),
             actor: .worker("w1")
         )
-        try expect(stale == .ignore(.staleLease), "the lifecycle refuses a stale token")
+        try expect(stale.change == .ignore(.staleLease), "the lifecycle refuses a stale token")
         let forced = EscrowLifecycle().handle(
             .delivered(.confirmed(status: 200), fencingToken: second[0].revision, unitRandom: 0.5),
             on: second[0],
@@ -238,10 +239,9 @@ extension StoreConformance {
             limit: 100
         )
         try expect(Set(expired.map(\.id)) == Set(records.prefix(4).map(\.id)), "expired = retention passed")
-        var dead = records[5]
-        dead.phase = .dead(.rejected)
-        dead.revision += 1
-        _ = try await store.commit(.update(dead, []), id: dead.id, expectedRevision: records[5].revision)
+        let tampered = EscrowLifecycle().handle(.tampered, on: records[5], at: fixture.start, actor: .library)
+        guard case .update(let dead, _) = tampered.change else { throw ConformanceFailure("a tampered escrow dies") }
+        _ = try await store.commit(tampered, id: dead.id, expectedRevision: records[5].revision)
         let deadOnes = try await store.records(.state(.dead), after: nil, limit: 100)
         try expect(deadOnes == [dead], "state query finds the dead one")
         let versions = try await store.keyVersionsInUse()
@@ -286,10 +286,8 @@ extension StoreConformance {
         let young = try fixture.record(user: 2, at: fixture.start.addingTimeInterval(5), retention: 1000)
         _ = try await store.capture(old, actor: .library)
         _ = try await store.capture(young, actor: .library)
-        var dead = young
-        dead.phase = .dead(.ciphertextInvalid)
-        dead.revision += 1
-        _ = try await store.commit(.update(dead, []), id: young.id, expectedRevision: young.revision)
+        let tampered = EscrowLifecycle().handle(.tampered, on: young, at: fixture.start, actor: .library)
+        _ = try await store.commit(tampered, id: young.id, expectedRevision: young.revision)
         let summary = try await store.summary(at: fixture.start.addingTimeInterval(20))
         try expect(summary.live[.pending] == 1 && summary.live[.dead] == 1, "by state: \(summary.live)")
         try expect(summary.live[.leased] == 0 && summary.live[.awaitingConfirmation] == 0, "zeros are present")

@@ -44,7 +44,13 @@ extension Escrow {
     ) async throws -> NotificationPurge {
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
-            guard let record = try await store.record(blindIndex: index) else { return .notHeld }
+            // A malformed row can never be delivered, and its capture time cannot be trusted: it is purged.
+            let record: EscrowRecord
+            switch try await userRecord(index, ifMalformed: .purge(reason), actor: actor) {
+            case .record(let found): record = found
+            case .none: return .notHeld
+            case .purgedMalformed: return .purged
+            }
             guard record.createdAt < eventTime else { return .newer }
             switch try await apply(.purge(reason), to: record, actor: actor) {
             case .applied: return .purged
@@ -123,7 +129,15 @@ extension Escrow {
         }
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
-            guard let record = try await store.record(blindIndex: index) else { return .notHeld }
+            let record: EscrowRecord
+            do {
+                guard let found = try await userRecord(index, ifMalformed: .quarantine, actor: actor).record else {
+                    return .notHeld
+                }
+                record = found
+            } catch let error as EscrowError where error.code == .ciphertextInvalid {
+                return .dead
+            }
             if let eventTime, record.createdAt >= eventTime { return .newer }
             // Changing a row that a worker is delivering would fence out the worker's outcome, and a
             // confirmation would be lost (the escrow delivered again): wait for the lease instead.

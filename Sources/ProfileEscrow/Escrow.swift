@@ -154,10 +154,62 @@ public final class Escrow: Sendable {
     /// Opens the user's escrow: the keychain pattern's read-back, for a registration service that
     /// retries by itself. A row that fails to open is moved to `dead` (`ciphertext_invalid`).
     public func replay(userIdentifier: String, actor: AuditActor = .library) async throws -> EscrowPlaintext {
-        guard let record = try await store.record(blindIndex: blindIndex(userIdentifier)) else {
+        guard let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
+        else {
             throw EscrowError(.notFound, "no escrow is held for this user")
         }
         return try await open(record, actor: actor)
+    }
+
+    /// The user's live row as ``userRecord(_:ifMalformed:actor:)`` found it.
+    enum UserRow {
+        case record(EscrowRecord)
+        case none
+        /// The row did not decode and was deleted through the lifecycle.
+        case purgedMalformed
+
+        var record: EscrowRecord? {
+            if case .record(let record) = self { return record }
+            return nil
+        }
+    }
+
+    /// The user's live record. A stored row that does not decode is never answered as an unavailable store: it is
+    /// handled through the lifecycle like a forged one, quarantined as `dead` (`ciphertext_invalid`, then thrown as
+    /// ``EscrowError/Code/ciphertextInvalid``) or, for a purge, deleted (``UserRow/purgedMalformed``).
+    func userRecord(_ index: BlindIndex, ifMalformed event: MalformedRowEvent, actor: AuditActor) async throws -> UserRow {
+        do {
+            return try await store.record(blindIndex: index).map(UserRow.record) ?? .none
+        } catch let error as EscrowStoreError where error.code == .malformedRow {
+            guard let row = try await store.malformedRow(blindIndex: index) else {
+                // Gone (or rewritten) meanwhile: read it again.
+                return try await store.record(blindIndex: index).map(UserRow.record) ?? .none
+            }
+            let action = lifecycle.handle(event, on: row, at: clock.now(), actor: actor)
+            let applied: Bool
+            do {
+                applied = try await store.commit(action, on: row)
+            } catch let error as EscrowStoreError where error.code == .readOnly {
+                // A read-only store (`status` on a read-only folder): say what the row is, change nothing.
+                applied = false
+            }
+            var metadata: Logger.Metadata = ["escrow.index": "\(row.indexPrefix ?? "")", "column": "\(row.column)"]
+            if let id = row.escrowIDHex { metadata["escrow.id"] = "\(id)" }
+            switch event {
+            case .purge(let reason):
+                metadata["reason"] = "\(reason.rawValue)"
+                if applied { EscrowMetrics.purged(reason) }
+                logger.warning("malformed escrow row purged", metadata: metadata)
+                return applied ? .purgedMalformed : .none
+            case .quarantine:
+                if applied, !row.isQuarantined { EscrowMetrics.dead(.ciphertextInvalid) }
+                logger.error("malformed escrow row moved to dead", metadata: metadata)
+                throw EscrowError(
+                    .ciphertextInvalid,
+                    "the user's stored escrow is malformed (column \(row.column)) and was moved to dead"
+                )
+            }
+        }
     }
 
     /// Opens a stored record. A failed MAC, open or binding check moves the escrow to `dead`.
@@ -187,8 +239,9 @@ public final class Escrow: Sendable {
     }
 
     /// Metadata of the user's live escrow, or nil.
-    public func status(userIdentifier: String) async throws -> EscrowStatus? {
-        try await store.record(blindIndex: blindIndex(userIdentifier)).map(EscrowStatus.init)
+    public func status(userIdentifier: String, actor: AuditActor = .library) async throws -> EscrowStatus? {
+        try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
+            .map(EscrowStatus.init)
     }
 
     // MARK: Purge
@@ -234,6 +287,32 @@ public final class Escrow: Sendable {
         return purged
     }
 
+    /// Checks the MAC of every live escrow sealed to a master key version this keyring cannot open, and moves each
+    /// one whose MAC fails to `dead` (`ciphertext_invalid`). A worker claims only what it can open, so without
+    /// this a row whose key version was altered to one nobody holds would stay `pending` for ever; the MAC covers
+    /// the key version, so such a row fails it here. A row whose MAC holds is left for a worker that can open it.
+    /// The MAC needs no secret key: any keyring checks it. Returns how many were moved to dead.
+    @discardableResult
+    public func quarantineForgedUnopenable(actor: AuditActor = .library) async throws -> Int {
+        let keyring = self.keyring
+        let openable = Set(keyring.keys.filter(\.hasSecretKey).map(\.version))
+        var moved = 0
+        var cursor: EscrowID?
+        while true {
+            let batch = try await store.records(.keyVersionNotIn(openable), after: cursor, limit: 500)
+            guard let last = batch.last else { break }
+            cursor = last.id
+            for record in batch where !keyring.verify(record.sealed) {
+                logger.error(
+                    "escrow failed its integrity check",
+                    metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                )
+                if try await apply(.tampered, to: record, actor: actor) == .applied { moved += 1 }
+            }
+        }
+        return moved
+    }
+
     /// Brings a dead escrow back to `pending`. Returns false when it is not dead.
     @discardableResult
     public func requeue(id: EscrowID, actor: AuditActor = .library) async throws -> Bool {
@@ -247,7 +326,8 @@ public final class Escrow: Sendable {
     /// ``EscrowError/Code/notFound`` when nothing is held.
     @discardableResult
     public func requeue(userIdentifier: String, actor: AuditActor = .library) async throws -> Bool {
-        guard let record = try await store.record(blindIndex: blindIndex(userIdentifier)) else {
+        guard let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
+        else {
             throw EscrowError(.notFound, "no escrow is held for this user")
         }
         return try await apply(.requeue, to: record, actor: actor) == .applied
@@ -277,8 +357,20 @@ public final class Escrow: Sendable {
 
     private func apply(_ event: LifecycleEvent, toUser userIdentifier: String, actor: AuditActor) async throws -> Bool {
         let index = blindIndex(userIdentifier)
+        // A malformed row can never be delivered: a confirmation or an erasure deletes it, anything else quarantines it.
+        let ifMalformed: MalformedRowEvent =
+            switch event {
+            case .confirm: .purge(.confirmed)
+            case .purge(let reason): .purge(reason)
+            default: .quarantine
+            }
         for _ in 0..<8 {
-            guard let record = try await store.record(blindIndex: index) else { return false }
+            let record: EscrowRecord
+            switch try await userRecord(index, ifMalformed: ifMalformed, actor: actor) {
+            case .record(let found): record = found
+            case .none: return false
+            case .purgedMalformed: return true
+            }
             switch try await apply(event, to: record, actor: actor) {
             case .applied: return true
             case .ignored: return false
@@ -313,12 +405,12 @@ public final class Escrow: Sendable {
     ) async throws
         -> CommitResult
     {
-        if case .ignore(let why) = action { return .ignored(why) }
+        if case .ignore(let why) = action.change { return .ignored(why) }
         guard try await store.commit(action, id: record.id, expectedRevision: record.revision) else { return .stale }
         var metadata = metadata
         metadata["escrow.id"] = "\(record.id)"
         metadata["escrow.index"] = "\(record.blindIndex.prefixHex)"
-        switch action {
+        switch action.change {
         case .purge(let reason, _):
             EscrowMetrics.purged(reason)
             metadata["reason"] = "\(reason.rawValue)"

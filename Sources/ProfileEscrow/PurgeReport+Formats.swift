@@ -100,7 +100,7 @@ extension PurgeReport: Encodable {
         let code: String?
 
         init(_ dead: DeadEscrow) {
-            escrowId = dead.id.hex
+            escrowId = dead.idHex
             code = dead.code?.rawValue
         }
 
@@ -157,7 +157,7 @@ extension PurgeReport {
         lines.append("  overdue           \(overdue)\(overdue > 0 ? "   <-- past retention and not purged" : "")")
         lines.append("  dead              \(dead.count)")
         for entry in dead.prefix(50) {
-            lines.append("    \(entry.id.hex)  \(entry.code?.rawValue ?? "-")")
+            lines.append("    \(entry.idHex)  \(entry.code?.rawValue ?? "-")")
         }
         if dead.count > 50 { lines.append("    ... \(dead.count - 50) more (use --format json)") }
         if let chain {
@@ -196,7 +196,7 @@ extension PurgeReport {
         lines += EscrowState.live.map { "live.\($0.rawValue): \(live[$0] ?? 0)" }
         lines.append("oldestLiveAgeSeconds: \(seconds(oldestLiveAgeSeconds))")
         lines.append("overdue: \(overdue)")
-        lines.append("dead: \(dead.map { "\($0.id.hex)=\($0.code?.rawValue ?? "null")" }.joined(separator: " "))")
+        lines.append("dead: \(dead.map { "\($0.idHex)=\($0.code?.rawValue ?? "null")" }.joined(separator: " "))")
         if let chain {
             lines.append("chain.verified: \(chain.verified)")
             lines.append("chain.events: \(chain.events)")

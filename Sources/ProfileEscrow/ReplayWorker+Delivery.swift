@@ -149,7 +149,7 @@ extension ReplayWorker {
             )
             return .failed
         }
-        switch action {
+        switch action.change {
         case .purge: return .confirmed
         case .update(let next, _):
             switch next.phase {

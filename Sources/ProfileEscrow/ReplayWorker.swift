@@ -176,6 +176,7 @@ public final class ReplayWorker: Service {
         let cutoff = clock.now()
         let swept = try await escrow.sweep(actor: actor)
         run.update { $0.expiredSwept = swept }
+        try await escrow.quarantineForgedUnopenable(actor: actor)
         try await BackendClient.with(configuration, logger: logger) { backend in
             try await withGracefulShutdownHandler {
                 try await withThrowingDiscardingTaskGroup { group in
@@ -250,11 +251,13 @@ public final class ReplayWorker: Service {
         run.finished(answered: answered)
     }
 
-    /// Purges what is past retention (`expired`) and publishes the live gauges.
+    /// Purges what is past retention (`expired`), moves rows sealed to a version this worker cannot open whose MAC
+    /// fails to dead, and publishes the live gauges.
     private func sweep(_ run: ReplayRun) async {
         do {
             let swept = try await escrow.sweep(actor: actor)
             if swept > 0 { run.update { $0.expiredSwept += swept } }
+            try await escrow.quarantineForgedUnopenable(actor: actor)
             let now = clock.now()
             EscrowMetrics.live(try await escrow.store.summary(at: now), at: now)
         } catch {

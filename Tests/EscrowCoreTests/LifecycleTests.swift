@@ -24,7 +24,7 @@ struct LifecycleTests {
                 on: record,
                 at: time ?? now,
                 actor: .worker("w1")
-            )
+            ).change
         else {
             throw LeaseFailed()
         }
@@ -48,7 +48,7 @@ struct LifecycleTests {
         var record = try record()
         record.nextAttemptAt = now.addingTimeInterval(10)
         #expect(
-            lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library) == .ignore(.notDue)
+            lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library).change == .ignore(.notDue)
         )
         let leased = try leased(try self.record())
         #expect(
@@ -57,7 +57,7 @@ struct LifecycleTests {
                 on: leased,
                 at: now.addingTimeInterval(29),
                 actor: .library
-            )
+            ).change
                 == .ignore(.notDue)
         )
         // After the lease ran out, another worker may take it, with a new fencing token.
@@ -73,7 +73,7 @@ struct LifecycleTests {
             on: leased,
             at: now.addingTimeInterval(3),
             actor: .worker("w1")
-        )
+        ).change
         guard case .purge(.confirmed, let events) = action else {
             Issue.record("expected a confirmed purge, got \(action)")
             return
@@ -91,7 +91,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, let events) = action else {
             Issue.record("expected update, got \(action)")
             return
@@ -112,7 +112,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, let events) = action else {
             Issue.record("expected update, got \(action)")
             return
@@ -132,7 +132,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, _) = action else {
             Issue.record("expected update")
             return
@@ -148,7 +148,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, let events) = action else {
             Issue.record("expected update")
             return
@@ -170,7 +170,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, let events) = action else {
             Issue.record("expected update")
             return
@@ -187,7 +187,7 @@ struct LifecycleTests {
             on: leased,
             at: now,
             actor: .worker("w1")
-        )
+        ).change
         guard case .update(let next, let events) = action else {
             Issue.record("expected update")
             return
@@ -205,7 +205,7 @@ struct LifecycleTests {
                 on: first,
                 at: now,
                 actor: .worker("w1")
-            )
+            ).change
         else {
             Issue.record("expected update")
             return
@@ -220,7 +220,7 @@ struct LifecycleTests {
     @Test func rewrapAndResealChangeOnlyTheirOwnEscrow() throws {
         let original = try record()
         let other = try record()
-        #expect(lifecycle.handle(.rewrap(other.sealed), on: original, at: now, actor: .cli) == .ignore(.otherEscrow))
+        #expect(lifecycle.handle(.rewrap(other.sealed), on: original, at: now, actor: .cli).change == .ignore(.otherEscrow))
         var sealed = original.sealed
         sealed.keyVersion = 7
         guard
@@ -229,14 +229,14 @@ struct LifecycleTests {
                 on: original,
                 at: now,
                 actor: .cli
-            )
+            ).change
         else {
             Issue.record("expected update")
             return
         }
         #expect(rewrapped.sealed.keyVersion == 7 && rewrapped.revision == original.revision + 1 && events.isEmpty)
         let reseal = LifecycleEvent.reseal(sealed, contentTag: [9], detail: "email")
-        guard case .update(let resealed, let updated) = lifecycle.handle(reseal, on: original, at: now, actor: .apple)
+        guard case .update(let resealed, let updated) = lifecycle.handle(reseal, on: original, at: now, actor: .apple).change
         else {
             Issue.record("expected update")
             return
@@ -253,7 +253,7 @@ struct LifecycleTests {
                 on: old,
                 at: now,
                 actor: .library
-            )
+            ).change
         else {
             Issue.record("expected purge")
             return
@@ -272,7 +272,7 @@ struct LifecycleTests {
                 on: record,
                 at: record.nextAttemptAt,
                 actor: .worker("w1")
-            )
+            ).change
             guard case .update(let next, _) = action else {
                 Issue.record("expected update")
                 return
@@ -290,7 +290,7 @@ struct LifecycleTests {
             LifecycleEvent.delivered(.confirmed(status: 200), fencingToken: first.revision, unitRandom: 0),
             .release(fencingToken: first.revision),
         ] {
-            #expect(lifecycle.handle(event, on: second, at: now, actor: .worker("w1")) == .ignore(.staleLease))
+            #expect(lifecycle.handle(event, on: second, at: now, actor: .worker("w1")).change == .ignore(.staleLease))
         }
     }
 
@@ -302,7 +302,7 @@ struct LifecycleTests {
                 on: leased,
                 at: now.addingTimeInterval(2),
                 actor: .worker("w1")
-            )
+            ).change
         else {
             Issue.record("expected update")
             return
@@ -318,7 +318,7 @@ struct LifecycleTests {
         var dead = pending
         dead.phase = .dead(.rejected)
         for record in [pending, try leased(pending), dead] {
-            guard case .purge(let got, let events) = lifecycle.handle(.purge(reason), on: record, at: now, actor: .cli)
+            guard case .purge(let got, let events) = lifecycle.handle(.purge(reason), on: record, at: now, actor: .cli).change
             else {
                 Issue.record("expected purge from \(record.state)")
                 continue
@@ -332,23 +332,23 @@ struct LifecycleTests {
 
     @Test func tamperedGoesDeadOnce() throws {
         guard
-            case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library)
+            case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library).change
         else {
             Issue.record("expected update")
             return
         }
         #expect(dead.state == .dead && dead.deadCode == .ciphertextInvalid)
         #expect(events.map(\.detail) == ["ciphertext_invalid"])
-        #expect(lifecycle.handle(.tampered, on: dead, at: now, actor: .library) == .ignore(.notDue))
+        #expect(lifecycle.handle(.tampered, on: dead, at: now, actor: .library).change == .ignore(.notDue))
     }
 
     @Test func requeueOnlyFromDead() throws {
         let pending = try record()
-        #expect(lifecycle.handle(.requeue, on: pending, at: now, actor: .cli) == .ignore(.notDead))
+        #expect(lifecycle.handle(.requeue, on: pending, at: now, actor: .cli).change == .ignore(.notDead))
         var dead = pending
         dead.phase = .dead(.rejected)
         dead.attempts = 3
-        guard case .update(let next, let events) = lifecycle.handle(.requeue, on: dead, at: now, actor: .cli) else {
+        guard case .update(let next, let events) = lifecycle.handle(.requeue, on: dead, at: now, actor: .cli).change else {
             Issue.record("expected update")
             return
         }

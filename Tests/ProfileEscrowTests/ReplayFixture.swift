@@ -194,6 +194,15 @@ final class ObservedStore: EscrowStore {
     }
     func auditHead() async throws -> AuditHead? { try await inner.auditHead() }
     func summary(at now: Date) async throws -> StoreSummary { try await inner.summary(at: now) }
+    func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
+        try await inner.purgeMalformed(expiredAt: now, actor: actor)
+    }
+    func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
+        try await inner.malformedRow(blindIndex: blindIndex)
+    }
+    func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
+        try await inner.commit(action, on: row)
+    }
 }
 
 struct TimedOut: Error, CustomStringConvertible {
