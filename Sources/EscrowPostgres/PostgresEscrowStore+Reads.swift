@@ -27,17 +27,6 @@ extension PostgresEscrowStore {
         }
     }
 
-    public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
-        try requireWritable()
-        let logger = database.logger
-        return try await database.transaction("changing a malformed row failed") { connection in
-            var audit = PendingAudit()
-            let applied = try await Self.apply(action, rowID: row.rowID, connection, &audit, logger: logger)
-            try await audit.write(connection, logger: logger)
-            return applied
-        }
-    }
-
     private func fetch(_ column: KeyColumn, _ value: [UInt8]) async throws -> EscrowRecord? {
         let logger = database.logger
         let row = try await database.withConnection("read failed") { connection in

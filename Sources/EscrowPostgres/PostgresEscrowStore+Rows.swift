@@ -9,12 +9,8 @@ extension PostgresEscrowStore {
     static func ms(_ date: Date?) -> Int64? { date.map(Timestamp.unixMilliseconds) }
     static func date(_ ms: Int64?) -> Date? { ms.map { Timestamp.date(unixMilliseconds: $0) } }
 
-    /// The columns ``record(from:)`` reads, in this order: `row_id` first.
-    static let escrowColumns = """
-        row_id, id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac, content_tag, state, \
-        revision, attempts, next_attempt_at, lease_owner, lease_expires_at, confirm_deadline, created_at, \
-        expires_at, updated_at, dead_code, last_status
-        """
+    /// The columns ``record(from:)`` reads: `row_id` first, then every escrow column.
+    static let escrowColumns = (["row_id"] + EscrowColumn.allCases.map(\.rawValue)).joined(separator: ", ")
 
     /// Decodes a row selected with ``escrowColumns``, by the rules every store shares (``EscrowRecord/decode(_:)``):
     /// every value is checked, so no stored value can trap.
@@ -25,6 +21,15 @@ extension PostgresEscrowStore {
         } catch {
             let rowID = cells.contains("row_id") ? (try? cells["row_id"].decode(Int64.self)) ?? 0 : 0
             throw MalformedRow(rowID: rowID, column: error.column)
+        }
+    }
+
+    /// A selected row as the store engine sees it: a record, or a malformed row to quarantine.
+    static func stored(from row: PostgresRow) -> StoredEscrow {
+        do throws(MalformedRow) {
+            return .record(try record(from: row))
+        } catch {
+            return .malformed(error)
         }
     }
 
@@ -66,34 +71,33 @@ extension PostgresEscrowStore {
         case blindIndex = "blind_index"
     }
 
-    /// Inserts a row. With `ifNoLiveEscrow`, a row whose blind index is already live is not inserted
-    /// (`ON CONFLICT DO NOTHING`: it waits for a concurrent insert of the same user to commit or roll back) and
-    /// the result is false.
-    @discardableResult
-    static func insert(
-        _ record: EscrowRecord,
-        _ connection: PostgresConnection,
-        ifNoLiveEscrow: Bool = false,
-        logger: Logger
-    ) async throws -> Bool {
-        let conflict = ifNoLiveEscrow ? "ON CONFLICT (blind_index) DO NOTHING" : ""
-        let sealed = record.sealed
-        let rows = try await connection.query(
-            """
-            INSERT INTO escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac,
-                content_tag, state, revision, attempts, next_attempt_at, lease_owner, lease_expires_at,
-                confirm_deadline, due_at, created_at, expires_at, updated_at, dead_code, last_status)
-            VALUES (\(Data(sealed.id.bytes)), \(Data(sealed.blindIndex.bytes)), \(Int64(sealed.keyVersion)),
-                \(Data(sealed.publicKey)), \(Data(sealed.sealedProfile)), \(Data(sealed.sealedKey)), \(Data(sealed.mac)),
-                \(Data(record.contentTag)), \(record.state.rawValue), \(record.revision), \(Int64(record.attempts)),
-                \(ms(record.nextAttemptAt)), \(record.leaseOwner), \(ms(record.leaseExpiresAt)),
-                \(ms(record.confirmDeadline)), \(ms(record.dueAt)), \(ms(record.createdAt)), \(ms(record.expiresAt)),
-                \(ms(record.updatedAt)), \(record.deadCode?.rawValue), \(record.lastStatus.map { Int64($0) }))
-            \(unescaped: conflict) RETURNING 1
-            """,
-            logger: logger
-        ).collect()
-        return rows.count == 1
+    /// Inserts a row whose user has no live escrow.
+    static func insert(_ record: EscrowRecord, _ connection: PostgresConnection, logger: Logger) async throws {
+        let columns = EscrowColumn.allCases
+        var binds = PostgresBindings(capacity: columns.count)
+        for column in columns { try bind(record.storedValue(column), to: &binds) }
+        let sql =
+            "INSERT INTO escrow (\(columns.map(\.rawValue).joined(separator: ", "))) VALUES ("
+            + (1...columns.count).map { "$\($0)" }.joined(separator: ", ") + ")"
+        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+    }
+
+    /// Binds one stored value: bytes as `bytea`, integers as `bigint`, text as `text`, absent values as NULL.
+    static func bind(_ value: StoredValue, to binds: inout PostgresBindings) throws {
+        switch value {
+        case .bytes(let bytes): try binds.append(Data(bytes))
+        case .integer(let integer): binds.append(integer)
+        case .text(let text): binds.append(text)
+        }
+    }
+
+    /// A column's PostgreSQL type.
+    static func type(of column: EscrowColumn) -> String {
+        switch column.kind {
+        case .bytes: "bytea"
+        case .integer: "bigint"
+        case .text: "text"
+        }
     }
 
     /// Inserts new escrows in one statement, skipping every one whose user already has a live escrow (or appears
@@ -104,7 +108,7 @@ extension PostgresEscrowStore {
         logger: Logger
     ) async throws -> Set<EscrowID> {
         var inserted: Set<EscrowID> = []
-        let columns = ["id", "blind_index", "created_at"] + changeableColumns.map(\.name)
+        let columns = ["id", "blind_index", "created_at"] + EscrowColumn.changeable.map(\.rawValue)
         var start = 0
         while start < records.count {
             let chunk = records[start..<min(start + 2_000, records.count)]
@@ -129,47 +133,9 @@ extension PostgresEscrowStore {
         return inserted
     }
 
-    /// Rewrites a record in place if it is still at `expectedRevision` (compare-and-set); returns whether it was.
-    static func update(
-        _ record: EscrowRecord,
-        expectedRevision: Int64,
-        _ connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> Bool {
-        try await update([(record, expectedRevision)], connection, logger: logger).contains(record.id)
-    }
-
-    /// The columns a change of an escrow rewrites (all but `id`, `blind_index` and `created_at`) with their types,
-    /// in the order ``bindChangeable(_:to:)`` binds them.
-    static let changeableColumns: [(name: String, type: String)] = [
-        ("key_version", "bigint"), ("public_key", "bytea"), ("sealed_profile", "bytea"), ("sealed_key", "bytea"),
-        ("mac", "bytea"), ("content_tag", "bytea"), ("state", "text"), ("revision", "bigint"), ("attempts", "bigint"),
-        ("next_attempt_at", "bigint"), ("lease_owner", "text"), ("lease_expires_at", "bigint"),
-        ("confirm_deadline", "bigint"), ("due_at", "bigint"), ("expires_at", "bigint"), ("updated_at", "bigint"),
-        ("dead_code", "text"), ("last_status", "bigint"),
-    ]
-
-    /// Binds `record`'s values of ``changeableColumns``, in their order.
+    /// Binds `record`'s values of the changeable columns, in their order.
     static func bindChangeable(_ record: EscrowRecord, to binds: inout PostgresBindings) throws {
-        let sealed = record.sealed
-        binds.append(Int64(sealed.keyVersion))
-        try binds.append(Data(sealed.publicKey))
-        try binds.append(Data(sealed.sealedProfile))
-        try binds.append(Data(sealed.sealedKey))
-        try binds.append(Data(sealed.mac))
-        try binds.append(Data(record.contentTag))
-        binds.append(record.state.rawValue)
-        binds.append(record.revision)
-        binds.append(Int64(record.attempts))
-        binds.append(ms(record.nextAttemptAt))
-        binds.append(record.leaseOwner)
-        binds.append(ms(record.leaseExpiresAt))
-        binds.append(ms(record.confirmDeadline))
-        binds.append(ms(record.dueAt))
-        binds.append(ms(record.expiresAt))
-        binds.append(ms(record.updatedAt))
-        binds.append(record.deadCode?.rawValue)
-        binds.append(record.lastStatus.map { Int64($0) })
+        for column in EscrowColumn.changeable { try bind(record.storedValue(column), to: &binds) }
     }
 
     /// Rewrites each record in place if it is still at its expected revision (compare-and-set), in one statement
@@ -180,10 +146,10 @@ extension PostgresEscrowStore {
         _ connection: PostgresConnection,
         logger: Logger
     ) async throws -> Set<EscrowID> {
-        let changeable = changeableColumns
-        let columns = ["id", "expected"] + changeable.map(\.name)
+        let changeable = EscrowColumn.changeable
+        let columns = ["id", "expected"] + changeable.map(\.rawValue)
         // The first row's types name the VALUES list's column types (a NULL there is typed too).
-        let types = ["bytea", "bigint"] + changeable.map(\.type)
+        let types = ["bytea", "bigint"] + changeable.map(type(of:))
         var updated: Set<EscrowID> = []
         var start = 0
         while start < records.count {
@@ -247,28 +213,6 @@ extension PostgresEscrowStore {
         return deleted
     }
 
-    /// Deletes a row if it is still at `expectedRevision`; returns whether it was.
-    static func delete(
-        id: EscrowID,
-        expectedRevision: Int64?,
-        _ connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> Bool {
-        let rows: [PostgresRow]
-        if let expectedRevision {
-            rows = try await connection.query(
-                "DELETE FROM escrow WHERE id = \(Data(id.bytes)) AND revision = \(expectedRevision) RETURNING 1",
-                logger: logger
-            ).collect()
-        } else {
-            rows = try await connection.query(
-                "DELETE FROM escrow WHERE id = \(Data(id.bytes)) RETURNING 1",
-                logger: logger
-            ).collect()
-        }
-        return rows.count == 1
-    }
-
     /// What is known of a malformed row, addressed by `row_id` (its id column may be what is broken); nil when it
     /// is gone. With `forUpdate`, the row is locked for this transaction.
     static func malformed(
@@ -300,74 +244,7 @@ extension PostgresEscrowStore {
         )
     }
 
-    /// Applies what the lifecycle decided for a malformed row inside the caller's transaction, with its events;
-    /// returns whether the row was there.
-    static func apply(
-        _ action: MalformedRowAction,
-        rowID: Int64,
-        _ connection: PostgresConnection,
-        _ audit: inout PendingAudit,
-        logger: Logger
-    ) async throws -> Bool {
-        let rows: [PostgresRow]
-        switch action.change {
-        case .quarantine(let revision, let updatedAt, _):
-            rows = try await connection.query(
-                """
-                UPDATE escrow SET state = \(EscrowState.dead.rawValue), dead_code = \(DeadCode.ciphertextInvalid.rawValue),
-                    lease_owner = NULL, lease_expires_at = NULL, confirm_deadline = NULL, due_at = NULL,
-                    revision = \(revision), updated_at = \(ms(updatedAt))
-                WHERE row_id = \(rowID) RETURNING 1
-                """,
-                logger: logger
-            ).collect()
-        case .delete:
-            rows = try await connection.query("DELETE FROM escrow WHERE row_id = \(rowID) RETURNING 1", logger: logger)
-                .collect()
-        }
-        guard rows.count == 1 else { return false }
-        audit.add(action.auditDrafts)
-        return true
-    }
-
-    /// Reads (and locks) what is known of the malformed row `error` names and applies the lifecycle's action for
-    /// `event` to it, inside the caller's transaction; returns whether the row was there.
-    static func handle(
-        _ event: MalformedRowEvent,
-        on error: MalformedRow,
-        lifecycle: EscrowLifecycle,
-        at now: Date,
-        actor: AuditActor,
-        _ connection: PostgresConnection,
-        _ audit: inout PendingAudit,
-        logger: Logger
-    ) async throws -> Bool {
-        guard let row = try await malformed(error.rowID, column: error.column, connection, logger: logger) else {
-            return false
-        }
-        let action = lifecycle.handle(event, on: row, at: now, actor: actor)
-        return try await apply(action, rowID: row.rowID, connection, &audit, logger: logger)
-    }
-
-    /// Refuses a transaction that wrote rows sealed to a retired master key version: nobody holds its secret key any
-    /// more. Runs after the transaction's own writes: a concurrent `retireKeyVersion` locks the escrow table in SHARE
-    /// mode, so either it waited for this transaction (and counts its rows), or this check sees its version.
-    static func requireUsable(_ versions: Set<UInt32>, _ connection: PostgresConnection, logger: Logger) async throws {
-        guard !versions.isEmpty else { return }
-        let rows = try await connection.query(
-            "SELECT version FROM retired_key_version WHERE version = ANY(\(versions.sorted().map { Int64($0) })) LIMIT 1",
-            logger: logger
-        ).collect().map { try $0.decode(Int64.self) }
-        if let version = rows.first {
-            throw EscrowStoreError(
-                .keyVersionRetired,
-                "master key version \(version) is retired: nothing may be sealed to it (the writing node's keyring "
-                    + "is out of date; reload it)"
-            )
-        }
-    }
-
-    static let auditColumns = "seq, at, type, escrow_id, index_prefix, detail, http_status, actor, age_ms, hash"
+    static let auditColumns = AuditEvent.storedColumns.joined(separator: ", ")
 
     static func event(from row: PostgresRow) throws -> AuditEvent {
         let cells = row.makeRandomAccess()

@@ -226,11 +226,3 @@ struct StoreDatabase: Sendable {
         return EscrowStoreError(.failed, "\(what) (\(type(of: error)))")
     }
 }
-
-/// A stored row that does not decode into a valid record: a wrong length, a value out of range, an unknown
-/// value, a state without what it needs. Such a row is quarantined, never a crash.
-struct MalformedRow: Error {
-    /// The row's `row_id`, to address it whatever its id column holds.
-    let rowID: Int64
-    let column: String
-}

@@ -102,22 +102,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 }
 
-/// One capture to write.
-struct CaptureItem: Sendable {
-    let record: EscrowRecord
-    let actor: AuditActor
-    let lifecycle: EscrowLifecycle
-}
-
 /// Group commit of captures.
 typealias CaptureBatcher = GroupCommit<CaptureItem, CaptureOutcome>
-
-/// One lifecycle action to commit with compare-and-set.
-struct CommitItem: Sendable {
-    let action: LifecycleAction
-    let id: EscrowID
-    let expectedRevision: Int64
-}
 
 /// Group commit of lifecycle actions (delivery outcomes, confirmations, purges…): whether each was applied.
 typealias CommitBatcher = GroupCommit<CommitItem, Bool>

@@ -4,7 +4,8 @@ import GRDB
 
 extension SQLiteEscrowStore: NotificationLog {
     public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
-        try await write { db in
+        try await write { transaction in
+            let db = transaction.db
             try db.execute(
                 sql: "INSERT OR IGNORE INTO apple_notification (jti_hash, received_at) VALUES (?, ?)",
                 arguments: [Data(idHash), Self.ms(now)]

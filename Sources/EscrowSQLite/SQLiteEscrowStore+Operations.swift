@@ -17,81 +17,30 @@ extension SQLiteEscrowStore {
         return outcome
     }
 
-    /// Writes one batch of the group commit (captures or lifecycle actions) in one transaction, one audit head
-    /// read and write for all. When one item fails, the transaction is rolled back and each item is written
-    /// again in its own transaction, so that only the failing one fails (rare: a broken row in the way, a
-    /// retired key version, a full disk). Blocks the calling thread: for the group-commit queues only.
-    static func writeBatch<Item, Output>(
+    /// Writes one batch of the group commit (captures or lifecycle actions) with the store engine: one transaction,
+    /// and one transaction an item when that fails (``StoreEngine/writeBatch(_:order:describe:isUnavailable:write:)``).
+    /// Blocks the calling thread: for the group-commit queues only.
+    static func writeBatch<Item: Sendable, Output: Sendable>(
         _ batch: [Item],
         pool: DatabasePool,
         lock: WriteLock?,
-        _ each: (Item, Database, inout AuditAppender) throws -> Output
+        _ write: @escaping ([Item], SQLiteWriteTransaction) async throws -> [Output]
     ) -> [Result<Output, any Error>] {
-        func write(_ items: [Item]) throws -> [Output] {
-            do {
-                return try pool.writeWithoutTransaction { db in
-                    try transaction(db, lock: lock) { db in
-                        var audit = try AuditAppender(db)
-                        let outputs = try items.map { try each($0, db, &audit) }
-                        try audit.finish(db)
-                        return outputs
-                    }
+        do {
+            return try pool.writeWithoutTransaction { db in
+                try InlineTask.run {
+                    await StoreEngine.writeBatch(
+                        batch,
+                        order: { _ in [] },
+                        describe: { storeError($0, "write transaction failed") },
+                        isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
+                        write: { items in try await transaction(db, lock: lock) { try await write(items, $0) } }
+                    )
                 }
-            } catch {
-                throw storeError(error, "write transaction failed")
             }
-        }
-        do {
-            return try write(batch).map { .success($0) }
         } catch {
-            return batch.map { item in Result { try write([item])[0] } }
+            return batch.map { _ in .failure(storeError(error, "write transaction failed")) }
         }
-    }
-
-    /// One capture inside the caller's transaction. Inserts first (a new user, the common case, costs
-    /// one statement); only on a blind-index conflict is the live escrow read, and kept or replaced.
-    static func capture(
-        _ item: CaptureItem,
-        _ db: Database,
-        audit: inout AuditAppender
-    ) throws
-        -> CaptureOutcome
-    {
-        let record = item.record
-        try requireUsable(record.sealed.keyVersion, db)
-        let captured = item.lifecycle.captured(record, actor: item.actor)
-        if try Self.insert(record, db, ifNoLiveEscrow: true) {
-            try audit.append([captured], db)
-            return .created(record)
-        }
-        let existing: EscrowRecord
-        do {
-            guard let found = try fetchRecord(db, where: "blind_index = ?", [Data(record.blindIndex.bytes)]) else {
-                throw EscrowStoreError(.failed, "a blind index conflict without a live escrow")
-            }
-            existing = found
-        } catch let malformed as MalformedRow {
-            // The user's previous row is broken: it can never be delivered. The new capture replaces it.
-            _ = try handle(
-                .purge(.replaced),
-                on: malformed,
-                lifecycle: item.lifecycle,
-                at: record.createdAt,
-                actor: item.actor,
-                db,
-                &audit
-            )
-            _ = try Self.insert(record, db)
-            try audit.append([captured], db)
-            return .created(record)
-        }
-        guard let purgeDrafts = try item.lifecycle.replacement(of: existing, by: record, actor: item.actor) else {
-            return .unchanged(existing)
-        }
-        try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ?").execute(arguments: [Data(existing.id.bytes)])
-        _ = try Self.insert(record, db)
-        try audit.append(purgeDrafts + [captured], db)
-        return .replaced(record, previous: existing.id)
     }
 
     public func record(id: EscrowID) async throws -> EscrowRecord? {
@@ -113,87 +62,10 @@ extension SQLiteEscrowStore {
         return applied
     }
 
-    /// One lifecycle action inside the caller's transaction, with compare-and-set on its revision.
-    static func apply(_ item: CommitItem, _ db: Database, audit: inout AuditAppender) throws -> Bool {
-        switch item.action.change {
-        case .ignore:
-            return false
-        case .update(let record, let drafts):
-            try requireUsable(record.sealed.keyVersion, db)
-            guard try update(record, expectedRevision: item.expectedRevision, db) else { return false }
-            try audit.append(drafts, db)
-            return true
-        case .purge(_, let drafts):
-            try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?").execute(
-                arguments: [Data(item.id.bytes), item.expectedRevision]
-            )
-            guard db.changesCount == 1 else { return false }
-            try audit.append(drafts, db)
-            return true
-        }
-    }
-
     public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
         guard request.limit > 0 else { return [] }
-        if let versions = request.keyVersions, versions.isEmpty { return [] }
-        // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text. A version outside
-        // 32 bits is no version at all: such rows are selected whatever the filter, to be quarantined.
-        let versionFilter =
-            request.keyVersions.map {
-                " AND (key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))"
-                    + " OR key_version NOT BETWEEN 0 AND 4294967295)"
-            } ?? ""
         // Leases need not wait for the disk (see `write(durable:)`): the outcome commit that follows is durable.
-        return try await write(durable: false) { db in
-            var audit = try AuditAppender(db)
-            var leased: [EscrowRecord] = []
-            // Until `limit` leases or nothing more is due: a quarantined row takes no lease, and leaves the queue
-            // (its due_at is cleared), so broken rows never make a claim look like the end of the work.
-            while leased.count < request.limit {
-                let want = request.limit - leased.count
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT \(Self.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
-                        ORDER BY due_at LIMIT ?
-                        """,
-                    arguments: [Self.ms(request.now), want]
-                )
-                var quarantined = 0
-                for row in rows {
-                    let record: EscrowRecord
-                    do throws(MalformedRow) {
-                        record = try Self.record(from: row)
-                    } catch {
-                        // A malformed row never stalls delivery for the others: it is moved to dead, alone.
-                        _ = try Self.handle(
-                            .quarantine,
-                            on: error,
-                            lifecycle: lifecycle,
-                            at: request.now,
-                            actor: .worker(request.owner),
-                            db,
-                            &audit
-                        )
-                        quarantined += 1
-                        continue
-                    }
-                    let action = lifecycle.handle(
-                        .lease(owner: request.owner, duration: request.leaseDuration),
-                        on: record,
-                        at: request.now,
-                        actor: .worker(request.owner)
-                    )
-                    guard case .update(let next, let drafts) = action.change else { continue }
-                    guard try Self.update(next, expectedRevision: record.revision, db) else { continue }
-                    try audit.append(drafts, db)
-                    leased.append(next)
-                }
-                if rows.count < want || quarantined == 0 { break }
-            }
-            try audit.finish(db)
-            return leased
-        }
+        return try await write(durable: false) { try await StoreEngine.claim(request, lifecycle: lifecycle, in: $0) }
     }
 
     public func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
@@ -233,27 +105,7 @@ extension SQLiteEscrowStore {
     }
 
     public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
-        let purged = try await write { db -> Int in
-            var audit = try AuditAppender(db)
-            var purged = 0
-            let rows = try Row.fetchAll(
-                db,
-                sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE expires_at <= ?",
-                arguments: [Self.ms(now)]
-            )
-            for row in rows {
-                do throws(MalformedRow) {
-                    _ = try Self.record(from: row)
-                } catch {
-                    let lifecycle = EscrowLifecycle()
-                    if try Self.handle(.purge(.expired), on: error, lifecycle: lifecycle, at: now, actor: actor, db, &audit) {
-                        purged += 1
-                    }
-                }
-            }
-            try audit.finish(db)
-            return purged
-        }
+        let purged = try await write { try await StoreEngine.purgeMalformed(expiredAt: now, actor: actor, in: $0) }
         if purged > 0 { try await purgedOne() }
         return purged
     }
@@ -264,30 +116,22 @@ extension SQLiteEscrowStore {
                 let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE blind_index = ?"),
                     arguments: [Data(blindIndex.bytes)]
-                )
+                ),
+                case .malformed(let malformed) = Self.stored(from: row)
             else { return nil }
-            do throws(MalformedRow) {
-                _ = try Self.record(from: row)
-                return nil
-            } catch {
-                return try Self.malformed(error.rowID, column: error.column, db)
-            }
+            return try Self.malformed(malformed.rowID, column: malformed.column, db)
         }
     }
 
     public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
-        let applied = try await write { db in
-            var audit = try AuditAppender(db)
-            let applied = try Self.apply(action, rowID: row.rowID, db, &audit)
-            try audit.finish(db)
-            return applied
-        }
+        let applied = try await write { try await StoreEngine.commit(action, on: row, in: $0) }
         if applied, case .delete = action.change { try await purgedOne() }
         return applied
     }
 
     public func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {
-        try await write { db in
+        try await write { transaction in
+            let db = transaction.db
             let retired = try Bool.fetchOne(
                 db,
                 sql: "SELECT EXISTS (SELECT 1 FROM retired_key_version WHERE version = ?)",
@@ -311,7 +155,7 @@ extension SQLiteEscrowStore {
                 sql: "INSERT INTO retired_key_version (version, retired_at) VALUES (?, ?)",
                 arguments: [Int64(version), Timestamp.unixMilliseconds(audit.first?.at ?? Date())]
             )
-            try Self.append(audit, db)
+            try await StoreEngine.append(audit, transaction)
         }
     }
 
@@ -337,7 +181,7 @@ extension SQLiteEscrowStore {
     }
 
     public func appendAudit(_ drafts: [AuditDraft]) async throws {
-        try await write { db in try Self.append(drafts, db) }
+        try await write { try await StoreEngine.append(drafts, $0) }
     }
 
     public func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent] {
@@ -452,20 +296,22 @@ extension SQLiteEscrowStore {
         if configuration.checkpointAfterPurge { try await flushPurged() }
     }
 
-    /// A write transaction on the writer connection. `durable: false` commits without waiting for the disk
-    /// (`synchronous=NORMAL` for this transaction only): for what may be lost in a power cut without harm,
-    /// a claim's leases. Other processes see the commit at once (it is in the WAL), and the next durable
-    /// commit syncs the WAL with it; lost in a power cut, the escrows are simply due again.
-    func write<T: Sendable>(durable: Bool = true, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T
-    {
+    /// A write transaction on the writer connection, its body the store engine's (async, run on the writer's thread:
+    /// ``InlineTask``). `durable: false` commits without waiting for the disk (`synchronous=NORMAL` for this
+    /// transaction only): for what may be lost in a power cut without harm, a claim's leases. Other processes see the
+    /// commit at once (it is in the WAL), and the next durable commit syncs the WAL with it; lost in a power cut, the
+    /// escrows are simply due again.
+    func write<T: Sendable>(
+        durable: Bool = true,
+        _ body: @escaping @Sendable (SQLiteWriteTransaction) async throws -> T
+    ) async throws -> T {
         try requireWritable()
         let lock = writeLock
         do {
             return try await pool.writeWithoutTransaction { db in
-                guard !durable else { return try Self.transaction(db, lock: lock, body) }
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
-                return try Self.transaction(db, lock: lock, body)
+                if !durable { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                defer { if !durable { try? db.execute(sql: "PRAGMA synchronous = FULL") } }
+                return try InlineTask.run { try await Self.transaction(db, lock: lock, body) }
             }
         } catch {
             throw Self.storeError(error, "write transaction failed")
@@ -473,19 +319,23 @@ extension SQLiteEscrowStore {
     }
 
     /// One `BEGIN IMMEDIATE … COMMIT` under the cross-process write lock: the commit, and the automatic
-    /// checkpoint SQLite may run at commit, happen while the lock is held.
-    static func transaction<T>(_ db: Database, lock: WriteLock?, _ body: (Database) throws -> T) throws -> T {
-        func run() throws -> T {
-            var result: T?
-            try db.inTransaction(.immediate) {
-                result = try body(db)
-                return .commit
-            }
-            guard let result else { throw EscrowStoreError(.failed, "the transaction returned nothing") }
+    /// checkpoint SQLite may run at commit, happen while the lock is held. A failed body or commit rolls back.
+    static func transaction<T>(
+        _ db: Database,
+        lock: WriteLock?,
+        _ body: (SQLiteWriteTransaction) async throws -> T
+    ) async throws -> T {
+        try lock?.lock()
+        defer { lock?.unlock() }
+        try db.execute(sql: "BEGIN IMMEDIATE")
+        do {
+            let result = try await body(SQLiteWriteTransaction(db: db))
+            try db.execute(sql: "COMMIT")
             return result
+        } catch {
+            if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+            throw error
         }
-        guard let lock else { return try run() }
-        return try lock.withLock(run)
     }
 
     /// Reads run synchronously on the calling thread: a read is a few indexed lookups (microseconds),

@@ -121,12 +121,13 @@ public final class SQLiteEscrowStore: EscrowStore {
             throw EscrowStoreError(.unavailable, "cannot open the store at \(path) (\(Self.describe(error)))")
         }
         self.batcher = CaptureBatcher(label: "profile-escrow.capture-commit") { [pool] batch in
-            Self.writeBatch(batch, pool: pool, lock: lock) { item, db, audit in
-                try Self.capture(item, db, audit: &audit)
+            Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+                try await StoreEngine.capture(items, in: transaction)
             }
         }
         self.committer = CommitBatcher(label: "profile-escrow.outcome-commit") { [pool] batch in
-            Self.writeBatch(batch, pool: pool, lock: lock) { item, db, audit in try Self.apply(item, db, audit: &audit)
+            Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+                try await StoreEngine.commit(items, in: transaction)
             }
         }
 

@@ -54,6 +54,23 @@ final class WriteLock: Sendable {
         }
     }
 
+    /// Takes the lock; ``unlock()`` gives it back. For a transaction whose body is the store engine's (async code
+    /// run on the writer's own thread, see ``InlineTask``): the thread holds the lock until `unlock`.
+    func lock() throws(EscrowStoreError) {
+        inProcess.lock()
+        do {
+            try acquire()
+        } catch {
+            inProcess.unlock()
+            throw error
+        }
+    }
+
+    func unlock() {
+        _ = flock(descriptor, LOCK_UN)
+        inProcess.unlock()
+    }
+
     private func acquire() throws(EscrowStoreError) {
         if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return }
         let start = DispatchTime.now().uptimeNanoseconds

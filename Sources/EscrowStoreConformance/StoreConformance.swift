@@ -1,5 +1,5 @@
 public import EscrowCore
-import EscrowCrypto
+public import EscrowCrypto
 import Foundation
 
 /// The behaviour every ``EscrowStore`` must have, as framework-free checks: each throws
@@ -8,29 +8,81 @@ import Foundation
 public enum StoreConformance {
     /// Makes a new, empty store for one check.
     public typealias MakeStore = @Sendable () async throws -> any EscrowStore
+    /// Makes a new, empty store for one check, with every protocol it serves.
+    public typealias MakeSubject = @Sendable () async throws -> Subject
+
+    /// One store as the checks see it: the escrows, the Apple notification log, the bearer tokens, and a way to
+    /// damage a stored row as someone with database access (but no keyring) would.
+    public struct Subject: Sendable {
+        public var escrows: any EscrowStore
+        public var notifications: any NotificationLog
+        public var tokens: any AccessTokenStore
+        /// Damages the stored row of escrow `id` in the store's own SQL.
+        public var damage: @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
+
+        public init(
+            escrows: any EscrowStore,
+            notifications: any NotificationLog,
+            tokens: any AccessTokenStore,
+            damage: @escaping @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
+        ) {
+            self.escrows = escrows
+            self.notifications = notifications
+            self.tokens = tokens
+            self.damage = damage
+        }
+    }
+
+    /// A change to a stored row that makes it malformed; each store writes it in its own SQL.
+    public enum RowDamage: Sendable, CaseIterable {
+        /// `attempts = -5`: a value out of range.
+        case negativeAttempts
+        /// `id` set to the 15 bytes `00 01 … 0e`: no escrow id at all.
+        case truncatedID
+
+        /// The hex of the id a ``truncatedID`` row holds.
+        public static let truncatedIDHex = "000102030405060708090a0b0c0d0e"
+    }
 
     public struct Check: Sendable, CustomStringConvertible {
         public let name: String
-        public let run: @Sendable (MakeStore) async throws -> Void
+        public let run: @Sendable (MakeSubject) async throws -> Void
         public var description: String { name }
+
+        init(name: String, run: @escaping @Sendable (MakeSubject) async throws -> Void) {
+            self.name = name
+            self.run = run
+        }
+
+        /// A check of the ``EscrowStore`` protocol alone.
+        init(name: String, escrows run: @escaping @Sendable (MakeStore) async throws -> Void) {
+            self.init(name: name) { make in try await run { try await make().escrows } }
+        }
     }
 
+    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``), key
+    /// retirement, per-escrow audit history, and malformed rows.
     public static let all: [Check] = [
-        Check(name: "capture stores and reads back", run: captureReadsBack),
-        Check(name: "same content is unchanged", run: sameContentUnchanged),
-        Check(name: "new content replaces", run: newContentReplaces),
-        Check(name: "commit is compare-and-set", run: commitIsCompareAndSet),
-        Check(name: "purge deletes and audits", run: purgeDeletesAndAudits),
-        Check(name: "claim leases only due escrows once", run: claimLeasesDueOnce),
-        Check(name: "claims only the key versions asked for", run: claimsOnlyTheKeyVersionsAsked),
-        Check(name: "expired leases and confirm deadlines come back", run: expiredLeasesComeBack),
-        Check(name: "concurrent claims never share an escrow", run: concurrentClaimsAreExclusive),
-        Check(name: "queries and pagination", run: queriesAndPagination),
-        Check(name: "audit chain is contiguous and verifies", run: auditChainVerifies),
-        Check(name: "summary counts", run: summaryCounts),
-        Check(name: "concurrent captures are all durable and chained", run: concurrentCaptures),
-        Check(name: "concurrent commits are each compare-and-set", run: concurrentCommitsAreEachCompareAndSet),
-        Check(name: "concurrent purges of one escrow apply once", run: concurrentPurgesOfOneEscrowApplyOnce),
+        Check(name: "capture stores and reads back", escrows: captureReadsBack),
+        Check(name: "same content is unchanged", escrows: sameContentUnchanged),
+        Check(name: "new content replaces", escrows: newContentReplaces),
+        Check(name: "commit is compare-and-set", escrows: commitIsCompareAndSet),
+        Check(name: "purge deletes and audits", escrows: purgeDeletesAndAudits),
+        Check(name: "claim leases only due escrows once", escrows: claimLeasesDueOnce),
+        Check(name: "claims only the key versions asked for", escrows: claimsOnlyTheKeyVersionsAsked),
+        Check(name: "expired leases and confirm deadlines come back", escrows: expiredLeasesComeBack),
+        Check(name: "concurrent claims never share an escrow", escrows: concurrentClaimsAreExclusive),
+        Check(name: "queries and pagination", escrows: queriesAndPagination),
+        Check(name: "audit chain is contiguous and verifies", escrows: auditChainVerifies),
+        Check(name: "per-escrow audit history", escrows: perEscrowAuditHistory),
+        Check(name: "summary counts", escrows: summaryCounts),
+        Check(name: "concurrent captures are all durable and chained", escrows: concurrentCaptures),
+        Check(name: "concurrent commits are each compare-and-set", escrows: concurrentCommitsAreEachCompareAndSet),
+        Check(name: "concurrent purges of one escrow apply once", escrows: concurrentPurgesOfOneEscrowApplyOnce),
+        Check(name: "key retirement", escrows: keyRetirement),
+        Check(name: "malformed rows go through the lifecycle", run: malformedRows),
+        Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
+        Check(name: "bearer tokens", run: bearerTokens),
     ]
 }
 
@@ -57,10 +109,12 @@ struct Fixture {
         user number: Int,
         content: String = "content",
         at date: Date? = nil,
-        retention: Double = 3600
+        retention: Double = 3600,
+        keyring: Keyring? = nil
     )
         throws -> EscrowRecord
     {
+        let keyring = keyring ?? self.keyring
         let now = date ?? start
         let index = keyring.blindIndex(userIdentifier: user(number))
         let plaintext = SecretBytes(copying: Array("fake-profile:\(content)".utf8))

@@ -1,0 +1,157 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import GRDB
+
+/// The SQLite statements the store engine runs (``EscrowWriteTransaction``), on the writer connection inside one
+/// `BEGIN IMMEDIATE … COMMIT` under the cross-process write lock. Used only on the writer's thread (see
+/// ``InlineTask``); every statement is synchronous and prepared once per connection.
+struct SQLiteWriteTransaction: EscrowWriteTransaction {
+    let db: Database
+
+    /// One `INSERT … ON CONFLICT (blind_index) DO NOTHING` a record: SQLite's statements cost no round trip.
+    func insertIfNoLiveEscrow(_ records: [EscrowRecord]) throws -> Set<EscrowID> {
+        var inserted: Set<EscrowID> = []
+        let statement = try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT (blind_index) DO NOTHING")
+        for record in records {
+            try statement.execute(arguments: Self.arguments(record, EscrowColumn.allCases))
+            if db.changesCount == 1 { inserted.insert(record.id) }
+        }
+        return inserted
+    }
+
+    func insert(_ record: EscrowRecord) throws {
+        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: Self.arguments(record, EscrowColumn.allCases))
+    }
+
+    func liveRow(blindIndex: BlindIndex) throws -> StoredEscrow? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(SQLiteEscrowStore.escrowColumns) FROM escrow WHERE blind_index = ?"),
+            arguments: [Data(blindIndex.bytes)]
+        ).map(SQLiteEscrowStore.stored(from:))
+    }
+
+    func dueRows(at now: Date, keyVersions: Set<UInt32>?, limit: Int) throws -> [StoredEscrow] {
+        // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text. A version outside 32
+        // bits is no version at all: such rows are selected whatever the filter, to be quarantined.
+        let versionFilter =
+            keyVersions.map {
+                " AND (key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))"
+                    + " OR key_version NOT BETWEEN 0 AND 4294967295)"
+            } ?? ""
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT \(SQLiteEscrowStore.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
+                ORDER BY due_at LIMIT ?
+                """,
+            arguments: [Timestamp.unixMilliseconds(now), limit]
+        ).map(SQLiteEscrowStore.stored(from:))
+    }
+
+    func expiredRows(at now: Date) throws -> [StoredEscrow] {
+        try Row.fetchAll(
+            db,
+            sql: "SELECT \(SQLiteEscrowStore.escrowColumns) FROM escrow WHERE expires_at <= ?",
+            arguments: [Timestamp.unixMilliseconds(now)]
+        ).map(SQLiteEscrowStore.stored(from:))
+    }
+
+    func update(_ changes: [(record: EscrowRecord, expectedRevision: Int64)]) throws -> Set<EscrowID> {
+        let statement = try db.cachedStatement(sql: Self.updateSQL)
+        var updated: Set<EscrowID> = []
+        for change in changes {
+            var arguments = Self.arguments(change.record, EscrowColumn.changeable)
+            arguments += [Data(change.record.id.bytes), change.expectedRevision]
+            try statement.execute(arguments: arguments)
+            if db.changesCount == 1 { updated.insert(change.record.id) }
+        }
+        return updated
+    }
+
+    func delete(_ rows: [(id: EscrowID, revision: Int64)]) throws -> [EscrowID: Int64] {
+        let statement = try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?")
+        var deleted: [EscrowID: Int64] = [:]
+        for row in rows {
+            try statement.execute(arguments: [Data(row.id.bytes), row.revision])
+            if db.changesCount == 1 { deleted[row.id] = row.revision }
+        }
+        return deleted
+    }
+
+    func malformedRow(_ row: MalformedRow) throws -> MalformedEscrowRow? {
+        try SQLiteEscrowStore.malformed(row.rowID, column: row.column, db)
+    }
+
+    func apply(_ action: MalformedRowAction, toRowID rowID: Int64) throws -> Bool {
+        switch action.change {
+        case .quarantine(let revision, let updatedAt, _):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE escrow SET state = ?, dead_code = ?, lease_owner = NULL, lease_expires_at = NULL,
+                        confirm_deadline = NULL, due_at = NULL, revision = ?, updated_at = ?
+                    WHERE rowid = ?
+                    """
+            ).execute(arguments: [
+                EscrowState.dead.rawValue, DeadCode.ciphertextInvalid.rawValue, revision,
+                Timestamp.unixMilliseconds(updatedAt), rowID,
+            ])
+        case .delete:
+            try db.cachedStatement(sql: "DELETE FROM escrow WHERE rowid = ?").execute(arguments: [rowID])
+        }
+        return db.changesCount == 1
+    }
+
+    func requireUsable(_ versions: Set<UInt32>) throws {
+        let statement = try db.cachedStatement(sql: "SELECT 1 FROM retired_key_version WHERE version = ?")
+        for version in versions.sorted() {
+            guard try Row.fetchOne(statement, arguments: [Int64(version)]) != nil else { continue }
+            throw EscrowStoreError(
+                .keyVersionRetired,
+                "master key version \(version) is retired: nothing may be sealed to it (the writing node's keyring "
+                    + "is out of date; reload it)"
+            )
+        }
+    }
+
+    /// The writer holds the database's only write lock for the whole transaction: reading the head is locking it.
+    func lockAuditHead() throws -> AuditHead? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, hash FROM audit_head WHERE singleton = 1"))
+            .map { AuditHead(sequence: $0[0], hash: [UInt8]($0[1] as Data)) }
+    }
+
+    func insertAudit(_ events: [AuditEvent], head: AuditHead) throws {
+        let columns = AuditEvent.storedColumns
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO audit_event (\(columns.joined(separator: ", "))) VALUES ("
+                + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        )
+        for event in events {
+            try insert.execute(arguments: StatementArguments(event.storedValues.map(Self.databaseValue)))
+        }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (singleton, seq, hash) VALUES (1, ?, ?)")
+            .execute(arguments: [head.sequence, Data(head.hash)])
+    }
+
+    // MARK: - Statements
+
+    private static let insertSQL =
+        "INSERT INTO escrow (\(EscrowColumn.allCases.map(\.rawValue).joined(separator: ", "))) VALUES ("
+        + Array(repeating: "?", count: EscrowColumn.allCases.count).joined(separator: ", ") + ")"
+
+    private static let updateSQL =
+        "UPDATE escrow SET \(EscrowColumn.changeable.map { "\($0.rawValue) = ?" }.joined(separator: ", "))"
+        + " WHERE id = ? AND revision = ?"
+
+    private static func arguments(_ record: EscrowRecord, _ columns: [EscrowColumn]) -> StatementArguments {
+        StatementArguments(columns.map { databaseValue(record.storedValue($0)) })
+    }
+
+    static func databaseValue(_ value: StoredValue) -> DatabaseValue {
+        switch value {
+        case .bytes(let bytes): Data(bytes).databaseValue
+        case .integer(let integer): integer.databaseValue
+        case .text(let text): text.databaseValue
+        }
+    }
+}
