@@ -315,16 +315,18 @@ package enum StoreEngine {
     /// Writes a batch of a group commit with `write` (one transaction), and when that fails, each item again in a
     /// transaction of its own, so that only a failing item fails (a retired key version, a broken row in the way).
     /// A store that cannot be reached (`isUnavailable`) fails every item at once instead, rather than each after
-    /// its own wait. `order` sorts the items of a transaction (two writers then lock the same rows in the same
-    /// order); results come back in the batch's order. `describe` makes an error PII-free.
+    /// its own wait. `order`, when given, sorts the items of a transaction (two writers then lock the same rows in
+    /// the same order); results come back in the batch's order. `describe` makes an error PII-free.
     package static func writeBatch<Item: Sendable, Output: Sendable>(
         _ batch: [Item],
-        order: (Item) -> [UInt8],
+        order: ((Item) -> [UInt8])? = nil,
         describe: (any Error) -> any Error,
         isUnavailable: (any Error) -> Bool,
         write: ([Item]) async throws -> [Output]
     ) async -> [Result<Output, any Error>] {
-        let ordered = batch.indices.sorted { order(batch[$0]).lexicographicallyPrecedes(order(batch[$1])) }
+        let ordered =
+            order.map { order in batch.indices.sorted { order(batch[$0]).lexicographicallyPrecedes(order(batch[$1])) } }
+            ?? Array(batch.indices)
         do {
             let outputs = try await write(ordered.map { batch[$0] })
             var results = [Result<Output, any Error>?](repeating: nil, count: batch.count)

@@ -49,7 +49,7 @@ extension PostgresEscrowStore {
         _ batch: [Item],
         _ database: StoreDatabase,
         what: String,
-        order: (Item) -> [UInt8],
+        order: @escaping (Item) -> [UInt8],
         write: @escaping @Sendable ([Item], PostgresWriteTransaction) async throws -> [Output]
     ) async -> [Result<Output, any Error>] {
         await StoreEngine.writeBatch(

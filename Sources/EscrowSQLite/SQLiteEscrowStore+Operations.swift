@@ -31,7 +31,6 @@ extension SQLiteEscrowStore {
                 try InlineTask.run {
                     await StoreEngine.writeBatch(
                         batch,
-                        order: { _ in [] },
                         describe: { storeError($0, "write transaction failed") },
                         isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
                         write: { items in try await transaction(db, lock: lock) { try await write(items, $0) } }

@@ -101,7 +101,7 @@ extension StoreConformance {
             "the summary lists every dead row: \(summary.dead)"
         )
         try expect(
-            try await store.claimDue(at: fixture.start.addingTimeInterval(3600), limit: 3, owner: "w2", leaseDuration: 60)
+            try await store.claimDue(at: fixture.start.addingTimeInterval(30), limit: 3, owner: "w2", leaseDuration: 60)
                 .isEmpty,
             "nothing malformed is claimed again (the intact one is still leased)"
         )

@@ -20,7 +20,8 @@ extension Escrow {
         var notDurable: CryptoError?
         do {
             try rotated.write(path: keyringPath, overwrite: true)
-        } catch let error where error.code == .keyringNotDurable {
+        } catch {
+            guard error.code == .keyringNotDurable else { throw error }
             notDurable = error
         }
         try replaceKeyring(rotated)

@@ -45,12 +45,9 @@ extension Escrow {
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
             // A malformed row can never be delivered, and its capture time cannot be trusted: it is purged.
-            let record: EscrowRecord
-            switch try await userRecord(index, ifMalformed: .purge(reason), actor: actor) {
-            case .record(let found): record = found
-            case .none: return .notHeld
-            case .purgedMalformed: return .purged
-            }
+            let row = try await userRecord(index, ifMalformed: .purge(reason), actor: actor)
+            if case .purgedMalformed = row { return .purged }
+            guard let record = row.record else { return .notHeld }
             guard record.createdAt < eventTime else { return .newer }
             switch try await apply(.purge(reason), to: record, actor: actor) {
             case .applied: return .purged
@@ -129,15 +126,13 @@ extension Escrow {
         }
         let index = blindIndex(userIdentifier)
         for _ in 0..<8 {
-            let record: EscrowRecord
+            let row: UserRow
             do {
-                guard let found = try await userRecord(index, ifMalformed: .quarantine, actor: actor).record else {
-                    return .notHeld
-                }
-                record = found
+                row = try await userRecord(index, ifMalformed: .quarantine, actor: actor)
             } catch let error as EscrowError where error.code == .ciphertextInvalid {
                 return .dead
             }
+            guard let record = row.record else { return .notHeld }
             if let eventTime, record.createdAt >= eventTime { return .newer }
             // Changing a row that a worker is delivering would fence out the worker's outcome, and a
             // confirmation would be lost (the escrow delivered again): wait for the lease instead.

@@ -365,12 +365,9 @@ public final class Escrow: Sendable {
             default: .quarantine
             }
         for _ in 0..<8 {
-            let record: EscrowRecord
-            switch try await userRecord(index, ifMalformed: ifMalformed, actor: actor) {
-            case .record(let found): record = found
-            case .none: return false
-            case .purgedMalformed: return true
-            }
+            let row = try await userRecord(index, ifMalformed: ifMalformed, actor: actor)
+            if case .purgedMalformed = row { return true }
+            guard let record = row.record else { return false }
             switch try await apply(event, to: record, actor: actor) {
             case .applied: return true
             case .ignored: return false

@@ -51,7 +51,8 @@ struct LeastPrivilegeTests {
                 lifecycle: EscrowLifecycle()
             )
             #expect(leased.count == 1)
-            #expect(try await store.commit(.purge(.confirmed, []), id: record.id, expectedRevision: leased[0].revision))
+            let confirm = EscrowLifecycle().handle(.confirm, on: leased[0], at: records.start, actor: .library)
+            #expect(try await store.commit(confirm, id: record.id, expectedRevision: leased[0].revision))
             // Retiring takes a SHARE lock on the escrow table: the table grants allow it.
             try await store.retireKeyVersion(
                 UInt32(999),
@@ -75,8 +76,8 @@ struct LeastPrivilegeTests {
                     }
                 }
             }
-            // captured, keys-retired: nothing was dropped or emptied.
-            #expect(try await database.rows("SELECT 1 FROM audit_event").count == 2)
+            // captured, confirmed, purged, keys-retired: nothing was dropped or emptied.
+            #expect(try await database.rows("SELECT 1 FROM audit_event").count == 4)
             await store.close()
             for role in [owner, service] {
                 try await database.execute(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role) CASCADE"))
