@@ -265,8 +265,15 @@ package enum StoreEngine {
         var purged = 0
         for case .malformed(let malformed) in try await transaction.expiredRows(at: now) {
             let lifecycle = EscrowLifecycle()
-            if try await handle(.purge(.expired), on: malformed, lifecycle: lifecycle, at: now, actor: actor, transaction, &audit)
-            {
+            if try await handle(
+                .purge(.expired),
+                on: malformed,
+                lifecycle: lifecycle,
+                at: now,
+                actor: actor,
+                transaction,
+                &audit
+            ) {
                 purged += 1
             }
         }

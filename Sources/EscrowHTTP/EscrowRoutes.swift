@@ -65,7 +65,8 @@ struct EscrowRoutes: Sendable {
     func status(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
-        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name)) else {
+        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name))
+        else {
             throw Problem.notFound
         }
         return try JSONResponse.make(.ok, encoding: status)

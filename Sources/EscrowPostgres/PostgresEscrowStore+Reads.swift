@@ -22,7 +22,13 @@ extension PostgresEscrowStore {
                 _ = try Self.record(from: row)
                 return nil
             } catch {
-                return try await Self.malformed(error.rowID, column: error.column, connection, forUpdate: false, logger: logger)
+                return try await Self.malformed(
+                    error.rowID,
+                    column: error.column,
+                    connection,
+                    forUpdate: false,
+                    logger: logger
+                )
             }
         }
     }

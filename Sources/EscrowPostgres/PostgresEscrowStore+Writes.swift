@@ -61,7 +61,10 @@ extension PostgresEscrowStore {
         )
     }
 
-    static func writeCaptures(_ batch: [CaptureItem], _ database: StoreDatabase) async -> [Result<CaptureOutcome, any Error>] {
+    static func writeCaptures(
+        _ batch: [CaptureItem],
+        _ database: StoreDatabase
+    ) async -> [Result<CaptureOutcome, any Error>] {
         await writeBatch(batch, database, what: "capture failed", order: { $0.record.blindIndex.bytes }) {
             try await StoreEngine.capture($0, in: $1)
         }

@@ -21,8 +21,14 @@ struct PostgresWriteTransaction: EscrowWriteTransaction {
     }
 
     func liveRow(blindIndex: BlindIndex) async throws -> StoredEscrow? {
-        try await PostgresEscrowStore.fetchRow(connection, .blindIndex, blindIndex.bytes, forUpdate: true, logger: logger)
-            .map(PostgresEscrowStore.stored(from:))
+        try await PostgresEscrowStore.fetchRow(
+            connection,
+            .blindIndex,
+            blindIndex.bytes,
+            forUpdate: true,
+            logger: logger
+        )
+        .map(PostgresEscrowStore.stored(from:))
     }
 
     func dueRows(at now: Date, keyVersions: Set<UInt32>?, limit: Int) async throws -> [StoredEscrow] {

@@ -68,7 +68,9 @@ extension SQLiteEscrowStore {
     static func malformed(_ rowID: Int64, column: String, _ db: Database) throws -> MalformedEscrowRow? {
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT id, blind_index, revision, state, dead_code FROM escrow WHERE rowid = ?"),
+                db.cachedStatement(
+                    sql: "SELECT id, blind_index, revision, state, dead_code FROM escrow WHERE rowid = ?"
+                ),
                 arguments: [rowID]
             )
         else { return nil }

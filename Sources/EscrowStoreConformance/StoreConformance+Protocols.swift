@@ -82,9 +82,15 @@ extension StoreConformance {
             try expect(error.code == .malformedRow, "read as malformed_row: \(error.code)")
         }
         let found = try await store.malformedRow(blindIndex: records[0].blindIndex)
-        try expect(found?.column == "attempts" && found?.escrowIDHex == records[0].id.hex, "described: \(String(describing: found))")
+        try expect(
+            found?.column == "attempts" && found?.escrowIDHex == records[0].id.hex,
+            "described: \(String(describing: found))"
+        )
         try expect(found?.isQuarantined == false, "not yet quarantined")
-        try expect(try await store.malformedRow(blindIndex: records[2].blindIndex) == nil, "an intact row is not malformed")
+        try expect(
+            try await store.malformedRow(blindIndex: records[2].blindIndex) == nil,
+            "an intact row is not malformed"
+        )
 
         // A claim quarantines both, alone, and leases the intact one.
         let leased = try await store.claimDue(at: fixture.start, limit: 3, owner: "w1", leaseDuration: 60)

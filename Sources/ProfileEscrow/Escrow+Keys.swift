@@ -29,7 +29,10 @@ extension Escrow {
         if notDurable != nil { detail += " (file not synced)" }
         try await store.appendAudit([AuditDraft(type: .keysRotated, at: clock.now(), detail: detail, actor: actor)])
         if let notDurable {
-            logger.error("master key rotated, keyring file not synced", metadata: ["key.version": "\(rotated.activeVersion)"])
+            logger.error(
+                "master key rotated, keyring file not synced",
+                metadata: ["key.version": "\(rotated.activeVersion)"]
+            )
             throw notDurable
         }
         logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])

@@ -154,7 +154,8 @@ public final class Escrow: Sendable {
     /// Opens the user's escrow: the keychain pattern's read-back, for a registration service that
     /// retries by itself. A row that fails to open is moved to `dead` (`ciphertext_invalid`).
     public func replay(userIdentifier: String, actor: AuditActor = .library) async throws -> EscrowPlaintext {
-        guard let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
+        guard
+            let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
         else {
             throw EscrowError(.notFound, "no escrow is held for this user")
         }
@@ -177,7 +178,11 @@ public final class Escrow: Sendable {
     /// The user's live record. A stored row that does not decode is never answered as an unavailable store: it is
     /// handled through the lifecycle like a forged one, quarantined as `dead` (`ciphertext_invalid`, then thrown as
     /// ``EscrowError/Code/ciphertextInvalid``) or, for a purge, deleted (``UserRow/purgedMalformed``).
-    func userRecord(_ index: BlindIndex, ifMalformed event: MalformedRowEvent, actor: AuditActor) async throws -> UserRow {
+    func userRecord(
+        _ index: BlindIndex,
+        ifMalformed event: MalformedRowEvent,
+        actor: AuditActor
+    ) async throws -> UserRow {
         do {
             return try await store.record(blindIndex: index).map(UserRow.record) ?? .none
         } catch let error as EscrowStoreError where error.code == .malformedRow {
@@ -326,7 +331,8 @@ public final class Escrow: Sendable {
     /// ``EscrowError/Code/notFound`` when nothing is held.
     @discardableResult
     public func requeue(userIdentifier: String, actor: AuditActor = .library) async throws -> Bool {
-        guard let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
+        guard
+            let record = try await userRecord(blindIndex(userIdentifier), ifMalformed: .quarantine, actor: actor).record
         else {
             throw EscrowError(.notFound, "no escrow is held for this user")
         }

@@ -221,7 +221,8 @@ extension PurgeReport {
         html += "<p>Delivery was given up; each stays until an operator requeues it or retention purges it.</p>"
         html += "<table><tr><th>escrow id</th><th>code</th></tr>"
         for entry in dead.prefix(200) {
-            html += "<tr><td><code>\(Self.escape(entry.idHex))</code></td><td>\(Self.escape(entry.code?.rawValue ?? "-"))</td></tr>"
+            html +=
+                "<tr><td><code>\(Self.escape(entry.idHex))</code></td><td>\(Self.escape(entry.code?.rawValue ?? "-"))</td></tr>"
         }
         if dead.count > 200 { html += "<tr><td colspan=\"2\">… \(dead.count - 200) more in the JSON form</td></tr>" }
         return html + "</table></section>"

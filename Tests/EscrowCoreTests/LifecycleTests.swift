@@ -48,7 +48,8 @@ struct LifecycleTests {
         var record = try record()
         record.nextAttemptAt = now.addingTimeInterval(10)
         #expect(
-            lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library).change == .ignore(.notDue)
+            lifecycle.handle(.lease(owner: "w", duration: 5), on: record, at: now, actor: .library).change
+                == .ignore(.notDue)
         )
         let leased = try leased(try self.record())
         #expect(
@@ -220,7 +221,9 @@ struct LifecycleTests {
     @Test func rewrapAndResealChangeOnlyTheirOwnEscrow() throws {
         let original = try record()
         let other = try record()
-        #expect(lifecycle.handle(.rewrap(other.sealed), on: original, at: now, actor: .cli).change == .ignore(.otherEscrow))
+        #expect(
+            lifecycle.handle(.rewrap(other.sealed), on: original, at: now, actor: .cli).change == .ignore(.otherEscrow)
+        )
         var sealed = original.sealed
         sealed.keyVersion = 7
         guard
@@ -236,7 +239,9 @@ struct LifecycleTests {
         }
         #expect(rewrapped.sealed.keyVersion == 7 && rewrapped.revision == original.revision + 1 && events.isEmpty)
         let reseal = LifecycleEvent.reseal(sealed, contentTag: [9], detail: "email")
-        guard case .update(let resealed, let updated) = lifecycle.handle(reseal, on: original, at: now, actor: .apple).change
+        guard
+            case .update(let resealed, let updated) = lifecycle.handle(reseal, on: original, at: now, actor: .apple)
+                .change
         else {
             Issue.record("expected update")
             return
@@ -318,7 +323,9 @@ struct LifecycleTests {
         var dead = pending
         dead.phase = .dead(.rejected)
         for record in [pending, try leased(pending), dead] {
-            guard case .purge(let got, let events) = lifecycle.handle(.purge(reason), on: record, at: now, actor: .cli).change
+            guard
+                case .purge(let got, let events) = lifecycle.handle(.purge(reason), on: record, at: now, actor: .cli)
+                    .change
             else {
                 Issue.record("expected purge from \(record.state)")
                 continue
@@ -332,7 +339,8 @@ struct LifecycleTests {
 
     @Test func tamperedGoesDeadOnce() throws {
         guard
-            case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library).change
+            case .update(let dead, let events) = lifecycle.handle(.tampered, on: try record(), at: now, actor: .library)
+                .change
         else {
             Issue.record("expected update")
             return
@@ -348,7 +356,8 @@ struct LifecycleTests {
         var dead = pending
         dead.phase = .dead(.rejected)
         dead.attempts = 3
-        guard case .update(let next, let events) = lifecycle.handle(.requeue, on: dead, at: now, actor: .cli).change else {
+        guard case .update(let next, let events) = lifecycle.handle(.requeue, on: dead, at: now, actor: .cli).change
+        else {
             Issue.record("expected update")
             return
         }

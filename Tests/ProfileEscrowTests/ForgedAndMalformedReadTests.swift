@@ -107,20 +107,37 @@ struct ForgedAndMalformedReadTests {
                 isQuarantined: quarantined
             )
         }
-        guard case .quarantine(let bumped, _, let drafts) = lifecycle.handle(.quarantine, on: row(revision: 4), at: now, actor: .cli).change
+        guard
+            case .quarantine(let bumped, _, let drafts) = lifecycle.handle(
+                .quarantine,
+                on: row(revision: 4),
+                at: now,
+                actor: .cli
+            ).change
         else {
             Issue.record("a malformed row is quarantined")
             return
         }
         #expect(bumped == 5 && drafts.map(\.type) == [.dead] && drafts.first?.escrowID == "0102")
         #expect(drafts.first?.indexPrefix == "0001020304050607")
-        guard case .quarantine(let restarted, _, let none) = lifecycle.handle(.quarantine, on: row(revision: -1, quarantined: true), at: now, actor: .cli).change
+        guard
+            case .quarantine(let restarted, _, let none) = lifecycle.handle(
+                .quarantine,
+                on: row(revision: -1, quarantined: true),
+                at: now,
+                actor: .cli
+            ).change
         else {
             Issue.record("a malformed row is quarantined")
             return
         }
         #expect(restarted == 0 && none.isEmpty, "out of range restarts at 0; already quarantined appends nothing")
-        let top = lifecycle.handle(.quarantine, on: row(revision: EscrowRecord.storedRevisions.upperBound), at: now, actor: .cli)
+        let top = lifecycle.handle(
+            .quarantine,
+            on: row(revision: EscrowRecord.storedRevisions.upperBound),
+            at: now,
+            actor: .cli
+        )
         if case .quarantine(let revision, _, _) = top.change { #expect(revision == 0) }
         let purge = lifecycle.handle(.purge(.erased), on: row(revision: nil), at: now, actor: .cli)
         #expect(purge.change == .delete(.erased, purge.auditDrafts) && purge.auditDrafts.first?.detail == "erased")
