@@ -65,15 +65,23 @@ extension PostgresEscrowStore {
         _ batch: [CaptureItem],
         _ database: StoreDatabase
     ) async -> [Result<CaptureOutcome, any Error>] {
-        await writeBatch(batch, database, what: "capture failed", order: { $0.record.blindIndex.bytes }) {
-            try await StoreEngine.capture($0, in: $1)
-        }
+        await writeBatch(
+            batch,
+            database,
+            what: "capture failed",
+            order: { $0.record.blindIndex.bytes },
+            write: { try await StoreEngine.capture($0, in: $1) }
+        )
     }
 
     static func writeCommits(_ batch: [CommitItem], _ database: StoreDatabase) async -> [Result<Bool, any Error>] {
-        await writeBatch(batch, database, what: "commit failed", order: { $0.id.bytes }) {
-            try await StoreEngine.commit($0, in: $1)
-        }
+        await writeBatch(
+            batch,
+            database,
+            what: "commit failed",
+            order: { $0.id.bytes },
+            write: { try await StoreEngine.commit($0, in: $1) }
+        )
     }
 
     public func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
