@@ -97,7 +97,7 @@ struct SQLiteTokenStoreTests {
             )
         }
         #expect(mode == "delete")
-        #expect(synchronous == 3, "EXTRA: a commit in DELETE mode is the journal unlink, durable only once the folder is synced")
+        #expect(synchronous == 3, "EXTRA: the commit (the journal unlink) is durable once the folder is synced")
         #expect(secureDelete == 1)
         #expect(try Self.headerVersions(path) == [1, 1], "file format bytes 18-19: 1 = rollback journal, 2 = WAL")
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
