@@ -86,7 +86,7 @@ struct SQLiteTokenStoreTests {
         #expect((parent[.posixPermissions] as? NSNumber)?.intValue == 0o700)
     }
 
-    @Test("rollback-journal mode: journal_mode=delete, synchronous=EXTRA (the folder synced after the journal unlink), secure_delete, never WAL on disk")
+    @Test("rollback-journal mode: journal_mode=delete, synchronous=EXTRA, secure_delete, never WAL on disk")
     func journalMode() async throws {
         let store = try open()
         try await store.addToken(Self.record("registration", hash: 1))
