@@ -60,6 +60,13 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
                 return Problem(.internalServerError, code: "ciphertext_invalid", detail: error.message)
             default: return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
             }
+        case let error as EscrowStoreError where error.code == .malformedRow:
+            // A stored row that does not decode: the store answers, the row is broken. Never "unavailable".
+            return Problem(
+                .internalServerError,
+                code: "ciphertext_invalid",
+                detail: "the stored escrow is malformed; it is moved to dead when a worker or a read meets it"
+            )
         case let error as EscrowStoreError:
             return Problem(
                 .serviceUnavailable,

@@ -22,7 +22,9 @@ enum CLIFailure {
             case .ciphertextInvalid: return problem
             default: return badInput
             }
-        case is EscrowStoreError: return unavailable
+        case let error as EscrowStoreError:
+            // A malformed row is a problem found in a store that answers, not an unavailable store.
+            return error.code == .malformedRow ? problem : unavailable
         case let error as EscrowError:
             switch error.code {
             case .notFound: return notFound

@@ -173,6 +173,48 @@ struct EscrowRoutesTests {
         }
     }
 
+    @Test("a malformed row: GET, replay and requeue answer 500 ciphertext_invalid (never 503), DELETE purges it")
+    func malformedRow() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            let capture = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(9)
+            )
+            #expect(capture.status == .created)
+            // Someone with database access breaks the row (a negative attempt count: no record can hold it).
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            python.arguments = [
+                "python3", "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('UPDATE escrow SET attempts = -5'); "
+                    + "c.commit()",
+                harness.databasePath,
+            ]
+            try python.run()
+            python.waitUntilExit()
+            #expect(python.terminationStatus == 0)
+
+            let path = "/v1/escrows/\(Fake.userIdentifier(9))"
+            for (uri, method) in [
+                (path, HTTPRequest.Method.get), (path + "/replay", .post), (path + "/requeue", .post),
+            ] {
+                let response = try await client.execute(uri: uri, method: method, headers: harness.headers())
+                #expect(response.status == .internalServerError, "\(method) \(uri)")
+                #expect(response.json["code"] as? String == "ciphertext_invalid", "\(method) \(uri)")
+            }
+            let dead = try await harness.auditEvents().filter { $0.draft.type == .dead }
+            #expect(dead.count == 1 && dead.first?.draft.detail == "ciphertext_invalid", "quarantined once")
+            let erase = try await client.execute(uri: path, method: .delete, headers: harness.headers())
+            #expect(erase.status == .noContent)
+            #expect(try await harness.liveCount() == 0, "the malformed row is gone")
+            #expect(try await harness.auditEvents().last?.draft.detail == "erased")
+            #expect(try await client.execute(uri: path, method: .get, headers: harness.headers()).status == .notFound)
+        }
+    }
+
     @Test("replay on a capture-only node (public-only keyring): 409; capture still works")
     func captureOnly() async throws {
         let harness = try await HTTPHarness(keyring: Keyring.generate().publicOnly())
