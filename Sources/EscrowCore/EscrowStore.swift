@@ -103,9 +103,9 @@ public enum RecordQuery: Sendable, Equatable {
     case state(EscrowState)
     /// Records whose escrow key is sealed to another master key version than this one.
     case keyVersionOtherThan(UInt32)
-    /// Records whose escrow key is sealed to none of these master key versions (the ones a worker cannot open,
-    /// whose MAC it still checks).
-    case keyVersionNotIn(Set<UInt32>)
+    /// Records due at `at` whose escrow key is sealed to none of these master key versions: the ones a worker
+    /// cannot open and does not claim, whose MAC it still checks (the due index keeps it cheap).
+    case dueSealedToNoneOf(Set<UInt32>, at: Date)
 }
 
 /// Counts for the purge report and metrics.

@@ -67,10 +67,11 @@ extension PostgresEscrowStore {
                 SELECT \(unescaped: columns) FROM escrow WHERE key_version <> \(Int64(version)) AND id > \(after)
                 ORDER BY id LIMIT \(limit)
                 """
-            case .keyVersionNotIn(let versions):
+            case .dueSealedToNoneOf(let versions, let now):
                 try """
                 SELECT \(unescaped: columns) FROM escrow
-                WHERE NOT (key_version = ANY(\(versions.sorted().map { Int64($0) }))) AND id > \(after)
+                WHERE due_at <= \(Self.ms(now)) AND NOT (key_version = ANY(\(versions.sorted().map { Int64($0) })))
+                    AND id > \(after)
                 ORDER BY id LIMIT \(limit)
                 """
             }

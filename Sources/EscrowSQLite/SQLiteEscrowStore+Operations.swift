@@ -74,9 +74,12 @@ extension SQLiteEscrowStore {
             case .expired(let now): ("expires_at <= ?", [Timestamp.unixMilliseconds(now)])
             case .state(let state): ("state = ?", [state.rawValue])
             case .keyVersionOtherThan(let version): ("key_version <> ?", [Int64(version)])
-            case .keyVersionNotIn(let versions):
+            case .dueSealedToNoneOf(let versions, let now):
                 // Integers only, formatted by Swift: nothing of the caller's can reach the SQL text.
-                ("key_version NOT IN (\(versions.sorted().map(String.init).joined(separator: ",")))", [])
+                (
+                    "due_at <= ? AND key_version NOT IN (\(versions.sorted().map(String.init).joined(separator: ",")))",
+                    [Timestamp.unixMilliseconds(now)]
+                )
             }
         let after = Data(cursor?.bytes ?? [])
         return try await read { db in

@@ -34,6 +34,13 @@ extension StoreConformance {
         _ = try await store.capture(old, actor: .library)
         _ = try await store.capture(new, actor: .library)
         try expect(try await store.keyVersionsInUse() == [1: 1, 2: 1], "one escrow on each version")
+        let foreign = try await store.records(.dueSealedToNoneOf([1], at: fixture.start), after: nil, limit: 10)
+        try expect(foreign.map(\.id) == [new.id], "due and sealed to a version other than 1: \(foreign.count)")
+        let early = fixture.start.addingTimeInterval(-1)
+        try expect(
+            try await store.records(.dueSealedToNoneOf([1], at: early), after: nil, limit: 10).isEmpty,
+            "nothing is due before its capture"
+        )
         let retire = { (version: UInt32) in
             try await store.retireKeyVersion(
                 version,

@@ -292,7 +292,7 @@ public final class Escrow: Sendable {
         return purged
     }
 
-    /// Checks the MAC of every live escrow sealed to a master key version this keyring cannot open, and moves each
+    /// Checks the MAC of every due escrow sealed to a master key version this keyring cannot open, and moves each
     /// one whose MAC fails to `dead` (`ciphertext_invalid`). A worker claims only what it can open, so without
     /// this a row whose key version was altered to one nobody holds would stay `pending` for ever; the MAC covers
     /// the key version, so such a row fails it here. A row whose MAC holds is left for a worker that can open it.
@@ -301,10 +301,11 @@ public final class Escrow: Sendable {
     public func quarantineForgedUnopenable(actor: AuditActor = .library) async throws -> Int {
         let keyring = self.keyring
         let openable = Set(keyring.keys.filter(\.hasSecretKey).map(\.version))
+        let now = clock.now()
         var moved = 0
         var cursor: EscrowID?
         while true {
-            let batch = try await store.records(.keyVersionNotIn(openable), after: cursor, limit: 500)
+            let batch = try await store.records(.dueSealedToNoneOf(openable, at: now), after: cursor, limit: 500)
             guard let last = batch.last else { break }
             cursor = last.id
             for record in batch where !keyring.verify(record.sealed) {
