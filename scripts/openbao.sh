@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway OpenBao server for the key custody tests, in a temporary folder, on 127.0.0.1 and a free port: a
 # storage backend (integrated raft, one node), a real `operator init` and unseal (one key share), the Transit engine with one aes256-gcm96 key,
-# a file audit device (declared in the config file), and a token whose policy can only encrypt, decrypt and rewrap
-# with that key.
+# a file audit device (declared in the config file), and a token whose policy can only encrypt and decrypt with that
+# key.
 #
 #   eval "$(scripts/openbao.sh start)"   # starts it; prints export lines (PROFILE_ESCROW_TEST_BAO_ADDR, …)
 #   scripts/openbao.sh halt              # kills the server (its data stays): the engine is gone
@@ -112,14 +112,11 @@ CONF
     "$bao" secrets enable transit >/dev/null
     "$bao" write -f transit/keys/profile-escrow type=aes256-gcm96 >/dev/null
     cat >"$dir/policy.hcl" <<'POLICY'
-# ProfileEscrow's keyring custody: this key's encrypt, decrypt and rewrap, and nothing else.
+# ProfileEscrow's keyring custody: this key's encrypt and decrypt, and nothing else.
 path "transit/encrypt/profile-escrow" {
   capabilities = ["update"]
 }
 path "transit/decrypt/profile-escrow" {
-  capabilities = ["update"]
-}
-path "transit/rewrap/profile-escrow" {
   capabilities = ["update"]
 }
 POLICY

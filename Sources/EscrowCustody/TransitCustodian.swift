@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 
-/// Key custody through OpenBao or Vault Transit: `POST /v1/<mount>/encrypt/<key>`, `decrypt` and `rewrap`, each
+/// Key custody through OpenBao or Vault Transit: `POST /v1/<mount>/encrypt/<key>` and `decrypt`, each
 /// with the wrapped secret's associated data (the key must be an AEAD type, `aes256-gcm96`). The token is sent as
 /// `X-Vault-Token`; every request has a deadline (``timeout``).
 ///
@@ -60,9 +60,12 @@ public struct TransitCustodian: KeyCustodian {
         return secret
     }
 
+    /// Decrypts, then encrypts under the key's newest version: Transit's own `rewrap` endpoint does not take
+    /// `associated_data` (it fails to authenticate a ciphertext bound to some), so the secret crosses this process
+    /// once, as at any unwrap.
     public func rewrap(_ wrapped: [UInt8], associatedData: [UInt8]) async throws(CryptoError) -> [UInt8] {
-        let body = try requestBody(ciphertext: wrapped, associatedData: associatedData)
-        return try ciphertext(in: try await post("rewrap", body: body))
+        let secret = try await unwrap(wrapped, associatedData: associatedData)
+        return try await wrap(secret, associatedData: associatedData)
     }
 
     /// `{"ciphertext": "vault:v…", "associated_data": …}`; the blob is the ciphertext's ASCII.
