@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "ProfileEscrow", targets: ["ProfileEscrow"]),
         .library(name: "EscrowCrypto", targets: ["EscrowCrypto"]),
+        .library(name: "EscrowCustody", targets: ["EscrowCustody"]),
         .library(name: "EscrowCore", targets: ["EscrowCore"]),
         .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
         .library(name: "EscrowPostgres", targets: ["EscrowPostgres"]),
@@ -52,6 +53,12 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // The PKCS#11 interface (p11-kit's header) for key custody; the module itself is loaded at run time (dlopen).
+        .systemLibrary(
+            name: "CPKCS11",
+            pkgConfig: "p11-kit-1",
+            providers: [.apt(["libp11-kit-dev"])]
+        ),
         // sqlite3_db_config is variadic and cannot be called from Swift: one C function that sets a connection's
         // "no checkpoint on close" flag (see docs/architecture.md, "Many processes on one SQLite store").
         .target(
@@ -69,6 +76,20 @@ let package = Package(
         .target(
             name: "EscrowCore",
             dependencies: ["EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        // Key custody engines (OpenBao/Vault Transit over HTTP, PKCS#11 tokens): EscrowCrypto stays free of both.
+        .target(
+            name: "EscrowCustody",
+            dependencies: [
+                "CPKCS11",
+                "EscrowCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -100,6 +121,7 @@ let package = Package(
             dependencies: [
                 "EscrowCore",
                 "EscrowCrypto",
+                "EscrowCustody",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -143,6 +165,7 @@ let package = Package(
             dependencies: [
                 "EscrowCore",
                 "EscrowCrypto",
+                "EscrowCustody",
                 "EscrowHTTP",
                 "EscrowPostgres",
                 "EscrowSQLite",
@@ -168,6 +191,22 @@ let package = Package(
         .testTarget(
             name: "EscrowCryptoTests",
             dependencies: ["EscrowCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EscrowCustodyTests",
+            dependencies: [
+                "EscrowTestSupport",
+                "EscrowCustody",
+                "EscrowCrypto",
+                "EscrowCore",
+                "EscrowSQLite",
+                "ProfileEscrow",
+                // Built before these tests: they run the real binary against real engines.
+                "profile-escrow",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -268,7 +307,8 @@ if Context.environment["ENABLE_ESCROW_BENCHMARKS"] != nil {
         .executableTarget(
             name: "EscrowBenchmarks",
             dependencies: [
-                "ProfileEscrow", "EscrowSQLite", "EscrowPostgres", "EscrowCore", "EscrowCrypto", "CSodium",
+                "ProfileEscrow", "EscrowSQLite", "EscrowPostgres", "EscrowCore", "EscrowCrypto", "EscrowCustody",
+                "CSodium",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

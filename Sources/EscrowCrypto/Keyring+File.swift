@@ -92,6 +92,10 @@ extension Keyring {
     /// the old secrets readable under the other names.
     public func write(path requestedPath: String, overwrite: Bool) throws(CryptoError) {
         Sodium.ensureInitialized()
+        // A custody keyring's file holds wrapped secret keys only: a secret without its wrapped form is never written.
+        if custody != nil, masterKeys.contains(where: { $0.secretKey != nil && $0.wrappedSecretKey == nil }) {
+            throw CryptoError(.keyringRefused, "a secret key of this custody keyring is not wrapped yet: not written")
+        }
         let path = try Self.resolvingSymbolicLinks(requestedPath)
         let (directory, name) = Self.split(path)
         guard !name.isEmpty, name != ".", name != ".." else {
@@ -179,11 +183,19 @@ extension Keyring {
     }
 
     /// The file's bytes, assembled in ``SecretBytes`` (the secrets are base64-encoded by `sodium_bin2base64`
-    /// straight into it).
+    /// straight into it). Format version 1 for a plain keyring, 2 (id and custody lines; wrapped secret keys only)
+    /// for a keyring in custody.
     func fileContents() -> SecretBytes {
         var pieces: [SecretBytes] = []
         func text(_ string: String) { pieces.append(SecretBytes(copying: Array(string.utf8))) }
-        text("profile-escrow-keyring 1\nmode \(isPublicOnly ? "public-only" : "full")\nactive \(activeVersion)\n")
+        if let custody, let id {
+            text(
+                "profile-escrow-keyring 2\nid \(Hex.encode(id))\ncustody \(custody.fileFields.joined(separator: " "))\n"
+            )
+        } else {
+            text("profile-escrow-keyring 1\n")
+        }
+        text("mode \(isPublicOnly ? "public-only" : "full")\nactive \(activeVersion)\n")
         text("index-key ")
         pieces.append(Self.base64(indexKey))
         text("\nrow-key ")
@@ -193,7 +205,15 @@ extension Keyring {
             let seconds = Int64(key.createdAt.timeIntervalSince1970.rounded(.down))
             text("key \(key.version) \(seconds) ")
             pieces.append(Self.base64(SecretBytes(copying: key.publicKey)))
-            if let secretKey = key.secretKey {
+            if custody != nil {
+                if let wrapped = key.wrappedSecretKey {
+                    text(" ")
+                    pieces.append(Self.base64(SecretBytes(copying: wrapped)))
+                    text("\n")
+                } else {
+                    text(" -\n")
+                }
+            } else if let secretKey = key.secretKey {
                 text(" ")
                 pieces.append(Self.base64(secretKey))
                 text("\n")

@@ -20,7 +20,9 @@ extension Keyring {
             activeVersion: nextVersion,
             indexKey: indexKey,
             rowKey: rowKey,
-            isPublicOnly: false
+            isPublicOnly: false,
+            custody: custody,
+            id: id
         )
     }
 
@@ -46,7 +48,9 @@ extension Keyring {
             activeVersion: activeVersion,
             indexKey: indexKey,
             rowKey: rowKey,
-            isPublicOnly: isPublicOnly
+            isPublicOnly: isPublicOnly,
+            custody: custody,
+            id: id
         )
     }
 }

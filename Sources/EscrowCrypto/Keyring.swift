@@ -14,6 +14,9 @@ public final class Keyring: Sendable {
         let publicKey: [UInt8]
         let secretKey: SecretBytes?
         let createdAt: Date
+        /// The secret key wrapped by the keyring's custody engine (``Keyring/custody``), as the file stores it; nil
+        /// in a plain keyring and for a retired version.
+        var wrappedSecretKey: [UInt8]? = nil
     }
 
     /// The master keys, by ascending version.
@@ -26,13 +29,19 @@ public final class Keyring: Sendable {
     let rowKey: SecretBytes
     /// True for a keyring that holds no secret key at all (a capture-only node).
     public let isPublicOnly: Bool
+    /// Where the master secret keys are kept wrapped; nil for a plain keyring (secrets in the file).
+    public let custody: KeyCustody?
+    /// The keyring's random id (16 bytes), bound into every wrapped secret key; nil for a plain keyring.
+    let id: [UInt8]?
 
     init(
         masterKeys: [MasterKey],
         activeVersion: UInt32,
         indexKey: SecretBytes,
         rowKey: SecretBytes,
-        isPublicOnly: Bool
+        isPublicOnly: Bool,
+        custody: KeyCustody? = nil,
+        id: [UInt8]? = nil
     ) {
         precondition(masterKeys.contains { $0.version == activeVersion }, "the active version must be in the keyring")
         self.masterKeys = masterKeys
@@ -40,6 +49,8 @@ public final class Keyring: Sendable {
         self.indexKey = indexKey
         self.rowKey = rowKey
         self.isPublicOnly = isPublicOnly
+        self.custody = custody
+        self.id = id
     }
 
     /// A fresh keyring: version 1 active, a new index key and a new row key.
@@ -60,7 +71,7 @@ public final class Keyring: Sendable {
             KeyInfo(
                 version: $0.version,
                 publicKey: $0.publicKey,
-                hasSecretKey: $0.secretKey != nil,
+                hasSecretKey: $0.secretKey != nil || $0.wrappedSecretKey != nil,
                 createdAt: $0.createdAt
             )
         }
@@ -142,7 +153,8 @@ public final class Keyring: Sendable {
 extension Keyring: CustomStringConvertible {
     /// Versions and mode only, never a key.
     public var description: String {
-        "Keyring(active: \(activeVersion), versions: \(masterKeys.map(\.version)), publicOnly: \(isPublicOnly))"
+        "Keyring(active: \(activeVersion), versions: \(masterKeys.map(\.version)), publicOnly: \(isPublicOnly)"
+            + (custody.map { ", custody: \($0.kind)" } ?? "") + ")"
     }
 }
 

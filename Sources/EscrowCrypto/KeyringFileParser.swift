@@ -20,54 +20,115 @@ package struct KeyringFileParser {
     package func parse() throws(CryptoError) -> Keyring {
         let lines = try splitLines()
         let header = tokens(lines, 0)
-        guard header.count == 2, equals(header[0], "profile-escrow-keyring"), equals(header[1], "1") else {
-            throw malformed(line: 1, "expected `profile-escrow-keyring 1`")
+        guard header.count == 2, equals(header[0], "profile-escrow-keyring"),
+            equals(header[1], "1") || equals(header[1], "2")
+        else {
+            throw malformed(line: 1, "expected `profile-escrow-keyring 1` or `profile-escrow-keyring 2`")
         }
-        let modeLine = tokens(lines, 1)
+        // Format 2 (a keyring in custody) has two more lines after the header: `id` and `custody`.
+        var custody: KeyCustody?
+        var id: [UInt8]?
+        var first = 1
+        if equals(header[1], "2") {
+            let idLine = tokens(lines, 1)
+            guard idLine.count == 2, equals(idLine[0], "id"), let decoded = Hex.decode(text(idLine[1])),
+                decoded.count == Keyring.idByteCount
+            else { throw malformed(line: 2, "expected `id <32 hex digits>`") }
+            id = decoded
+            custody = try custodyLine(tokens(lines, 2), line: 3)
+            first = 3
+        }
+        let modeLine = tokens(lines, first)
         guard modeLine.count == 2, equals(modeLine[0], "mode"),
-            equals(modeLine[1], "full") || equals(modeLine[1], "public-only")
-        else { throw malformed(line: 2, "expected `mode full` or `mode public-only`") }
-        let isPublicOnly = equals(modeLine[1], "public-only")
-        let activeLine = tokens(lines, 2)
-        guard activeLine.count == 2, equals(activeLine[0], "active"), let active = version(activeLine[1]) else {
-            throw malformed(line: 3, "expected `active <version>`")
+            equals(modeLine[1], "full") || (custody == nil && equals(modeLine[1], "public-only"))
+        else {
+            throw malformed(
+                line: first + 1,
+                custody == nil ? "expected `mode full` or `mode public-only`" : "expected `mode full`"
+            )
         }
-        let indexKey = try namedSecret(tokens(lines, 3), name: "index-key", line: 4)
-        let rowKey = try namedSecret(tokens(lines, 4), name: "row-key", line: 5)
-        guard lines.count > 5 else {
-            throw malformed(line: 6, "expected at least one `key` line")
+        let isPublicOnly = equals(modeLine[1], "public-only")
+        let activeLine = tokens(lines, first + 1)
+        guard activeLine.count == 2, equals(activeLine[0], "active"), let active = version(activeLine[1]) else {
+            throw malformed(line: first + 2, "expected `active <version>`")
+        }
+        let indexKey = try namedSecret(tokens(lines, first + 2), name: "index-key", line: first + 3)
+        let rowKey = try namedSecret(tokens(lines, first + 3), name: "row-key", line: first + 4)
+        guard lines.count > first + 4 else {
+            throw malformed(line: first + 5, "expected at least one `key` line")
         }
 
         var masterKeys: [Keyring.MasterKey] = []
-        for (offset, range) in lines.enumerated().dropFirst(5) {
-            let key = try masterKey(range, line: offset + 1, isPublicOnly: isPublicOnly)
+        for (offset, range) in lines.enumerated().dropFirst(first + 4) {
+            let key = try masterKey(range, line: offset + 1, isPublicOnly: isPublicOnly, wrapped: custody != nil)
             if let previous = masterKeys.last, key.version <= previous.version {
                 throw malformed(line: offset + 1, "key versions must be strictly ascending")
             }
             masterKeys.append(key)
         }
         guard let activeKey = masterKeys.first(where: { $0.version == active }) else {
-            throw malformed(line: 3, "the active version has no `key` line")
+            throw malformed(line: first + 2, "the active version has no `key` line")
         }
-        guard isPublicOnly || activeKey.secretKey != nil else {
-            throw malformed(line: 3, "the active version has no secret key in a `mode full` keyring")
+        guard isPublicOnly || activeKey.secretKey != nil || activeKey.wrappedSecretKey != nil else {
+            throw malformed(line: first + 2, "the active version has no secret key in a `mode full` keyring")
         }
         return Keyring(
             masterKeys: masterKeys,
             activeVersion: active,
             indexKey: indexKey,
             rowKey: rowKey,
-            isPublicOnly: isPublicOnly
+            isPublicOnly: isPublicOnly,
+            custody: custody,
+            id: id
         )
     }
+
+    /// `custody transit <address> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`, each
+    /// value percent-encoded.
+    private func custodyLine(_ fields: [Token], line: Int) throws(CryptoError) -> KeyCustody {
+        let expectation =
+            "expected `custody transit <address> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`"
+        guard fields.count >= 2, equals(fields[0], "custody") else { throw malformed(line: line, expectation) }
+        let values = fields.dropFirst(2).map { KeyCustody.decodeField(bytes($0)) }
+        guard !values.contains(where: { $0 == nil }) else { throw malformed(line: line, expectation) }
+        let custody: KeyCustody
+        if equals(fields[1], "transit"), values.count == 4 {
+            custody = .transit(
+                KeyCustody.Transit(
+                    address: values[0]!,
+                    mount: values[1]!,
+                    key: values[2]!,
+                    caFile: equals(fields[5], "-") ? nil : values[3]!
+                )
+            )
+        } else if equals(fields[1], "pkcs11"), values.count == 3 {
+            custody = .pkcs11(KeyCustody.PKCS11(module: values[0]!, token: values[1]!, key: values[2]!))
+        } else {
+            throw malformed(line: line, expectation)
+        }
+        do {
+            try custody.validate()
+        } catch {
+            throw malformed(line: line, expectation)
+        }
+        return custody
+    }
+
+    private func bytes(_ token: Token) -> [UInt8] { Array(buffer[token]) }
+
+    private func text(_ token: Token) -> String { String(decoding: buffer[token], as: UTF8.self) }
 
     /// `key <version> <createdAt> <public key> <secret key | ->`
     private func masterKey(
         _ range: Range<Int>,
         line: Int,
-        isPublicOnly: Bool
+        isPublicOnly: Bool,
+        wrapped: Bool
     ) throws(CryptoError) -> Keyring.MasterKey {
-        let expectation = "expected `key <version> <created unix seconds> <public key base64> <secret key base64 or ->`"
+        let expectation =
+            wrapped
+            ? "expected `key <version> <created unix seconds> <public key base64> <wrapped secret key base64 or ->`"
+            : "expected `key <version> <created unix seconds> <public key base64> <secret key base64 or ->`"
         let fields = tokens(range)
         guard fields.count == 5, equals(fields[0], "key"), let version = version(fields[1]),
             // At most the last second of year 9999: every later step (dates, RFC 3339, the file written back)
@@ -79,6 +140,23 @@ package struct KeyringFileParser {
         let publicKeyBytes = publicKey.withUnsafeBytes { Array($0) }
 
         var secretKey: SecretBytes?
+        if wrapped {
+            // Not a secret (it opens nothing without the engine): an opaque blob of at most 1 KiB.
+            var blob: [UInt8]?
+            if !equals(fields[4], "-") {
+                guard let decoded = decodeBase64(fields[4], maximum: Self.maximumWrappedSize) else {
+                    throw malformed(line: line, expectation)
+                }
+                blob = decoded
+            }
+            return Keyring.MasterKey(
+                version: version,
+                publicKey: publicKeyBytes,
+                secretKey: nil,
+                createdAt: Date(timeIntervalSince1970: TimeInterval(seconds)),
+                wrappedSecretKey: blob
+            )
+        }
         if !equals(fields[4], "-") {
             guard !isPublicOnly else {
                 throw malformed(line: line, "a `mode public-only` keyring must not hold a secret key (use -)")
@@ -194,6 +272,30 @@ package struct KeyringFileParser {
             )
             return status == 0 && decodedCount == output.count && end == UnsafePointer(start + token.count)
         }
+    }
+
+    /// The largest wrapped secret key accepted.
+    static let maximumWrappedSize = 1024
+
+    /// Strict standard base64 of 1 ... `maximum` bytes that uses the whole token.
+    private func decodeBase64(_ token: Token, maximum: Int) -> [UInt8]? {
+        guard token.count <= (maximum + 2) / 3 * 4 else { return nil }
+        let start = buffer.baseAddress!.advanced(by: token.lowerBound).assumingMemoryBound(to: CChar.self)
+        var output = [UInt8](repeating: 0, count: maximum)
+        var decodedCount = 0
+        var end: UnsafePointer<CChar>?
+        let status = sodium_base642bin(
+            &output,
+            output.count,
+            start,
+            token.count,
+            nil,
+            &decodedCount,
+            &end,
+            Int32(sodium_base64_VARIANT_ORIGINAL)
+        )
+        guard status == 0, decodedCount > 0, end == UnsafePointer(start + token.count) else { return nil }
+        return Array(output[0..<decodedCount])
     }
 
     /// Whether `crypto_scalarmult_base(secretKey) == publicKey`: catches a key line whose halves do not match.

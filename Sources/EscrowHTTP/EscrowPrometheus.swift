@@ -37,6 +37,9 @@ public enum EscrowPrometheus {
         "profile_escrow_delivery_duration_seconds": "Time of one delivery to the registration backend.",
         "profile_escrow_live": "Live escrows by state, read from the store.",
         "profile_escrow_oldest_pending_age_seconds": "Age of the oldest pending escrow (0 when none).",
+        "profile_escrow_custody_up":
+            "1 when the keyring's custody engine unwrapped it at the last start or reload, else 0.",
+        "profile_escrow_custody_failures_total": "Keyring unwraps the custody engine failed or refused, by code.",
     ]
 
     /// The factory to bootstrap `MetricsSystem` with: Hummingbird's names and labels renamed.

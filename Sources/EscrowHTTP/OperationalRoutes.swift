@@ -47,6 +47,16 @@ struct OperationalRoutes: Sendable {
                 headers: [.retryAfter: "1"]
             )
         }
+        // The keyring's custody engine failed at the last reload: the keys in use still work, but the next
+        // rotation or restart would not; the reason names the engine, never a secret.
+        if let custody = escrow.custodyHealth.problem {
+            throw Problem(
+                .serviceUnavailable,
+                code: "custody_unavailable",
+                detail: "the keyring's custody engine failed at the last reload (\(custody.code)): \(custody.message)",
+                headers: [.retryAfter: "5"]
+            )
+        }
         return JSONResponse.make(.ok, ["status": "ready", "captureOnly": .bool(escrow.isCaptureOnly)])
     }
 

@@ -1,5 +1,7 @@
 public import EscrowCore
 public import EscrowCrypto
+import EscrowCustody
+import Foundation
 import Logging
 
 extension Escrow {
@@ -13,7 +15,11 @@ extension Escrow {
         guard !keyring.isPublicOnly else {
             throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
         }
-        let rotated = try keyring.rotated(now: clock.now())
+        // In custody, the new secret key is wrapped by the engine before the file is written (it never is in plain).
+        var rotated = try keyring.rotated(now: clock.now())
+        if let custody = rotated.custody {
+            rotated = try await rotated.wrappingNewKeys(by: KeyringCustody.custodian(for: custody))
+        }
         // When the file was renamed into place but its folder could not be synced, the rotation has happened for
         // every reader of the file (nodes reload it and seal to the new version): it is recorded as such, and the
         // error then says that a power cut may still bring the previous file back.
@@ -37,6 +43,22 @@ extension Escrow {
         }
         logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])
         return rotated
+    }
+
+    /// Puts `new` (the same keys, moved into, out of or within custody) in place: writes it to `keyringPath`, uses
+    /// it from now on, then records `keys-custody-changed` with `detail` (which names the engine, never a secret).
+    public func changeCustody(
+        to new: Keyring,
+        keyringPath: String,
+        detail: String,
+        actor: AuditActor = .cli
+    ) async throws {
+        try new.write(path: keyringPath, overwrite: true)
+        try replaceKeyring(new)
+        try await store.appendAudit([
+            AuditDraft(type: .keysCustodyChanged, at: clock.now(), detail: detail, actor: actor)
+        ])
+        logger.notice("keyring custody changed", metadata: ["custody": "\(new.custody?.kind ?? "none")"])
     }
 
     /// Re-seals every escrow key that is not sealed to the active master key version. Payloads are

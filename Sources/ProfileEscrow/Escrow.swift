@@ -21,6 +21,8 @@ public final class Escrow: Sendable {
     /// The one place that decides how an escrow changes; every change is committed by ``commit(_:on:metadata:)``.
     let lifecycle: EscrowLifecycle
     let clock: any WallClock
+    /// The keyring's custody engine as the last reload found it (``KeyringReloader``; `/readyz`).
+    public let custodyHealth = KeyCustodyHealth()
 
     public init(
         store: any EscrowStore,

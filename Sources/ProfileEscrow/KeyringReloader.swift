@@ -1,4 +1,5 @@
 import EscrowCrypto
+import EscrowCustody
 import Foundation
 public import Logging
 public import ServiceLifecycle
@@ -14,7 +15,10 @@ import Glibc
 /// service captures and delivers, and every node follows within one interval.
 ///
 /// A file that does not load (a half-written copy, a wrong mode) or that belongs to another store (another
-/// index or row key) is logged and ignored: the keyring in use stays.
+/// index or row key) is logged and ignored: the keyring in use stays. A keyring in custody is unwrapped through its
+/// engine at each reload (never per escrow); when the engine cannot be reached or refuses, the keys in use stay,
+/// and ``Escrow/custodyHealth`` says why (`/readyz`, the gauge `profile_escrow_custody_up`) until a reload succeeds
+/// (tried again every `interval` while it fails).
 public struct KeyringReloader: Service {
     let escrow: Escrow
     let path: String
@@ -24,10 +28,20 @@ public struct KeyringReloader: Service {
     /// before ``run()`` starts is picked up too.
     let initial: [Int]?
 
-    public init(escrow: Escrow, path: String, interval: Duration = .seconds(2), logger: Logger) {
+    /// Where custody credentials come from (by default, the process's environment).
+    let environment: [String: String]
+
+    public init(
+        escrow: Escrow,
+        path: String,
+        interval: Duration = .seconds(2),
+        environment: [String: String]? = nil,
+        logger: Logger
+    ) {
         self.escrow = escrow
         self.path = path
         self.interval = interval
+        self.environment = environment ?? ProcessInfo.processInfo.environment
         self.logger = logger
         self.initial = Self.fingerprint(path)
     }
@@ -39,7 +53,7 @@ public struct KeyringReloader: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await _ in signals {
-                        reload(because: "SIGHUP")
+                        await reload(because: "SIGHUP")
                     }
                 }
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -47,7 +61,10 @@ public struct KeyringReloader: Service {
                     let now = Self.fingerprint(path)
                     if now != seen {
                         seen = now
-                        reload(because: "the file changed")
+                        await reload(because: "the file changed")
+                    } else if escrow.custodyHealth.problem != nil {
+                        // The custody engine failed: try again each interval, so the node recovers by itself.
+                        await reload(because: "custody retry")
                     }
                 }
                 group.cancelAll()
@@ -58,10 +75,17 @@ public struct KeyringReloader: Service {
 
     /// Loads the file and puts it in place; logs what happened. Returns whether the keyring changed.
     @discardableResult
-    public func reload(because reason: String) -> Bool {
+    public func reload(because reason: String) async -> Bool {
         let keyring: Keyring
         do {
-            keyring = try Keyring.load(path: path)
+            keyring = try await KeyringCustody.load(path: path, environment: environment)
+        } catch  where [.custodyUnavailable, .custodyRefused, .wrappedKeyInvalid].contains(error.code) {
+            escrow.custodyHealth.failed(error)
+            logger.error(
+                "keyring not reloaded: the custody engine did not unwrap it; the keys in use stay",
+                metadata: ["reason": "\(reason)", "error.code": "\(error.code)", "error": "\(error.message)"]
+            )
+            return false
         } catch {
             logger.error(
                 "keyring not reloaded: the file does not load; the keyring in use stays",
@@ -75,6 +99,7 @@ public struct KeyringReloader: Service {
             logger.error("keyring not reloaded", metadata: ["reason": "\(reason)", "error": "\(error.message)"])
             return false
         }
+        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         logger.notice(
             "keyring reloaded",
             metadata: [

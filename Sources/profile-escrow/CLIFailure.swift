@@ -17,7 +17,7 @@ enum CLIFailure {
         case let error as CryptoError:
             switch error.code {
             case .keyringNotFound, .keyringPermissions, .keyringMalformed, .keyringIO, .keyringNotDurable,
-                .secretKeyUnavailable, .unknownKeyVersion:
+                .secretKeyUnavailable, .unknownKeyVersion, .custodyUnavailable, .custodyRefused, .wrappedKeyInvalid:
                 return unavailable
             case .ciphertextInvalid: return problem
             default: return badInput

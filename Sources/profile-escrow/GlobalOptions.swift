@@ -1,6 +1,7 @@
 import ArgumentParser
 import EscrowCore
 import EscrowCrypto
+import EscrowCustody
 import EscrowPostgres
 import Foundation
 import Logging
@@ -98,8 +99,9 @@ struct GlobalOptions: ParsableArguments {
         return configuration
     }
 
-    /// Loads the keyring. The development default is created on first use, with a warning.
-    func loadKeyring(createIfDefault: Bool = true) throws -> Keyring {
+    /// Loads the keyring (a keyring in custody is unwrapped through its engine: a failure exits 4, naming the engine
+    /// and the cause). The development default is created on first use, with a warning.
+    func loadKeyring(createIfDefault: Bool = true) async throws -> Keyring {
         if createIfDefault, keyringIsDefault, !FileManager.default.fileExists(atPath: keyringPath) {
             let keyring = Keyring.generate()
             try keyring.write(path: keyringPath, overwrite: false)
@@ -111,7 +113,7 @@ struct GlobalOptions: ParsableArguments {
             )
             return keyring
         }
-        return try Keyring.load(path: keyringPath)
+        return try await KeyringCustody.load(path: keyringPath)
     }
 
     func openStore(readOnly: Bool = false, owner: String) async throws -> any EscrowStore {
@@ -119,7 +121,7 @@ struct GlobalOptions: ParsableArguments {
     }
 
     func openEscrow(readOnly: Bool = false, owner: String, createKeyring: Bool? = nil) async throws -> Escrow {
-        let keyring = try loadKeyring(createIfDefault: createKeyring ?? !readOnly)
+        let keyring = try await loadKeyring(createIfDefault: createKeyring ?? !readOnly)
         let store = try await openStore(readOnly: readOnly, owner: owner)
         return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
     }

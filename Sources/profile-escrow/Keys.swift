@@ -1,24 +1,38 @@
 import ArgumentParser
 import EscrowCore
 import EscrowCrypto
+import EscrowCustody
 import EscrowSQLite
 import Foundation
 import ProfileEscrow
 
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the master keyring: init, show, export-public, rotate, rewrap, retire, cycle.",
-        subcommands: [Init.self, Show.self, ExportPublic.self, Rotate.self, Rewrap.self, Retire.self, Cycle.self]
+        abstract: "Manage the master keyring: init, show, export-public, rotate, rewrap, retire, cycle, custody.",
+        subcommands: [
+            Init.self, Show.self, ExportPublic.self, Rotate.self, Rewrap.self, Retire.self, Cycle.self,
+            KeyCustodyCommand.self,
+        ]
     )
 
     struct Init: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a new keyring (mode 0600).")
+        static let configuration = CommandConfiguration(
+            abstract: "Create a new keyring (mode 0600); with --custody, its master secret keys only wrapped."
+        )
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var custody: CustodyOptions
 
         func run() async throws {
-            let keyring = Keyring.generate()
+            var keyring = Keyring.generate()
+            if let keyCustody = custody.keyCustody {
+                let custodian = KeyringCustody.custodian(for: keyCustody, mayCreateKey: true)
+                keyring = try await keyring.wrapped(into: keyCustody, by: custodian)
+            }
             try keyring.write(path: options.keyringPath, overwrite: false)
-            print("created keyring \(options.keyringPath), active version \(keyring.activeVersion)")
+            print(
+                "created keyring \(options.keyringPath), active version \(keyring.activeVersion)"
+                    + (keyring.custody.map { ", master secret keys wrapped by \($0.engine)" } ?? "")
+            )
         }
     }
 
@@ -27,14 +41,18 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
 
         func run() async throws {
-            let keyring = try options.loadKeyring(createIfDefault: false)
+            // Not unwrapped: showing a keyring in custody needs no engine, and shows no secret.
+            let keyring = try Keyring.load(path: options.keyringPath)
             let inUse = try? await options.openStore(readOnly: true, owner: "keys show").keyVersionsInUse()
             print("keyring \(options.keyringPath): \(keyring.isPublicOnly ? "public-only (capture only)" : "full")")
+            print("custody: \(keyring.custody.map { "\($0.kind), \($0.engine)" } ?? "none (secret keys in the file)")")
             for key in keyring.keys {
                 let publicKey = Hex.encode(key.publicKey)
                 let flags = [
                     key.version == keyring.activeVersion ? "active" : nil,
-                    key.hasSecretKey ? "secret" : (keyring.isPublicOnly ? "public" : "retired"),
+                    key.hasSecretKey
+                        ? (keyring.custody == nil ? "secret" : "secret wrapped")
+                        : (keyring.isPublicOnly ? "public" : "retired"),
                     inUse.map { "\($0[key.version] ?? 0) escrows" },
                 ].compactMap { $0 }.joined(separator: ", ")
                 print("  v\(key.version)  public \(publicKey.prefix(16))…  created \(key.createdAt)  (\(flags))")
@@ -51,7 +69,8 @@ struct Keys: AsyncParsableCommand {
         @Option(help: "Where to write the public-only keyring.") var out: String
 
         func run() async throws {
-            let keyring = try options.loadKeyring(createIfDefault: false)
+            // Not unwrapped: the public-only keyring needs no secret, so no engine.
+            let keyring = try Keyring.load(path: options.keyringPath)
             try keyring.publicOnly().write(path: out, overwrite: false)
             print("wrote public-only keyring \(out): it can capture, and can never open an escrow")
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EscrowCore
+import EscrowCrypto
 import EscrowHTTP
 import Foundation
 import Logging
@@ -54,7 +55,7 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         let workerConfiguration = try worker.workerConfiguration()
-        let keyring = try options.loadKeyring(createIfDefault: false)
+        let keyring = try await options.loadKeyring(createIfDefault: false)
         let logger = options.logger(label: "profile-escrow.replay", longRunning: true)
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
@@ -64,6 +65,8 @@ struct Replay: AsyncParsableCommand {
             configuration: try worker.escrowConfiguration(options),
             logger: logger
         )
+        // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
+        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         if once {
             let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
             let progress = Progress(label: "delivered")

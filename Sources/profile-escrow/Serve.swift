@@ -109,7 +109,7 @@ struct Serve: AsyncParsableCommand {
 
         // Never create a development keyring here: a service that silently sealed to a new keyring
         // would leave every escrow sealed to the real one unopenable.
-        let keyring = try options.loadKeyring(createIfDefault: false)
+        let keyring = try await options.loadKeyring(createIfDefault: false)
         // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         // Bearer tokens are looked up at every request (no cache): `tokens add` and `tokens revoke` change them
@@ -121,6 +121,8 @@ struct Serve: AsyncParsableCommand {
             configuration: try worker.escrowConfiguration(options),
             logger: logger
         )
+        // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
+        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         logger.notice(
             "starting profile-escrow serve",
             metadata: opened.metadata.merging(

@@ -107,7 +107,7 @@ struct KeyRotationTests {
         )
 
         let reloader = KeyringReloader(escrow: captureNode, path: keyringPath, logger: .init(label: "t"))
-        #expect(reloader.reload(because: "test"))
+        #expect(await reloader.reload(because: "test"))
         #expect(captureNode.keyring.activeVersion == 2)
         _ = try await captureNode.capture(try Fake.profile(2))
         #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(2)).profile == Fake.profile(2))
@@ -121,7 +121,7 @@ struct KeyRotationTests {
         let harness = try Harness()
         try Keyring.generate().write(path: keyringPath, overwrite: false)
         let reloader = KeyringReloader(escrow: harness.escrow, path: keyringPath, logger: .init(label: "t"))
-        #expect(!reloader.reload(because: "test"))
+        #expect(!(await reloader.reload(because: "test")))
         #expect(harness.escrow.keyring.sharesIndexAndRowKeys(with: harness.keyring))
         _ = try await harness.escrow.capture(try Fake.profile(1))
     }
