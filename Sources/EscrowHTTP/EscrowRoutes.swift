@@ -44,7 +44,7 @@ struct EscrowRoutes: Sendable {
                 throw Self.identityTokenInvalid
             }
             do {
-                profile = try await apple.verifyIdentityToken(token, for: input, now: Date())
+                profile = try await apple.verifyIdentityToken(token, for: input, now: escrow.configuration.clock.now())
             } catch {
                 context.logger.info("capture refused: \(error.reason)")
                 throw Self.identityTokenInvalid
@@ -65,7 +65,8 @@ struct EscrowRoutes: Sendable {
     func status(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let caller = try await auth.authorize(request, scope: .read)
         let userIdentifier = try UserIdentifierParameter.require(context)
-        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name)) else {
+        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name))
+        else {
             throw Problem.notFound
         }
         return try JSONResponse.make(.ok, encoding: status)

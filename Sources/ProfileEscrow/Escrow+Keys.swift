@@ -20,20 +20,19 @@ extension Escrow {
         var notDurable: CryptoError?
         do {
             try rotated.write(path: keyringPath, overwrite: true)
-        } catch let error where error.code == .keyringNotDurable {
+        } catch {
+            guard error.code == .keyringNotDurable else { throw error }
             notDurable = error
         }
         try replaceKeyring(rotated)
-        try await store.appendAudit([
-            AuditDraft(
-                type: .keysRotated,
-                at: clock.now(),
-                detail: "active version \(rotated.activeVersion)" + (notDurable == nil ? "" : " (file not synced)"),
-                actor: actor
-            )
-        ])
+        var detail = "active version \(rotated.activeVersion)"
+        if notDurable != nil { detail += " (file not synced)" }
+        try await store.appendAudit([AuditDraft(type: .keysRotated, at: clock.now(), detail: detail, actor: actor)])
         if let notDurable {
-            logger.error("master key rotated, keyring file not synced", metadata: ["key.version": "\(rotated.activeVersion)"])
+            logger.error(
+                "master key rotated, keyring file not synced",
+                metadata: ["key.version": "\(rotated.activeVersion)"]
+            )
             throw notDurable
         }
         logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])
@@ -146,7 +145,7 @@ extension Escrow {
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> KeyCycle {
         let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
-        if grace > .zero { try await Task.sleep(for: grace) }
+        if grace > .zero { try await clock.sleep(for: grace) }
         let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
         let inUse = try await store.keyVersionsInUse()
         var cycle = KeyCycle(

@@ -51,7 +51,8 @@ struct LeastPrivilegeTests {
                 lifecycle: EscrowLifecycle()
             )
             #expect(leased.count == 1)
-            #expect(try await store.commit(.purge(.confirmed, []), id: record.id, expectedRevision: leased[0].revision))
+            let confirmed = EscrowLifecycle().handle(.confirm, on: leased[0], at: records.start, actor: .library)
+            #expect(try await store.commit(confirmed, id: record.id, expectedRevision: leased[0].revision))
             // Retiring takes a SHARE lock on the escrow table: the table grants allow it.
             try await store.retireKeyVersion(
                 UInt32(999),
