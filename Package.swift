@@ -22,6 +22,9 @@ let package = Package(
         .library(name: "EscrowPostgres", targets: ["EscrowPostgres"]),
         .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
+        // For the tests of code built on the library, as HummingbirdTesting is: a fixture, a fake backend, and the
+        // one way to wait (eventually, bounded).
+        .library(name: "EscrowTestSupport", targets: ["EscrowTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -183,7 +186,16 @@ let package = Package(
             name: "EscrowTestSupport",
             dependencies: [
                 "EscrowCore",
+                "EscrowCrypto",
+                "EscrowSQLite",
+                "ProfileEscrow",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/EscrowTestSupport",
             swiftSettings: swiftSettings

@@ -49,7 +49,7 @@ struct AppleNotificationRoutes: Sendable {
         }
         let claims: AppleNotificationClaims
         do {
-            claims = try await apple.verifyNotification(payload, now: Date())
+            claims = try await apple.verifyNotification(payload, now: escrow.configuration.clock.now())
         } catch {
             context.logger.info("Apple notification refused: \(error.reason)")
             throw Self.invalid
@@ -72,7 +72,7 @@ struct AppleNotificationRoutes: Sendable {
         // Only an escrow captured before the event changes: a late or replayed notification never touches a
         // newer capture. Without an `event_time`, the notification's own `iat` bounds it.
         let outcome = try await apply(event, before: event.eventTime ?? claims.iat.value)
-        _ = try await log.recordNotification(idHash: idHash, at: Date())
+        _ = try await log.recordNotification(idHash: idHash, at: escrow.configuration.clock.now())
         context.logger.info(
             "Apple notification handled",
             metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"]

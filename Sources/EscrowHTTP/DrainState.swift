@@ -1,3 +1,4 @@
+import EscrowCore
 import NIOConcurrencyHelpers
 import ServiceLifecycle
 
@@ -15,14 +16,15 @@ public final class DrainState: Sendable {
 
 /// The service that notices graceful shutdown first (it comes after the HTTP application, and services stop in
 /// reverse order): it marks the process as draining, then waits `delay` while the HTTP application still answers
-/// (`/readyz` with `503`), then lets the shutdown go on.
+/// (`/readyz` with `503`), then lets the shutdown go on. The delay is counted on the escrow's clock.
 struct DrainService: Service {
     let state: DrainState
     let delay: Duration
+    let clock: any WallClock
 
     func run() async throws {
         try? await gracefulShutdown()
         state.startDraining()
-        if delay > .zero { try? await Task.sleep(for: delay) }
+        if delay > .zero { try? await clock.sleep(for: delay) }
     }
 }

@@ -44,7 +44,7 @@ struct EscrowRoutes: Sendable {
                 throw Self.identityTokenInvalid
             }
             do {
-                profile = try await apple.verifyIdentityToken(token, for: input, now: Date())
+                profile = try await apple.verifyIdentityToken(token, for: input, now: escrow.configuration.clock.now())
             } catch {
                 context.logger.info("capture refused: \(error.reason)")
                 throw Self.identityTokenInvalid

@@ -80,7 +80,8 @@ public struct EscrowServer: Sendable {
             ]
             : []
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
-        return services + gauges + [app, DrainService(state: draining, delay: configuration.drainDelay)]
+        let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
+        return services + gauges + [app, drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

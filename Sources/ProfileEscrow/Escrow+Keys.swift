@@ -167,7 +167,7 @@ extension Escrow {
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> KeyCycle {
         let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
-        if grace > .zero { try await Task.sleep(for: grace) }
+        if grace > .zero { try await clock.sleep(for: grace) }
         let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
         let inUse = try await store.keyVersionsInUse()
         var cycle = KeyCycle(

@@ -8,7 +8,9 @@ public struct EscrowConfiguration: Sendable {
     public var retryPolicy = RetryPolicy()
     /// How long to wait for a confirm call after a `202` before delivering again (default 1 hour).
     public var confirmTimeout: Double = 3600
-    /// Where every escrow operation, the replay worker and the sweeps read the time.
+    /// Where every escrow operation, the replay worker, the sweeps and the HTTP routes read the time, and where
+    /// the escrow's services wait (``PurgeFlusher``, ``KeyringReloader``, ``LiveGaugeRefresher``, a key cycle's
+    /// grace, the HTTP drain delay).
     public var clock: any WallClock = SystemWallClock()
 
     public init() {}

@@ -24,7 +24,9 @@ public enum EscrowServiceGroup {
         flushInterval: Duration = .seconds(2),
         logger: Logger
     ) throws -> [any Service] {
-        var services: [any Service] = [PurgeFlusher(store: escrow.store, interval: flushInterval, logger: logger)]
+        var services: [any Service] = [
+            PurgeFlusher(store: escrow.store, interval: flushInterval, clock: escrow.clock, logger: logger)
+        ]
         if let keyringPath { services.append(KeyringReloader(escrow: escrow, path: keyringPath, logger: logger)) }
         if let configuration {
             services.append(try ReplayWorker(escrow: escrow, configuration: configuration, logger: logger))

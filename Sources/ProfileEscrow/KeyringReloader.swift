@@ -1,3 +1,4 @@
+import EscrowCore
 import EscrowCrypto
 import EscrowCustody
 import Foundation
@@ -10,7 +11,7 @@ import Glibc
 #endif
 
 /// Picks up a changed keyring file without a restart: on SIGHUP, and when the file changes (checked every
-/// `interval`: its device, inode, size, modification and change times, after following symbolic links, so a
+/// `interval` of the escrow's clock: its device, inode, size, modification and change times, after following symbolic links, so a
 /// Kubernetes secret's symlink swap counts). So `keys rotate`, `rewrap`, `retire` and `cycle` run while a
 /// service captures and delivers, and every node follows within one interval.
 ///
@@ -57,7 +58,7 @@ public struct KeyringReloader: Service {
                     }
                 }
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                    try? await cancelWhenGracefulShutdown { try await escrow.clock.sleep(for: interval) }
                     let now = Self.fingerprint(path)
                     if now != seen {
                         seen = now

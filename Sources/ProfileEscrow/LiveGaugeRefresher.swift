@@ -5,8 +5,8 @@ public import ServiceLifecycle
 
 import struct Foundation.Date
 
-/// Publishes the live gauges (live escrows by state, oldest pending age) every `interval`, off the
-/// request path: a `/metrics` scrape only reads what was last published, so it never runs a query
+/// Publishes the live gauges (live escrows by state, oldest pending age) every `interval` of the escrow's
+/// clock, off the request path: a `/metrics` scrape only reads what was last published, so it never runs a query
 /// and never delays a capture, however large the store and however often it is scraped.
 ///
 /// The replay worker publishes the same gauges after each retention sweep; a process without a worker
@@ -33,14 +33,14 @@ public struct LiveGaugeRefresher: Service {
     public func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             await refresh()
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            try? await cancelWhenGracefulShutdown { try await escrow.clock.sleep(for: interval) }
         }
     }
 
     /// One refresh: one summary query, then the gauges.
     public func refresh() async {
         do {
-            let now = Date()
+            let now = escrow.clock.now()
             EscrowMetrics.live(try await escrow.store.summary(at: now), at: now, factory: factory)
         } catch {
             logger.warning("refreshing the live gauges failed", metadata: ["error": "\(error)"])

@@ -10,18 +10,26 @@ public import ServiceLifecycle
 public struct PurgeFlusher: Service {
     let store: any EscrowStore
     let interval: Duration
+    /// What the interval is counted on: the escrow's clock (``EscrowConfiguration/clock``).
+    let clock: any WallClock
     let logger: Logger
 
-    public init(store: any EscrowStore, interval: Duration = .seconds(2), logger: Logger) {
+    public init(
+        store: any EscrowStore,
+        interval: Duration = .seconds(2),
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger
+    ) {
         self.store = store
         self.interval = interval
+        self.clock = clock
         self.logger = logger
     }
 
     public func run() async throws {
         var flushedAt: Int64? = -1
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            try? await cancelWhenGracefulShutdown { try await clock.sleep(for: interval) }
             flushedAt = await flushIfChanged(since: flushedAt)
         }
         _ = await flushIfChanged(since: flushedAt)

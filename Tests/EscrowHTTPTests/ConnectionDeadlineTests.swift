@@ -1,3 +1,4 @@
+import EscrowTestSupport
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -26,10 +27,11 @@ struct ConnectionDeadlineTests {
             socket.send("POST /v1/apple/notifications HTTP/1.1\r\nHost: test\r\n")
             socket.send("Content-Type: application/json\r\nContent-Length: 200\r\n\r\n")
             let start = ContinuousClock.now
-            // One byte every 200 ms: an idle timer restarted by each byte would never fire.
+            // One byte every 200 ms of real time (the server's deadline is a real timer on a real socket): an idle
+            // timer restarted by each byte would never fire.
             var closed = false
             for _ in 0..<25 where !closed {
-                try await Task.sleep(for: .milliseconds(200))
+                try await pause(for: .milliseconds(200))
                 closed = !socket.send("{") || socket.isClosed(waiting: .milliseconds(1))
             }
             let elapsed = ContinuousClock.now - start
@@ -46,7 +48,7 @@ struct ConnectionDeadlineTests {
             let start = ContinuousClock.now
             var closed = false
             for _ in 0..<25 where !closed {
-                try await Task.sleep(for: .milliseconds(200))
+                try await pause(for: .milliseconds(200))  // one byte every 200 ms of real time, as above
                 closed = !socket.send("X") || socket.isClosed(waiting: .milliseconds(1))
             }
             #expect(closed)
@@ -61,7 +63,8 @@ struct ConnectionDeadlineTests {
             let sockets = try (0..<200).map { _ in try RawSocket(port: port) }
             // One of them finishes a request first: a kept-alive connection is idle too.
             sockets[0].send("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
-            try await Task.sleep(for: .milliseconds(2500))
+            // Past the 1 s deadline with a margin, in real time: the server's timers are real.
+            try await pause(for: .milliseconds(2500))
             let open = sockets.filter { !$0.isClosed(waiting: .milliseconds(10)) }.count
             #expect(open == 0, "\(open) of 200 idle connections still open after 2.5 s (deadline 1 s)")
         }

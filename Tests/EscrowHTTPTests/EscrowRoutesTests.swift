@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -14,24 +14,21 @@ import Prometheus
 
 @testable import EscrowHTTP
 
-/// A real SQLite store and keyring behind the HTTP application, logs captured in memory, and one
+/// The shared ``EscrowFixture`` (store, keyring, escrow, clock, logs) behind the HTTP application, with one
 /// token per scope (`scope-<name>`) plus `all` with every scope.
+@dynamicMemberLookup
 struct HTTPHarness {
-    let directory = TemporaryDirectory()
-    let keyring: Keyring
-    let logs = InMemoryLogHandler()
-    let logger: Logger
-    let store: SQLiteEscrowStore
+    let fixture: EscrowFixture
     /// The bearer tokens, in their own file beside the database (as `serve` keeps them).
     let tokenStore: SQLiteTokenStore
-    let escrow: Escrow
     let registry = PrometheusCollectorRegistry()
     var configuration = EscrowHTTPConfiguration()
     /// Scope name (or "all") → bearer token.
     let tokens: [String: String]
 
-    var databasePath: String { directory.path + "/escrow.sqlite" }
-    var tokensPath: String { directory.path + "/tokens.sqlite" }
+    subscript<Value>(dynamicMember keyPath: KeyPath<EscrowFixture, Value>) -> Value { fixture[keyPath: keyPath] }
+
+    var tokensPath: String { fixture.directory.path + "/tokens.sqlite" }
 
     init(
         keyring: Keyring = Keyring.generate(),
@@ -39,19 +36,10 @@ struct HTTPHarness {
         rateLimit: RateLimit = RateLimit(),
         checkpointAfterPurge: Bool = true
     ) async throws {
-        self.keyring = keyring
-        var handler = logs
-        handler.logLevel = .trace
-        logger = Logger(label: "http-test") { _ in handler }
         var storeConfiguration = SQLiteEscrowStore.Configuration()
         storeConfiguration.checkpointAfterPurge = checkpointAfterPurge
-        store = try SQLiteEscrowStore(
-            path: directory.path + "/escrow.sqlite",
-            configuration: storeConfiguration,
-            logger: logger
-        )
-        tokenStore = try SQLiteTokenStore(path: directory.path + "/tokens.sqlite", logger: logger)
-        escrow = Escrow(store: store, keyring: keyring, logger: logger)
+        fixture = try EscrowFixture(keyring: keyring, storeConfiguration: storeConfiguration)
+        tokenStore = try SQLiteTokenStore(path: fixture.directory.path + "/tokens.sqlite", logger: fixture.logger)
         configuration.apple = apple
         configuration.rateLimit = rateLimit
         var tokens: [String: String] = [:]
@@ -74,12 +62,12 @@ struct HTTPHarness {
         var configuration = configuration
         configuration.port = 0
         return EscrowHTTPApplication.build(
-            escrow: escrow,
+            escrow: fixture.escrow,
             tokens: tokenStore,
-            notifications: store,
+            notifications: fixture.store,
             registry: registry,
             configuration: configuration,
-            logger: logger
+            logger: fixture.logger
         )
     }
 
@@ -91,47 +79,19 @@ struct HTTPHarness {
     }
 
     /// Everything that was logged, flattened to text (messages and metadata).
-    func loggedText() -> String {
-        logs.entries.map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "\n")
-    }
+    func loggedText() -> String { fixture.loggedText() }
 
     /// Live escrows in the store, any state.
     func liveCount() async throws -> Int {
-        try await store.summary(at: Date()).live.values.reduce(0, +)
+        try await fixture.store.summary(at: fixture.clock.now()).live.values.reduce(0, +)
     }
 
     func auditEvents() async throws -> [AuditEvent] {
-        try await store.auditEvents(after: 0, limit: 10_000)
-    }
-
-    /// Every byte of the database, its `-wal` and its `-shm`.
-    func storeFiles() -> [[UInt8]] {
-        ["", "-wal", "-shm"].compactMap { suffix in
-            FileManager.default.fileExists(atPath: databasePath + suffix)
-                ? [UInt8](ProfileEscrowCLI.contents(atPath: databasePath + suffix)) : nil
-        }
+        try await fixture.store.auditEvents(after: 0, limit: 10_000)
     }
 }
 
-/// Obviously fake profiles whose personal fields carry scannable canary tokens.
-enum Fake {
-    static let tokens = ["CANARYGIVEN", "CANARYFAMILY", "canarymail", "canaryuid"]
-
-    static func userIdentifier(_ number: Int) -> String {
-        "000000.canaryuid\(String(format: "%023d", number)).0001"
-    }
-
-    static func email(_ number: Int) -> String { "canarymail\(number)@example.invalid" }
-
-    static func profileObject(_ number: Int, given: String? = nil, email: String? = nil) -> [String: Any] {
-        [
-            "userIdentifier": userIdentifier(number),
-            "fullName": ["givenName": given ?? "CANARYGIVEN\(number)", "familyName": "CANARYFAMILY\(number)"],
-            "email": email ?? self.email(number),
-            "realUserStatus": "likelyReal",
-        ]
-    }
-
+extension Fake {
     static func body(_ object: [String: Any]) -> ByteBuffer {
         ByteBuffer(bytes: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }

@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -95,35 +96,35 @@ struct PurgeFlusherTests {
         let sealed = try #require(try await harness.store.record(id: receipt.escrowID)).sealed.sealedProfile
         try await harness.escrow.confirm(userIdentifier: profile.userIdentifier)
         let needle = Array(sealed.prefix(32))
-        func anyFileHoldsTheCiphertext() -> Bool { harness.storeFiles().contains { $0.contains(bytes: needle) } }
+        func anyFileHoldsTheCiphertext() -> Bool {
+            harness.fixture.storeFiles().contains { $0.bytes.contains(bytes: needle) }
+        }
         // Without a checkpoint the WAL still holds the captured page: otherwise this test proves nothing.
         try #require(anyFileHoldsTheCiphertext(), "the purged ciphertext is in the WAL before any flush")
 
-        let flusher = PurgeFlusher(store: harness.store, interval: .milliseconds(100), logger: harness.logger)
+        let flusher = PurgeFlusher(
+            store: harness.store,
+            interval: .milliseconds(100),
+            clock: harness.clock,
+            logger: harness.logger
+        )
         let group = ServiceGroup(services: [flusher], logger: harness.logger)
         // Read the files while the flusher runs: shutdown flushes once more, so a check after it
         // could not tell a periodic flush from the final one.
         let clearedWhileRunning = try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            var cleared = false
-            for _ in 0..<20 where !cleared {
-                try await Task.sleep(for: .milliseconds(50))
-                cleared = !anyFileHoldsTheCiphertext()
-            }
+            // The interval is counted on the escrow's clock: moved one interval a poll instead of waited for.
+            // Polled, not required (the expectation below says what failed): without periodic flushes the files
+            // are never cleared while the flusher runs.
+            let cleared =
+                (try? await eventually("the WAL flushed", within: 10, every: .milliseconds(50)) {
+                    harness.clock.advance(by: 0.1)
+                    return !anyFileHoldsTheCiphertext()
+                }) != nil
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
             return cleared
         }
-        #expect(clearedWhileRunning, "the WAL was flushed within 1 s, with an interval of 100 ms")
-    }
-}
-
-extension Array where Element == UInt8 {
-    func contains(bytes needle: [UInt8]) -> Bool {
-        guard !needle.isEmpty, needle.count <= count else { return false }
-        for start in 0...(count - needle.count) where self[start] == needle[0] {
-            if Array(self[start..<start + needle.count]) == needle { return true }
-        }
-        return false
+        #expect(clearedWhileRunning, "the WAL was flushed while the flusher ran, every 100 ms of its clock")
     }
 }

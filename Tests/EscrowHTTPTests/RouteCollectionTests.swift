@@ -1,5 +1,6 @@
 import CoreMetrics
 import EscrowCore
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,5 +1,6 @@
 import EscrowCore
 import EscrowCrypto
+import EscrowTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

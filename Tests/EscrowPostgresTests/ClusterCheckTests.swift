@@ -40,19 +40,14 @@ struct ClusterCheckTests {
             in: directory.path
         )
 
-        let backend = try await RecordingBackend.start(secret: secret, policy: RecordingBackend.chaos(failureRate: 0.2))
+        let backend = try await FakeBackend.start(secret: secret)
+        backend.respond(FakeBackend.chaos(failureRate: 0.2))
         defer { Task { await backend.stop() } }
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
-        let ports = [ServeKillTests.freePort(), ServeKillTests.freePort()]
+        let ports = try [freePort(), freePort()]
         func startNode(_ index: Int) throws {
-            try processes.start(
-                "node\(index)",
-                [
-                    "serve", "--no-worker", "--port", "\(ports[index])", "--rate-limit", "100000", "--rate-burst",
-                    "100000",
-                ]
-            )
+            try processes.startCaptureNode("node\(index)", port: ports[index])
         }
         func startWorker(_ index: Int) throws {
             try processes.start(
@@ -72,7 +67,7 @@ struct ClusterCheckTests {
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let acknowledged: [String]
         do {
-            for port in ports { try await ServeKillTests.waitUntilHealthy(client, port: port) }
+            for port in ports { try await waitUntilHealthy(client, port: port) }
             let answers = NIOLockedValueBox((ids: [String](), statuses: [Int: Int]()))
             let next = NIOLockedValueBox(0)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -96,28 +91,31 @@ struct ClusterCheckTests {
                                     answers.withLockedValue { $0.ids.append(id) }
                                     break
                                 }
-                                try await Task.sleep(for: .milliseconds(100))
+                                // A registration service's pause before it tries the other node (real time: the
+                                // node and the database are real processes).
+                                try await pause(for: .milliseconds(100))
                             }
                         }
                     }
                 }
-                // The faults, while the captures and deliveries run.
+                // The faults, while the captures and deliveries run: a schedule in real time, since the nodes,
+                // the workers and the database are real processes.
                 group.addTask {
-                    try await Task.sleep(for: .seconds(2))
+                    try await pause(for: .seconds(2))
                     let node = Int.random(in: 0..<2)
                     processes.signal("node\(node)")
-                    try await Task.sleep(for: .milliseconds(500))
+                    try await pause(for: .milliseconds(500))
                     try startNode(node)
-                    try await Task.sleep(for: .seconds(1))
+                    try await pause(for: .seconds(1))
                     let worker = Int.random(in: 0..<2)
                     processes.signal("worker\(worker)")
-                    try await Task.sleep(for: .milliseconds(500))
+                    try await pause(for: .milliseconds(500))
                     try startWorker(worker)
-                    try await Task.sleep(for: .seconds(1))
+                    try await pause(for: .seconds(1))
                     try server.pgctl(["-m", "immediate", "stop"])
-                    try await Task.sleep(for: .seconds(3))
+                    try await pause(for: .seconds(3))
                     try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
-                    try await Task.sleep(for: .seconds(2))
+                    try await pause(for: .seconds(2))
                     let other = Int.random(in: 0..<2)
                     processes.signal("worker\(other)")
                     try startWorker(other)
@@ -141,19 +139,18 @@ struct ClusterCheckTests {
         let store = try await PostgresEscrowStore.connect(url: server.url, logger: TestDatabase.logger)
         let wanted = Set(acknowledged)
         var purged: [String: [String]] = [:]
-        let deadline = ContinuousClock.now + .seconds(300)
-        while ContinuousClock.now < deadline {
+        // Waited for, not required: the expectations below name what is missing.
+        try? await eventually("every acknowledged escrow purged", within: 300, every: .milliseconds(500)) {
             purged = [:]
             for event in try await allEvents(store) where event.draft.type == .purged {
                 if let id = event.draft.escrowID { purged[id, default: []].append(event.draft.detail ?? "") }
             }
-            if wanted.allSatisfy({ purged[$0] != nil }) { break }
-            try await Task.sleep(for: .milliseconds(500))
+            return wanted.allSatisfy { purged[$0] != nil }
         }
         processes.stopAll()
 
-        let deliveries = backend.deliveries
-        let confirmedByBackend = Set(deliveries.filter { $0.answer == .status(200) }.compactMap(\.escrowID))
+        let deliveries = backend.requests
+        let confirmedByBackend = Set(deliveries.filter { $0.reply == .status(200) }.compactMap(\.escrowID))
         let missing = wanted.filter { purged[$0] == nil }
         #expect(missing.isEmpty, "\(missing.count) acknowledged captures were never purged")
         let notOnce = wanted.filter { purged[$0].map { $0 != ["confirmed"] } ?? false }
@@ -163,7 +160,7 @@ struct ClusterCheckTests {
         #expect(deliveries.allSatisfy { $0.signatureValid }, "every delivery is signed with the webhook secret")
         let keys = deliveries.filter { $0.escrowID != nil && $0.idempotencyKey != $0.escrowID }
         #expect(keys.isEmpty, "\(keys.count) deliveries carried another Idempotency-Key than their escrow's id")
-        let failed = deliveries.filter { $0.answer != .status(200) }.count
+        let failed = deliveries.filter { $0.reply != .status(200) }.count
         print(
             "cluster check: \(deliveries.count) deliveries, \(failed) failed on purpose, "
                 + "\(deliveries.count - Set(deliveries.compactMap(\.escrowID)).count) redeliveries"

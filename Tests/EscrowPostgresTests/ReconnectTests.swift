@@ -1,5 +1,6 @@
 import EscrowCore
 import EscrowPostgres
+import EscrowTestSupport
 import Foundation
 import PostgresNIO
 import Testing
@@ -39,14 +40,10 @@ struct ReconnectTests {
             try await database.executeOnServer(
                 PostgresQuery(unsafeSQL: "ALTER DATABASE \(database.name) ALLOW_CONNECTIONS true")
             )
-            var recovered = false
-            for _ in 0..<60 where !recovered {
-                if (try? await store.capture(during, actor: .library, lifecycle: EscrowLifecycle())) != nil {
-                    recovered = true
-                } else {
-                    try await Task.sleep(for: .milliseconds(500))
-                }
-            }
+            let recovered =
+                (try? await eventually("the store to reconnect", within: 120, every: .milliseconds(500)) {
+                    (try? await store.capture(during, actor: .library, lifecycle: EscrowLifecycle())) != nil
+                }) != nil
             #expect(recovered, "the store reconnects by itself")
             #expect(try await store.record(id: before.id) == before)
             #expect(try await store.record(blindIndex: during.blindIndex) != nil)

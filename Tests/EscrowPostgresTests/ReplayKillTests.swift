@@ -39,7 +39,8 @@ struct ReplayKillTests {
                 ids.append(try #require(captured.stdout.split(separator: "\n").last.map(String.init)))
             }
 
-            let backend = try await RecordingBackend.start(secret: secret) { .hold }
+            let backend = try await FakeBackend.start(secret: secret)
+            backend.respond { _, _ in .hold }
             let lease = 3.0
             let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
             defer { processes.killAll() }
@@ -56,25 +57,25 @@ struct ReplayKillTests {
 
             // The first worker claims every escrow; the backend holds each request open; SIGKILL.
             try launch("worker-killed")
-            try await Self.eventually("the backend to hold every delivery", within: 60) {
-                Set(backend.deliveries.compactMap(\.escrowID)).count == count
+            try await eventually("the backend to hold every delivery", within: 60, every: .milliseconds(100)) {
+                Set(backend.requests.compactMap(\.escrowID)).count == count
             }
             let first = try #require(processes.signal("worker-killed", SIGKILL))
             #expect(first.terminationReason == .uncaughtSignal, "the worker was killed, not stopped")
-            let held = backend.deliveries
-            #expect(held.allSatisfy { $0.answer == .hold }, "no delivery of the killed worker was answered")
-            backend.answer { .status(200) }
+            let held = backend.requests
+            #expect(held.allSatisfy { $0.reply == .hold }, "no delivery of the killed worker was answered")
+            backend.respond { _, _ in .status(200) }
 
             // A second worker redelivers once the leases ran out.
             try launch("worker-second")
             let store = try await database.open()
-            try await Self.eventually("every escrow purged", within: 120) {
+            try await eventually("every escrow purged", within: 120, every: .milliseconds(100)) {
                 try await allEvents(store).filter { $0.draft.type == .purged }.count >= count
             }
             let second = try #require(processes.signal("worker-second", SIGTERM))
             #expect(second.terminationReason == .exit && second.terminationStatus == 0)
 
-            let requests = backend.deliveries
+            let requests = backend.requests
             #expect(requests.allSatisfy { $0.signatureValid }, "every delivery is signed with the webhook secret")
             let events = try await allEvents(store)
             for id in ids {
@@ -83,7 +84,7 @@ struct ReplayKillTests {
                 let deliveries = requests.filter { $0.escrowID == id }
                 #expect(deliveries.count >= 2, "escrow \(id) was redelivered")
                 #expect(Set(deliveries.compactMap(\.idempotencyKey)) == [id], "one Idempotency-Key per escrow")
-                #expect(deliveries.contains { $0.answer == .status(200) }, "escrow \(id) was confirmed by an answer")
+                #expect(deliveries.contains { $0.reply == .status(200) }, "escrow \(id) was confirmed by an answer")
                 let heldAt = try #require(held.first { $0.escrowID == id }?.at)
                 let redelivered = try #require(deliveries.first { $0.at > heldAt }?.at)
                 #expect(
@@ -115,19 +116,5 @@ struct ReplayKillTests {
                 )
             }
         }
-    }
-
-    static func eventually(
-        _ what: String,
-        within seconds: Double,
-        _ condition: () async throws -> Bool
-    ) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("timed out waiting for \(what)")
-        throw CancellationError()
     }
 }

@@ -36,13 +36,10 @@ struct RestartUnderLoadTests {
             in: directory.path
         )
 
-        let port = ServeKillTests.freePort()
+        let port = try freePort()
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
-        let serve = try processes.start(
-            "serve",
-            ["serve", "--no-worker", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000"]
-        )
+        let serve = try processes.startCaptureNode("serve", port: port)
         struct Answer {
             var status: Int  // -1: no HTTP answer at all
             var escrowID: String?
@@ -54,7 +51,7 @@ struct RestartUnderLoadTests {
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let all: [Answer]
         do {
-            try await ServeKillTests.waitUntilHealthy(client, port: port)
+            try await waitUntilHealthy(client, port: port)
 
             // Eight clients capture new users in a loop until told to stop; every answer is recorded.
             let answers = NIOLockedValueBox([Answer]())
@@ -91,23 +88,27 @@ struct RestartUnderLoadTests {
                             }
                             answer.at = .now
                             answers.withLockedValue { $0.append(answer) }
-                            if answer.status != 201 { try await Task.sleep(for: .milliseconds(50)) }
+                            // A client's pause after a failure (real time: the server and the database are
+                            // real processes), so that eight clients do not spin while the database is down.
+                            if answer.status != 201 { try await pause(for: .milliseconds(50)) }
                         }
                     }
                 }
-                try await ReplayKillTests.eventually("captures before the restart", within: 60) {
+                try await eventually("captures before the restart", within: 60, every: .milliseconds(100)) {
                     acknowledged(since: began) >= 30
                 }
                 try server.pgctl(["-m", "immediate", "stop"])
                 down = .now
-                // Longer than the store's wait for a connection (5 s), so that captures fail while it is down.
-                try await Task.sleep(for: .seconds(8))
+                // Longer than the store's wait for a connection (5 s), so that captures fail while it is down
+                // (real time: serve and the database are real processes).
+                try await pause(for: .seconds(8))
                 try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
                 up = .now
                 do {
-                    try await ReplayKillTests.eventually(
+                    try await eventually(
                         "captures after the restart, without restarting serve",
-                        within: 30
+                        within: 30,
+                        every: .milliseconds(100)
                     ) {
                         acknowledged(since: up) >= 30
                     }

@@ -29,24 +29,13 @@ struct ServeKillTests {
                 environment: environment,
                 in: directory.path
             )
-            let port = Self.freePort()
-
-            let serve = Process()
-            serve.executableURL = ProfileEscrowCLI.binary
-            serve.arguments = [
-                "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
-                "--rate-burst", "100000",
-            ]
-            serve.currentDirectoryURL = URL(fileURLWithPath: directory.path)
-            serve.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
-                .merging(environment) { $1 }
-            serve.standardOutput = FileHandle.nullDevice
-            serve.standardError = FileHandle.nullDevice
-            try serve.run()
-            defer { if serve.isRunning { kill(serve.processIdentifier, SIGKILL) } }
+            let port = try freePort()
+            let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
+            defer { processes.killAll() }
+            let serve = try processes.startCaptureNode("serve", port: port)
 
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
-            try await Self.waitUntilHealthy(client, port: port)
+            try await waitUntilHealthy(client, port: port)
 
             // 600 concurrent captures; SIGKILL once 200 were acknowledged, with the rest in flight.
             let total = 600
@@ -70,8 +59,9 @@ struct ServeKillTests {
                     }
                 }
                 group.addTask {
-                    while acknowledgedCount.withLockedValue({ $0 }) < 200 {
-                        try await Task.sleep(for: .milliseconds(1))
+                    // Polled every millisecond: the kill must land while most captures are still in flight.
+                    try await eventually("200 acknowledged captures", within: 300, every: .milliseconds(1)) {
+                        acknowledgedCount.withLockedValue { $0 } >= 200
                     }
                     kill(serve.processIdentifier, SIGKILL)
                     return nil
@@ -103,36 +93,5 @@ struct ServeKillTests {
         {"userIdentifier":"000000.pgtest\(String(format: "%020d", number)).0002",\
         "email":"fake\(number)@example.invalid"}
         """
-    }
-
-    /// A port that was free a moment ago (bind to 0, read it back, close).
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    static func waitUntilHealthy(_ client: HTTPClient, port: Int) async throws {
-        for _ in 0..<150 {
-            if let response = try? await client.execute(
-                HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"),
-                timeout: .seconds(1)
-            ), response.status == .ok {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("serve did not become healthy within 15 s")
     }
 }

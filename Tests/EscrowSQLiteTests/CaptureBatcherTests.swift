@@ -1,6 +1,7 @@
 import Dispatch
 import EscrowCore
 import EscrowCrypto
+import EscrowTestSupport
 import Foundation
 import Testing
 
@@ -90,9 +91,11 @@ struct CaptureBatcherTests {
             }
             submit(records[0])
             // The first commit is under way (and held): everything submitted now queues behind it.
-            while commits.sizes.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+            try await eventually("the first commit", every: .milliseconds(1)) { !commits.sizes.isEmpty }
             records.dropFirst().forEach(submit)
-            while batcher.queuedCount < records.count - 1 { try await Task.sleep(for: .milliseconds(1)) }
+            try await eventually("the burst queued", every: .milliseconds(1)) {
+                batcher.queuedCount >= records.count - 1
+            }
             firstCommitMayFinish.signal()
             var answers: [EscrowID: EscrowID?] = [:]
             for try await (submitted, answered) in group { answers[submitted] = answered }

@@ -182,6 +182,7 @@ struct LockHolder {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "python3", "-c",
+            // The lock is held for `seconds` of real time: what waits for it is SQLite in this process.
             "import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); "
                 + "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(float(sys.argv[2])); "
                 + "c.execute('COMMIT')",

@@ -44,6 +44,19 @@ public final class ProfileEscrowProcesses: Sendable {
         return process
     }
 
+    /// Starts `serve --no-worker` under `name` on 127.0.0.1:`port`, its rate limit out of the way (the tests send
+    /// hundreds of captures at once); ``waitUntilHealthy(_:port:within:)`` waits for it.
+    @discardableResult
+    public func startCaptureNode(_ name: String, port: Int) throws -> Process {
+        try start(
+            name,
+            [
+                "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
+                "--rate-burst", "100000",
+            ]
+        )
+    }
+
     /// Sends `signal` (SIGKILL by default) to the process started as `name` and waits for its end; returns it.
     @discardableResult
     public func signal(_ name: String, _ signal: Int32 = SIGKILL) -> Process? {

@@ -3,23 +3,41 @@ public import Foundation
 import NIOConcurrencyHelpers
 
 /// The system clock moved by an offset the test sets: escrows captured "two minutes ago", a lease or a
-/// retry schedule run past its end, retention elapsed, without waiting for real time to pass.
+/// retry schedule run past its end, retention elapsed, without waiting for real time to pass. Waits on
+/// this clock (``sleep(for:)``: a flush or reload interval, a key cycle's grace) end when the test moves
+/// the clock past their end, never by themselves.
 public final class TestClock: WallClock {
-    private let offsetSeconds = NIOLockedValueBox<Double>(0)
+    private struct Sleeper {
+        var id: Int
+        /// The offset at which the wait ends.
+        var end: Double
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var offset: Double = 0
+        var sleepers: [Sleeper] = []
+        var nextID = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
 
     public init() {}
 
     public func now() -> Date { Date().addingTimeInterval(offset) }
 
-    /// Seconds added to the system time.
+    /// Seconds added to the system time. Setting it wakes the waits it moved past.
     public var offset: Double {
-        get { offsetSeconds.withLockedValue { $0 } }
-        set { offsetSeconds.withLockedValue { $0 = newValue } }
+        get { state.withLockedValue { $0.offset } }
+        set { move { $0 = newValue } }
     }
 
-    /// Moves the clock forward.
+    /// How many waits on this clock have not ended yet.
+    public var sleeping: Int { state.withLockedValue { $0.sleepers.count } }
+
+    /// Moves the clock forward, waking the waits that end by then.
     public func advance(by seconds: Double) {
-        offsetSeconds.withLockedValue { $0 += seconds }
+        move { $0 += seconds }
     }
 
     /// Runs `body` with the clock `seconds` in the past, then puts it back.
@@ -28,5 +46,42 @@ public final class TestClock: WallClock {
         offset = saved - seconds
         defer { offset = saved }
         return try await body()
+    }
+
+    public func sleep(for duration: Duration) async throws {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+        guard seconds > 0 else { return try Task.checkCancellation() }
+        let id = state.withLockedValue { state -> Int in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = state.withLockedValue { state -> Bool in
+                    if Task.isCancelled { return true }
+                    state.sleepers.append(Sleeper(id: id, end: state.offset + seconds, continuation: continuation))
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let sleeper = state.withLockedValue { state -> Sleeper? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Changes the offset, then resumes (outside the lock) the waits that ended.
+    private func move(_ change: (inout Double) -> Void) {
+        let woken = state.withLockedValue { state -> [Sleeper] in
+            change(&state.offset)
+            let offset = state.offset
+            let woken = state.sleepers.filter { $0.end <= offset }
+            state.sleepers.removeAll { $0.end <= offset }
+            return woken
+        }
+        for sleeper in woken { sleeper.continuation.resume() }
     }
 }

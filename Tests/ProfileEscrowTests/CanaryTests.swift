@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import Logging
 import ProfileEscrow
@@ -11,7 +12,7 @@ import Testing
 @Suite("Canaries")
 struct CanaryTests {
     @Test func thousandCanariesNeverReachDiskOrLogsAndAllReadBack() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let count = 1_000
         var profiles: [Profile] = []
         for number in 0..<count {
@@ -52,7 +53,7 @@ struct CanaryTests {
 
     @Test func aPublicOnlyKeyringCapturesButNeverOpens() async throws {
         let full = Keyring.generate()
-        let harness = try Harness(keyring: full.publicOnly())
+        let harness = try EscrowFixture(keyring: full.publicOnly())
         let profile = try Fake.profile(1)
         _ = try await harness.escrow.capture(profile)
         do {

@@ -24,26 +24,16 @@ struct GroupCommitDurabilityTests {
         let added = try cli.run(["tokens", "add", "durability", "--scope", "capture"])
         #expect(added.status == 0, "\(added.stderr)")
         let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
-        let port = Self.freePort()
-
-        let serve = Process()
-        serve.executableURL = CLITests.binary
-        serve.arguments = [
-            "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
-            "--rate-burst", "100000",
-        ]
-        serve.currentDirectoryURL = URL(fileURLWithPath: cli.directory.path)
-        var environment = ProcessInfo.processInfo.environment
-        environment["PROFILE_ESCROW_DATABASE"] = cli.database
-        environment["PROFILE_ESCROW_KEYRING"] = cli.keyring
-        serve.environment = environment
-        serve.standardOutput = FileHandle.nullDevice
-        serve.standardError = FileHandle.nullDevice
-        try serve.run()
-        defer { if serve.isRunning { kill(serve.processIdentifier, SIGKILL) } }
+        let port = try freePort()
+        let processes = ProfileEscrowProcesses(
+            directory: cli.directory.path,
+            environment: ["PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring]
+        )
+        defer { processes.killAll() }
+        let serve = try processes.startCaptureNode("serve", port: port)
 
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        try await Self.waitUntilHealthy(client, port: port)
+        try await waitUntilHealthy(client, port: port)
 
         // 400 concurrent captures; SIGKILL the moment the last acknowledgement arrives.
         let acknowledged = try await withThrowingTaskGroup(of: String?.self) { group in
@@ -89,36 +79,5 @@ struct GroupCommitDurabilityTests {
         verifier.finish(head: try await store.auditHead())
         #expect(verifier.isIntact, "the audit chain survives the kill")
         #expect(verifier.eventCount >= 400)
-    }
-
-    /// A port that was free a moment ago (bind to 0, read it back, close).
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    static func waitUntilHealthy(_ client: HTTPClient, port: Int) async throws {
-        for _ in 0..<150 {
-            if let response = try? await client.execute(
-                HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"),
-                timeout: .seconds(1)
-            ), response.status == .ok {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("serve did not become healthy within 15 s")
     }
 }

@@ -14,7 +14,7 @@ struct KeyRotationTests {
         let directory = TemporaryDirectory()
         let keyringPath = directory.path + "/keyring"
         try Keyring.generate().write(path: keyringPath, overwrite: false)
-        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        let harness = try EscrowFixture(keyring: try Keyring.load(path: keyringPath))
         for number in 0..<10 { _ = try await harness.escrow.capture(try Fake.profile(number)) }
 
         let rotated = try await harness.escrow.rotateKeys(keyringPath: keyringPath)
@@ -56,7 +56,7 @@ struct KeyRotationTests {
     @Test func aKeyringWithoutTheRowsVersionNeverMarksTheRowDead() async throws {
         let original = Keyring.generate()
         let rotated = try original.rotated(now: Date())
-        let harness = try Harness(keyring: rotated)
+        let harness = try EscrowFixture(keyring: rotated)
         let receipt = try await harness.escrow.capture(try Fake.profile(1))  // sealed to version 2
         // An out-of-date keyring file (version 1 only) and a retired one: intact row, no key.
         for keyring in [original, try rotated.rotated(now: Date()).retiring(version: 2)] {
@@ -73,7 +73,7 @@ struct KeyRotationTests {
 
     @Test func anOldBackupSealedOnlyToARetiredKeyCannotBeOpened() async throws {
         let original = Keyring.generate()
-        let harness = try Harness(keyring: original)
+        let harness = try EscrowFixture(keyring: original)
         let receipt = try await harness.escrow.capture(try Fake.profile(1))
         let backupRow = try #require(try await harness.store.record(id: receipt.escrowID))
         let retired = try original.rotated(now: Date()).retiring(version: 1)
@@ -86,7 +86,7 @@ struct KeyRotationTests {
         let directory = TemporaryDirectory()
         let keyringPath = directory.path + "/keyring"
         try Keyring.generate().write(path: keyringPath, overwrite: false)
-        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        let harness = try EscrowFixture(keyring: try Keyring.load(path: keyringPath))
         let captureNode = Escrow(store: harness.store, keyring: harness.keyring.publicOnly(), logger: .init(label: "t"))
         _ = try await captureNode.capture(try Fake.profile(1))
 
@@ -118,7 +118,7 @@ struct KeyRotationTests {
     @Test func aKeyringOfAnotherStoreIsNeverLoaded() async throws {
         let directory = TemporaryDirectory()
         let keyringPath = directory.path + "/keyring"
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         try Keyring.generate().write(path: keyringPath, overwrite: false)
         let reloader = KeyringReloader(escrow: harness.escrow, path: keyringPath, logger: .init(label: "t"))
         #expect(!(await reloader.reload(because: "test")))
@@ -131,7 +131,7 @@ struct KeyRotationTests {
         let directory = TemporaryDirectory()
         let keyringPath = directory.path + "/keyring"
         try Keyring.generate().write(path: keyringPath, overwrite: false)
-        let harness = try Harness(keyring: try Keyring.load(path: keyringPath))
+        let harness = try EscrowFixture(keyring: try Keyring.load(path: keyringPath))
         let reloader = KeyringReloader(
             escrow: harness.escrow,
             path: keyringPath,
@@ -146,7 +146,11 @@ struct KeyRotationTests {
             logger: .init(label: "t")
         )
         _ = try await other.rotateKeys(keyringPath: keyringPath)
-        try await eventually("the rotation is picked up") { harness.escrow.keyring.activeVersion == 2 }
+        // The interval is counted on the escrow's clock: moved here, one interval a poll, instead of waited for.
+        try await eventually("the rotation is picked up") {
+            harness.clock.advance(by: 0.05)
+            return harness.escrow.keyring.activeVersion == 2
+        }
         await group.triggerGracefulShutdown()
         try await running.value
     }

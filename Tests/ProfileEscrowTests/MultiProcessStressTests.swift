@@ -54,7 +54,7 @@ struct MultiProcessStressTests {
         let bearer = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let secret = WebhookSecret.generateText()
-        let stub = try await BackendStub.start(secret: secret)
+        let stub = try await FakeBackend.start(secret: secret)
         defer { Task { await stub.stop() } }
         stub.respond { request, count in
             let roll = Int(request.idempotencyKey?.utf8.last ?? 0) % 10
@@ -62,7 +62,7 @@ struct MultiProcessStressTests {
             return .status(roll == 9 ? 202 : 200)
         }
 
-        let port = try Self.freePort()
+        let port = try freePort()
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
         environment.merge(base) { $1 }
         environment["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
@@ -158,9 +158,9 @@ struct MultiProcessStressTests {
                     }
                 }
             }
-            // A worker killed at a random moment, and replaced.
+            // A worker killed at a random moment, and replaced (real time: the worker is a real process).
             group.addTask {
-                try await Task.sleep(for: .milliseconds(Int64(Self.seconds * 400)))
+                try await pause(for: .milliseconds(Int64(Self.seconds * 400)))
                 kill(victim.processIdentifier, SIGKILL)
             }
             try await group.waitForAll()
@@ -225,23 +225,5 @@ struct MultiProcessStressTests {
                 )
             }
         }
-    }
-
-    /// A port nothing listens on now (bound to 0 and given back).
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                guard bind(descriptor, raw, length) == 0, getsockname(descriptor, raw, &length) == 0 else {
-                    throw POSIXError(.EADDRINUSE)
-                }
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

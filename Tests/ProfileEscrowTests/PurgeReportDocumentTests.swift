@@ -14,7 +14,7 @@ struct PurgeReportDocumentTests {
     @Test func twoWeeksOfTraffic() async throws {
         var configuration = EscrowConfiguration()
         configuration.retention = 7 * 86_400
-        let harness = try Harness(configuration: configuration)
+        let harness = try EscrowFixture(configuration: configuration)
         var number = 0
         // 14 days: each day some captures confirmed after seconds to hours, some erased, a few never confirmed.
         for day in 0..<14 {

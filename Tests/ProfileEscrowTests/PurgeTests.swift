@@ -17,7 +17,7 @@ struct PurgeTests {
     func purgedBytesAreGoneFromEveryFile(path: Path) async throws {
         var configuration = EscrowConfiguration()
         configuration.retention = 60
-        let harness = try Harness(configuration: configuration)
+        let harness = try EscrowFixture(configuration: configuration)
         var kept: [EscrowRecord] = []
         var purged: [EscrowRecord] = []
         for number in 0..<40 {
@@ -66,7 +66,7 @@ struct PurgeTests {
     }
 
     @Test func confirmAndEraseOfNothingSayFalse() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         #expect(try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(1)) == false)
         #expect(try await harness.escrow.erase(userIdentifier: Fake.userIdentifier(1)) == false)
         #expect(try await harness.store.auditHead() == nil, "nothing audited when nothing was held")
@@ -75,7 +75,7 @@ struct PurgeTests {
     @Test func overdueEscrowsAreAProblemUntilSwept() async throws {
         var configuration = EscrowConfiguration()
         configuration.retention = 1
-        let harness = try Harness(configuration: configuration)
+        let harness = try EscrowFixture(configuration: configuration)
         _ = try await harness.clock.past(10) { try await harness.escrow.capture(try Fake.profile(1)) }
         let before = try await PurgeReport.build(store: harness.store, verify: false)
         #expect(before.overdue == 1)
@@ -88,7 +88,7 @@ struct PurgeTests {
     }
 
     @Test func sameContentIsUnchangedAndNewContentReplaces() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let first = try await harness.escrow.capture(try Fake.profile(1))
         let again = try await harness.escrow.capture(try Fake.profile(1))
         #expect(again.outcome == .unchanged)
@@ -108,7 +108,7 @@ struct PurgeTests {
 
     @Test(arguments: ["edit", "delete", "deleteLast", "editHash"])
     func anEditedOrDeletedAuditRowBreaksTheChain(how: String) async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         for number in 0..<6 {
             _ = try await harness.escrow.capture(try Fake.profile(number))
             try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(number))
@@ -129,7 +129,7 @@ struct PurgeTests {
     }
 
     @Test func reportFormatsCarryTheSpecKeysAndNoPersonalData() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         for number in 0..<4 { _ = try await harness.escrow.capture(try Fake.profile(number)) }
         try await harness.escrow.confirm(userIdentifier: Fake.userIdentifier(0))
         try await harness.escrow.erase(userIdentifier: Fake.userIdentifier(1))

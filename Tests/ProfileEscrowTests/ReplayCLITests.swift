@@ -17,7 +17,7 @@ struct ReplayCLITests {
     @Test func replayOnceDeliversEverythingDueAndPrintsASummary() async throws {
         let cli = CLITests()
         let secret = WebhookSecret.generateText()
-        let stub = try await BackendStub.start(secret: secret)
+        let stub = try await FakeBackend.start(secret: secret)
         defer { Task { await stub.stop() } }
         stub.respond { _, _ in .status(201) }
         #expect(try cli.run(["keys", "init"]).status == 0)
@@ -102,7 +102,7 @@ struct ReplayCrashTests {
         let ids = try await Self.capture(200, database: database, keyring: keyring)
 
         let secret = WebhookSecret.generateText()
-        let stub = try await BackendStub.start(secret: secret)
+        let stub = try await FakeBackend.start(secret: secret)
         defer { Task { await stub.stop() } }
         stub.respond { request, count in
             let roll = Int(request.idempotencyKey?.utf8.last ?? 0) % 10
@@ -133,7 +133,8 @@ struct ReplayCrashTests {
         var kills = 0
         for number in 0..<5 {
             let process = try launch(number)
-            try await Task.sleep(for: .milliseconds(Int64.random(in: 300...1_200)))
+            // A kill at a random moment of the worker's run (real time: the worker is a real process).
+            try await pause(for: .milliseconds(Int64.random(in: 300...1_200)))
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
                 kills += 1

@@ -11,10 +11,10 @@ import Testing
 
 @testable import ProfileEscrow
 
-/// A store with captured fake profiles, a backend stub, and workers pointed at it.
+/// A store with captured fake profiles, a fake backend, and workers pointed at it.
 struct ReplayFixture {
-    let harness: Harness
-    let stub: BackendStub
+    let harness: EscrowFixture
+    let stub: FakeBackend
     let secret = WebhookSecret.generateText()
 
     static func retryPolicy(maxAttempts: Int = 50) -> RetryPolicy {
@@ -26,8 +26,8 @@ struct ReplayFixture {
         configuration.retryPolicy = Self.retryPolicy(maxAttempts: maxAttempts)
         configuration.confirmTimeout = confirmTimeout
         configuration.retention = retention
-        harness = try Harness(configuration: configuration)
-        stub = try await BackendStub.start(secret: secret)
+        harness = try EscrowFixture(configuration: configuration)
+        stub = try await FakeBackend.start(secret: secret)
     }
 
     var store: SQLiteEscrowStore { harness.store }
@@ -108,7 +108,7 @@ struct ReplayFixture {
         try await events(id).map(\.type.rawValue)
     }
 
-    func requests(_ id: EscrowID) -> [BackendStub.Request] {
+    func requests(_ id: EscrowID) -> [FakeBackend.Request] {
         stub.requests.filter { $0.idempotencyKey == id.hex }
     }
 
@@ -141,7 +141,8 @@ final class ObservedStore: EscrowStore {
     private struct State {
         var flushes = 0
         var holdingCommits = false
-        var waitingCommits = 0
+        /// The commits held back, each resumed when the hold ends.
+        var waiting: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -150,10 +151,18 @@ final class ObservedStore: EscrowStore {
 
     var flushes: Int { state.withLockedValue { $0.flushes } }
     /// Commits held back right now.
-    var waitingCommits: Int { state.withLockedValue { $0.waitingCommits } }
+    var waitingCommits: Int { state.withLockedValue { $0.waiting.count } }
 
-    /// While true, every ``commit(_:id:expectedRevision:)`` waits before it reaches the store.
-    func holdCommits(_ hold: Bool) { state.withLockedValue { $0.holdingCommits = hold } }
+    /// While true, every ``commit(_:id:expectedRevision:)`` waits before it reaches the store; false lets the
+    /// waiting ones go on.
+    func holdCommits(_ hold: Bool) {
+        let released = state.withLockedValue { state in
+            state.holdingCommits = hold
+            defer { if !hold { state.waiting = [] } }
+            return hold ? [] : state.waiting
+        }
+        for waiter in released { waiter.resume() }
+    }
 
     func flushPurged() async throws {
         state.withLockedValue { $0.flushes += 1 }
@@ -161,10 +170,12 @@ final class ObservedStore: EscrowStore {
     }
 
     func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
-        if state.withLockedValue({ $0.holdingCommits }) {
-            state.withLockedValue { $0.waitingCommits += 1 }
-            while state.withLockedValue({ $0.holdingCommits }) { try await Task.sleep(for: .milliseconds(5)) }
-            state.withLockedValue { $0.waitingCommits -= 1 }
+        await withCheckedContinuation { waiter in
+            let held = state.withLockedValue { state in
+                if state.holdingCommits { state.waiting.append(waiter) }
+                return state.holdingCommits
+            }
+            if !held { waiter.resume() }
         }
         return try await inner.commit(action, id: id, expectedRevision: expectedRevision)
     }
@@ -202,41 +213,5 @@ final class ObservedStore: EscrowStore {
     }
     func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
         try await inner.commit(action, on: row)
-    }
-}
-
-struct TimedOut: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Polls `condition` until it holds; fails (instead of hanging) after `seconds`.
-func eventually(
-    _ what: String,
-    within seconds: Double = 60,
-    _ condition: () async throws -> Bool
-) async throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while try await !condition() {
-        guard Date() < deadline else { throw TimedOut(what: what) }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-}
-
-/// Runs `operation`, failing with ``TimedOut`` (and cancelling it) after `seconds`.
-func bounded<T: Sendable>(
-    _ what: String,
-    within seconds: Double = 60,
-    _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else { throw TimedOut(what: what) }
-        return value
     }
 }

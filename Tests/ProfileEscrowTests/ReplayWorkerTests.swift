@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
@@ -290,7 +291,7 @@ struct ReplayWorkerTests {
     @Test func aRefusedConnectionIsRetried() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
-        let closed = try await BackendStub.start(secret: fixture.secret)
+        let closed = try await FakeBackend.start(secret: fixture.secret)
         let deadURL = closed.url
         await closed.stop()
         let id = try #require(try await fixture.capture(0..<1).first)
@@ -455,9 +456,14 @@ struct ReplayWorkerTests {
             try await fixture.store.summary(at: Date()).live.values.reduce(0, +) == 0
         }
         if withFlusher {
-            try await eventually("a flush within the interval, while running") { counting.flushes >= 1 }
+            // The flush interval is counted on the escrow's clock: moved one interval a poll.
+            try await eventually("a flush within the interval, while running") {
+                fixture.advance(by: 0.1)
+                return counting.flushes >= 1
+            }
         } else {
-            try await Task.sleep(for: .milliseconds(300))
+            // Three flush intervals in which no flush may come (real time: the worker runs on the real clock).
+            try await pause(for: .milliseconds(300))
         }
         await group.triggerGracefulShutdown()
         try await bounded("shutdown", within: 20) { try await running.value }
@@ -486,7 +492,8 @@ struct ReplayWorkerTests {
         try await eventually("four answered outcomes waiting for their commit", within: 20) {
             observed.waitingCommits == 4
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Time for a fifth delivery, which must not come (real time: the worker runs on the real clock).
+        try await pause(for: .milliseconds(300))
         #expect(observed.waitingCommits == 4, "twice the concurrency, and no more")
         #expect(fixture.stub.requests.count == 4)
         observed.holdCommits(false)

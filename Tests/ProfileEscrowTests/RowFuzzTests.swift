@@ -205,7 +205,7 @@ struct RowFuzzTests {
                 #expect(result.status < 128, "replay --once crashed: \(result.status) \(result.stderr.suffix(300))")
             }
         case .serve:
-            let port = try MultiProcessStressTests.freePort()
+            let port = try freePort()
             let process = Process()
             process.executableURL = ProfileEscrowCLI.binary
             process.arguments = [

@@ -15,7 +15,7 @@ struct StoreSafetyTests {
     /// Two stores on one file hold two open files, so their write locks exclude each other exactly as two
     /// processes' do: both write at once, serialised, and nothing is lost or forked.
     @Test func twoWritersOnOneFileBothWriteAndReadersStillWork() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let other = try SQLiteEscrowStore(path: harness.databasePath, logger: Logger(label: "t"))
         let otherEscrow = Escrow(store: other, keyring: harness.keyring, logger: Logger(label: "t"))
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -112,7 +112,7 @@ struct StoreSafetyTests {
     @Test func theStoresFilesAreOwnerOnlyWhateverTheUmask() async throws {
         let previous = umask(0o022)
         defer { umask(previous) }
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         _ = try await harness.escrow.capture(try Fake.profile(1))
         let tokens = try SQLiteTokenStore(path: harness.directory.path + "/tokens.sqlite", logger: Logger(label: "t"))
         try tokens.close()
@@ -129,7 +129,7 @@ struct StoreSafetyTests {
     }
 
     @Test func pragmasAreAsSpecified() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let values = try await harness.store.pool.write { db in
             (
                 try String.fetchOne(db, sql: "PRAGMA journal_mode"),
@@ -145,7 +145,7 @@ struct StoreSafetyTests {
     }
 
     @Test func badInputStoresNothing() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let bodies = [
             #"{"userIdentifier":"000000.fake.0001"}"#,
             #"{"userIdentifier":"bad id","email":"canarymail1@example.invalid"}"#,

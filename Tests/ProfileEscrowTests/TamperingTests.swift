@@ -1,6 +1,7 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowSQLite
+import EscrowTestSupport
 import Foundation
 import GRDB
 import Logging
@@ -16,7 +17,7 @@ struct TamperingTests {
 
     @Test(arguments: blobColumns)
     func everyByteFlipIsDetected(column: String) async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let profile = try Fake.profile(7)
         let receipt = try await harness.escrow.capture(profile)
         let original = try #require(try await harness.store.record(id: receipt.escrowID))
@@ -44,21 +45,21 @@ struct TamperingTests {
     }
 
     @Test func changedKeyVersionOrTruncationIsDetected() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let profile = try Fake.profile(8)
         let receipt = try await harness.escrow.capture(profile)
         let id = Data(receipt.escrowID.bytes)
         try await harness.tamper("UPDATE escrow SET sealed_profile = substr(sealed_profile, 1, 80) WHERE id = ?", [id])
         await expectDetected(harness, profile: profile, id: receipt.escrowID)
 
-        let harness2 = try Harness()
+        let harness2 = try EscrowFixture()
         let receipt2 = try await harness2.escrow.capture(profile)
         try await harness2.tamper("UPDATE escrow SET key_version = 2 WHERE id = ?", [Data(receipt2.escrowID.bytes)])
         await expectDetected(harness2, profile: profile, id: receipt2.escrowID)
     }
 
     @Test func rowsSwappedBetweenUsersAreDetected() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let alice = try Fake.profile(1)
         let bob = try Fake.profile(2)
         let a = try await harness.escrow.capture(alice)
@@ -80,7 +81,7 @@ struct TamperingTests {
     }
 
     @Test func aRowForgedWithAnotherKeyringIsDetected() async throws {
-        let harness = try Harness()
+        let harness = try EscrowFixture()
         let profile = try Fake.profile(3)
         let receipt = try await harness.escrow.capture(profile)
         // An attacker with a keyring of their own seals a profile of their choosing.
@@ -100,7 +101,7 @@ struct TamperingTests {
         await expectDetected(harness, profile: profile, id: receipt.escrowID)
     }
 
-    func expectDetected(_ harness: Harness, profile: Profile, id: EscrowID) async {
+    func expectDetected(_ harness: EscrowFixture, profile: Profile, id: EscrowID) async {
         do {
             let opened = try await harness.escrow.replay(userIdentifier: profile.userIdentifier)
             Issue.record("a tampered row opened (same profile: \(opened.profile == profile))")

@@ -1,48 +1,61 @@
 import EscrowCrypto
-import Foundation
+public import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// A real HTTP backend on 127.0.0.1 (ephemeral port) for the replay worker: it checks every
-/// request on its own (signature recomputed from the secret with HMAC-SHA256, headers against the
-/// body), records it, and answers as its script says.
-final class BackendStub: Sendable {
-    /// One request as the stub saw it.
-    struct Request: Sendable {
-        var at: Date
-        var method: String
-        var path: String
-        var contentType: String?
-        var idempotencyKey: String?
-        var webhookID: String?
-        var webhookTimestamp: String?
-        var signatureValid: Bool
+/// A real registration backend on 127.0.0.1 (ephemeral port) for the replay worker, in process or in a
+/// `replay` process: it checks every request on its own (signature recomputed from the secret with
+/// HMAC-SHA256, headers against the body), records it, and answers as its script says.
+public final class FakeBackend: Sendable {
+    /// One request as the backend saw it.
+    public struct Request: Sendable {
+        public var at: Date
+        public var method: String
+        public var path: String
+        public var contentType: String?
+        public var idempotencyKey: String?
+        public var webhookID: String?
+        public var webhookTimestamp: String?
+        public var signatureValid: Bool
         /// `escrowId` and `attempt` from the JSON body.
-        var escrowID: String?
-        var attempt: Int?
-        var body: [UInt8]
+        public var escrowID: String?
+        public var attempt: Int?
+        public var body: [UInt8]
         /// The webhook headers, to replay the delivery to another verifier.
-        var webhookSignature: String?
+        public var webhookSignature: String?
+        /// How the script said to answer it (nil while the script decides).
+        public internal(set) var reply: Reply?
     }
 
     /// How to answer one request.
-    indirect enum Reply: Sendable {
+    public indirect enum Reply: Sendable, Equatable {
         case status(Int, headers: [String: String] = [:])
         /// Answer after a pause (longer than the delivery timeout: the worker times out).
         case delayed(Double, Reply)
         /// Close the connection without an answer (a reset, as the worker sees it).
         case close
+        /// Hold the request open, unanswered, until the client hangs up (a worker killed mid-delivery).
+        case hold
         /// The status line and headers at once, then a body of `bytes` bytes, one every `every`
         /// seconds: a backend (or proxy) that answers in time but takes ages to finish.
         case dripping(Int, headers: [String: String] = [:], every: Double, bytes: Int)
     }
 
+    /// A script's answer: given the request and how many requests came before it for the same escrow.
+    public typealias Script = @Sendable (Request, Int) -> Reply
+
+    /// 200, except for `failureRate` of the requests, picked at random: a 500, a 503 or a closed connection.
+    public static func chaos(failureRate: Double) -> Script {
+        let failures: [Reply] = [.status(500), .status(503), .close]
+        return { _, _ in Double.random(in: 0..<1) >= failureRate ? .status(200) : failures.randomElement()! }
+    }
+
     /// The answers sent, per escrow id: what the worker may have heard.
-    struct Answered: Sendable {
-        var key: String
-        var status: Int?
+    public struct Answered: Sendable {
+        public var key: String
+        public var status: Int?
     }
 
     private struct State {
@@ -51,17 +64,17 @@ final class BackendStub: Sendable {
         var inFlight: Set<String> = []
         var mostAtOnce = 0
         var violations: [String] = []
-        var script: @Sendable (Request, Int) -> Reply = { _, _ in .status(200) }
+        var script: Script = { _, _ in .status(200) }
         var perKey: [String: Int] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
-    let secretText: String
+    public let secretText: String
     private let key: [UInt8]
     private let channel: any Channel
 
-    var port: Int { channel.localAddress?.port ?? 0 }
-    var url: String { "http://127.0.0.1:\(port)/register" }
+    public var port: Int { channel.localAddress?.port ?? 0 }
+    public var url: String { "http://127.0.0.1:\(port)/register" }
 
     private init(secretText: String, channel: any Channel) {
         self.secretText = secretText
@@ -69,8 +82,9 @@ final class BackendStub: Sendable {
         self.channel = channel
     }
 
-    static func start(secret: String) async throws -> BackendStub {
-        let box = NIOLockedValueBox<BackendStub?>(nil)
+    /// Listens on an ephemeral port of 127.0.0.1; answers 200 until told otherwise (``respond(_:)``).
+    public static func start(secret: String) async throws -> FakeBackend {
+        let box = NIOLockedValueBox<FakeBackend?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -81,26 +95,26 @@ final class BackendStub: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        let stub = BackendStub(secretText: secret, channel: channel)
+        let stub = FakeBackend(secretText: secret, channel: channel)
         box.withLockedValue { $0 = stub }
         return stub
     }
 
-    func stop() async {
+    public func stop() async {
         try? await channel.close()
     }
 
-    /// How to answer: given the request and how many requests came before it for the same escrow.
-    func respond(_ script: @escaping @Sendable (Request, Int) -> Reply) {
+    /// How to answer from now on: given the request and how many requests came before it for the same escrow.
+    public func respond(_ script: @escaping Script) {
         state.withLockedValue { $0.script = script }
     }
 
-    var requests: [Request] { state.withLockedValue { $0.requests } }
-    var answered: [Answered] { state.withLockedValue { $0.answered } }
+    public var requests: [Request] { state.withLockedValue { $0.requests } }
+    public var answered: [Answered] { state.withLockedValue { $0.answered } }
     /// Signature failures, header mismatches, and one escrow in flight twice at once.
-    var violations: [String] { state.withLockedValue { $0.violations } }
+    public var violations: [String] { state.withLockedValue { $0.violations } }
     /// The most requests that were in flight at once.
-    var mostAtOnce: Int { state.withLockedValue { $0.mostAtOnce } }
+    public var mostAtOnce: Int { state.withLockedValue { $0.mostAtOnce } }
 
     // MARK: Handling
 
@@ -120,7 +134,7 @@ final class BackendStub: Sendable {
             valid = given.contains(expected)
         }
         let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-        let request = Request(
+        var request = Request(
             at: Date(),
             method: "\(head.method)",
             path: head.uri,
@@ -145,10 +159,12 @@ final class BackendStub: Sendable {
             }
             if !state.inFlight.insert(key).inserted { state.violations.append("\(key) in flight twice at once") }
             state.mostAtOnce = max(state.mostAtOnce, state.inFlight.count)
-            state.requests.append(request)
             let count = state.perKey[key, default: 0]
             state.perKey[key] = count + 1
-            return (request, state.script(request, count))
+            let reply = state.script(request, count)
+            request.reply = reply
+            state.requests.append(request)
+            return (request, reply)
         }
     }
 
@@ -170,13 +186,13 @@ final class BackendStub: Sendable {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
 
-        let stub: BackendStub
+        let stub: FakeBackend
         var head: HTTPRequestHead?
         var body: [UInt8] = []
         /// The request waiting for a delayed answer, if any.
         var pending: Request?
 
-        init(stub: BackendStub) { self.stub = stub }
+        init(stub: FakeBackend) { self.stub = stub }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
@@ -226,6 +242,9 @@ final class BackendStub: Sendable {
                     guard handler.pending != nil else { return }  // the client hung up meanwhile
                     handler.answer(then, request: request, keepAlive: keepAlive, context: context)
                 }
+            case .hold:
+                // In flight until the client hangs up (``channelInactive(context:)``).
+                pending = request
             case .close:
                 pending = nil
                 stub.done(request, status: nil, heard: false)
