@@ -220,7 +220,6 @@ struct ReplicatedCluster: Sendable {
             port = \(cluster.primaryPort)
             unix_socket_directories = '\(directory)/socket'
             synchronous_commit = on
-            synchronous_standby_names = 'standby1'
             wal_level = replica
             max_wal_senders = 4
             fsync = on
@@ -244,6 +243,11 @@ struct ReplicatedCluster: Sendable {
             """
         )
         try cluster.owner("\(bin)/pg_ctl -D \(directory)/standby -l \(directory)/standby.log -w -t 60 start")
+        // Synchronous once the standby exists (before, every commit would wait for it).
+        try cluster.owner(
+            "\(bin)/psql -h \(directory)/socket -p \(cluster.primaryPort) -U \(cluster.user) -d postgres -q "
+                + "-c \"ALTER SYSTEM SET synchronous_standby_names = 'standby1'\" -c 'SELECT pg_reload_conf()'"
+        )
         // Synchronous before anything is captured.
         for _ in 0..<100 {
             let state = try cluster.owner(
@@ -290,10 +294,9 @@ struct ReplicatedCluster: Sendable {
 
     static func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
+    /// Through `OwnServer.shell`: a server started here must not inherit this process's descriptors.
     @discardableResult
     static func shell(_ command: String) throws -> String {
-        let result = try ProfileEscrowCLI.run(["-c", command], executable: "/bin/sh", in: "/")
-        guard result.status == 0 else { throw Failed(description: "\(command.prefix(200)): \(result.stderr)") }
-        return result.stdout
+        try OwnServer.shell(["/bin/sh", "-c", command])
     }
 }

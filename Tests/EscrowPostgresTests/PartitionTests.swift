@@ -104,6 +104,11 @@ struct PartitionTests {
                 try await group.waitForAll()
             }
             let during = slowest.withLockedValue { $0 }
+            print(
+                "partition of \(Self.partition) s, bound \(Self.bound) s: slowest capture \(during.capture) s, slowest "
+                    + "/readyz \(during.ready) s; captures \(statuses.withLockedValue { $0 }), probes "
+                    + "\(readyStatuses.withLockedValue { $0 })"
+            )
             #expect(
                 during.capture <= Self.bound + Self.slack,
                 "the slowest capture answered after \(during.capture) s in a \(Self.partition) s partition"

@@ -148,7 +148,7 @@ struct PowerCutTests {
 
         let store = try SQLiteEscrowStore(path: directory + "/escrow.sqlite", logger: logger)
         defer { try? store.close() }
-        let integrity = try DatabaseQueue(path: directory + "/escrow.sqlite").read {
+        let integrity = try await DatabaseQueue(path: directory + "/escrow.sqlite").read {
             try String.fetchAll($0, sql: "PRAGMA integrity_check")
         }
         #expect(integrity == ["ok"], "\(context): integrity \(integrity)")
