@@ -28,7 +28,7 @@ struct OperationalRoutes: Sendable {
 
     /// The most `/readyz` waits for the store: a probe gets its answer within 2 s even when the store is cut off
     /// and its own operations wait out their longer bound.
-    static let readinessBound: Duration = .milliseconds(1_500)
+    static let readinessBound: Duration = .seconds(1)
 
     /// The store's own check (``EscrowStore/checkReady()``: one indexed read of the audit head's single row, and
     /// whether the store takes writes), within ``readinessBound``.
