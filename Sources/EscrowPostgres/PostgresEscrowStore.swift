@@ -53,7 +53,6 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     public let synchronousCommit: String
 
     let database: StoreDatabase
-    private let runner: Task<Void, Never>
     let captures: AsyncGroupCommit<CaptureItem, CaptureOutcome>
     let commits: AsyncGroupCommit<CommitItem, Bool>
 
@@ -65,20 +64,24 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         logger: Logger
     ) async throws -> PostgresEscrowStore {
         let url = try PostgresURL(text)
-        var clientConfiguration = try url.clientConfiguration()
-        clientConfiguration.options.maximumConnections = max(1, configuration.maximumConnections)
+        let bound = max(0.1, configuration.operationTimeout)
         let startup =
-            (configuration.readOnly ? [("default_transaction_read_only", "on")] : [])
-            + sessionBounds(max(0.1, configuration.operationTimeout))
-        clientConfiguration.options.additionalStartupParameters += startup
-        if url.connectTimeout == nil {
-            clientConfiguration.options.connectTimeout = .milliseconds(
-                Int64(max(0.1, configuration.operationTimeout) * 1_000)
-            )
+            (configuration.readOnly ? [("default_transaction_read_only", "on")] : []) + sessionBounds(bound)
+        // Several hosts, or target_session_attrs: the first host, in order, that is what the URL asks for.
+        var chosen = url
+        if url.endpoints.count > 1 || url.targetSessionAttributes != .any {
+            guard let found = await HostPool.choose(url, startup: startup, timeout: bound, logger: logger) else {
+                throw EscrowStoreError(
+                    .unavailable,
+                    "cannot open the store: no host of \(url) answers as "
+                        + "target_session_attrs=\(url.targetSessionAttributes.rawValue) asks"
+                )
+            }
+            chosen = found.url
         }
         // One connection of its own first: a wrong password or an unreachable server fails here at once (the pool
         // would retry), and a server whose commits are not durable is refused before anything is written.
-        let (version, synchronous, standby) = try await checkServer(url, startup: startup, logger: logger)
+        let (version, synchronous, standby) = try await checkServer(chosen, startup: startup, logger: logger)
         if standby && !configuration.readOnly {
             logger.warning(
                 """
@@ -88,11 +91,19 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
                 metadata: ["url": "\(url)"]
             )
         }
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        // Started at once, in this call, up to its first suspension: the pool runs before the first lease below.
-        let runner = Task.immediate { await client.run() }
+        let maximumConnections = max(1, configuration.maximumConnections)
+        let hosts = try HostPool(url: url, chosen: chosen, startup: startup, probeTimeout: bound, logger: logger) {
+            chosen in
+            var clientConfiguration = try chosen.clientConfiguration()
+            clientConfiguration.options.maximumConnections = maximumConnections
+            clientConfiguration.options.additionalStartupParameters += startup
+            if chosen.connectTimeout == nil {
+                clientConfiguration.options.connectTimeout = .milliseconds(Int64(bound * 1_000))
+            }
+            return PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        }
         let database = StoreDatabase(
-            client: client,
+            hosts: hosts,
             logger: logger,
             readOnly: configuration.readOnly,
             place: url.description,
@@ -116,8 +127,7 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
                 configuration: configuration,
                 serverVersion: version,
                 synchronousCommit: synchronous,
-                database: database,
-                runner: runner
+                database: database
             )
             logger.info(
                 "opened PostgreSQL store",
@@ -129,8 +139,7 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
             )
             return store
         } catch {
-            runner.cancel()
-            await runner.value
+            await hosts.close()
             throw database.storeError(error, "cannot open the store at \(url)")
         }
     }
@@ -140,15 +149,13 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         configuration: Configuration,
         serverVersion: String,
         synchronousCommit: String,
-        database: StoreDatabase,
-        runner: Task<Void, Never>
+        database: StoreDatabase
     ) {
         self.url = url
         self.configuration = configuration
         self.serverVersion = serverVersion
         self.synchronousCommit = synchronousCommit
         self.database = database
-        self.runner = runner
         let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
         self.captures = AsyncGroupCommit(maximumBatch: configuration.maximumBatch, bound: bound) {
             [database] batch in
@@ -160,13 +167,12 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     }
 
     deinit {
-        runner.cancel()
+        database.hosts.cancel()
     }
 
     /// Closes the pool's connections and ends its run loop. Call it once the store's operations have returned.
     public func close() async {
-        runner.cancel()
-        await runner.value
+        await database.hosts.close()
     }
 
     /// How this store writes, for the startup log.

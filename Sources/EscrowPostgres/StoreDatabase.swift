@@ -7,7 +7,8 @@ import PostgresNIO
 /// The pool and how the store talks through it: transactions (retried on a deadlock or serialization failure,
 /// which roll back everything), reads, and PII-free errors.
 struct StoreDatabase: Sendable {
-    let client: PostgresClient
+    /// The pool of the host in use (see ``HostPool``: a multi-host URL may move to another).
+    let hosts: HostPool
     let logger: Logger
     let readOnly: Bool
     /// Where the store connects, without the password: for error messages.
@@ -58,7 +59,7 @@ struct StoreDatabase: Sendable {
                     }
                 } catch {
                     if attempt < Self.transactionAttempts, Self.isRetryable(error) { continue }
-                    throw storeError(error, what)
+                    throw failed(error, what)
                 }
             }
         }
@@ -76,7 +77,15 @@ struct StoreDatabase: Sendable {
         _ what: String,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        do { return try await leased(body) } catch { throw storeError(error, what) }
+        do { return try await leased(body) } catch { throw failed(error, what) }
+    }
+
+    /// The PII-free error of an operation that failed; when the host did not answer or took no write, the host pool
+    /// looks for another host of a multi-host URL.
+    private func failed(_ error: any Error, _ what: String) -> EscrowStoreError {
+        let error = storeError(error, what)
+        if error.code == .unavailable || error.code == .readOnly { hosts.operationFailed() }
+        return error
     }
 
     /// Runs `body` on a pooled connection, waiting at most ``connectionWait`` for one: while the server is down
@@ -90,7 +99,7 @@ struct StoreDatabase: Sendable {
     private func leased<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let client = client
+        let client = hosts.client
         let gotConnection = NIOLockedValueBox(false)
         let deadline = deadline
         let waitEnds = min(deadline, ContinuousClock.now + .milliseconds(Int64(connectionWait * 1_000)))

@@ -15,9 +15,10 @@ import Glibc
 
 /// A primary and a synchronous standby (Debian's PostgreSQL, streaming replication set up with `pg_basebackup`, in
 /// a temporary folder). A `serve` node with its worker reaches the primary through a proxy (as HAProxy or a cloud
-/// writer endpoint would); a second node's URL reaches the standby directly. Under captures, erasures and
+/// writer endpoint would); a second node has a multi-host URL naming both servers with
+/// `target_session_attrs=read-write`; a third node's URL reaches the standby directly. Under captures, erasures and
 /// deliveries, the primary is killed (SIGKILL), the standby promoted and the proxy re-pointed: the first node
-/// carries on without a restart, the second stops saying `read_only` on `/readyz` once its server is promoted, and
+/// and the second carry on without a restart, the third stops saying `read_only` on `/readyz` once its server is promoted, and
 /// on the new primary every acknowledged capture is there (or purged, with its audit event), every acknowledged
 /// erasure stays erased, and the audit chain verifies.
 @Suite("PostgreSQL: failover to a synchronous standby")
@@ -50,6 +51,7 @@ struct FailoverTests {
         let eraser = try #require(added.stdout.split(separator: "\n").last.map(String.init), "\(added.stderr)")
 
         let port = ServeKillTests.freePort()
+        let multiHostPort = ServeKillTests.freePort()
         let standbyPort = ServeKillTests.freePort()
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
@@ -60,10 +62,19 @@ struct FailoverTests {
         )
         defer { onStandby.killAll() }
         try onStandby.start("standby-node", Self.serve(port: standbyPort) + ["--no-worker"])
+        let multiHost = ProfileEscrowProcesses(
+            directory: directory.path,
+            environment: environment.merging([
+                "PROFILE_ESCROW_DATABASE": cluster.multiHostURL(target: "read-write")
+            ]) { $1 }
+        )
+        defer { multiHost.killAll() }
+        try multiHost.start("multi-host-node", Self.serve(port: multiHostPort) + ["--no-worker"])
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
         try await ServeKillTests.waitUntilHealthy(client, port: port)
         try await ServeKillTests.waitUntilHealthy(client, port: standbyPort)
+        try await ServeKillTests.waitUntilHealthy(client, port: multiHostPort)
 
         // The node on the standby says so: at start, and on /readyz.
         let standbyLog = onStandby.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
@@ -71,8 +82,10 @@ struct FailoverTests {
         let early = await PartitionTests.ready(client, port: standbyPort)
         #expect(early.status == .serviceUnavailable, "/readyz of the node on the standby: \(early.status)")
 
-        // Load: captures four at a time, every fifth acknowledged user erased over HTTP.
+        // Load: captures four at a time (two lanes to each of the first two nodes), every fifth acknowledged user
+        // erased over HTTP.
         let captured = NIOLockedValueBox<[Int: String]>([:])
+        let afterFailover = NIOLockedValueBox<[Int: Int]>([:])
         let erased = NIOLockedValueBox<Set<Int>>([])
         let failedOver = NIOLockedValueBox<Int?>(nil)
         let stop = NIOLockedValueBox(false)
@@ -80,11 +93,15 @@ struct FailoverTests {
             for lane in 0..<4 {
                 group.addTask {
                     var number = lane
+                    let node = lane < 2 ? port : multiHostPort
                     while !stop.withLockedValue({ $0 }) {
-                        let answer = await PartitionTests.capture(client, port: port, token: token, number: number)
+                        let answer = await PartitionTests.capture(client, port: node, token: token, number: number)
                         if answer.status == .created, let id = answer.id {
                             captured.withLockedValue { $0[number] = id }
-                            if number % 5 == 0, await Self.erase(client, port: port, token: eraser, number: number) {
+                            if failedOver.withLockedValue({ $0 }) != nil {
+                                afterFailover.withLockedValue { $0[node, default: 0] += 1 }
+                            }
+                            if number % 5 == 0, await Self.erase(client, port: node, token: eraser, number: number) {
                                 erased.withLockedValue { _ = $0.insert(number) }
                             }
                         } else {
@@ -111,7 +128,10 @@ struct FailoverTests {
         }
         let before = try #require(failedOver.withLockedValue { $0 })
         let acknowledged = captured.withLockedValue { $0 }
-        #expect(acknowledged.count >= before + 80, "the node captured \(acknowledged.count - before) after failover")
+        #expect(acknowledged.count >= before + 80, "the nodes captured \(acknowledged.count - before) after failover")
+        let perNode = afterFailover.withLockedValue { $0 }
+        #expect(perNode[port, default: 0] > 0, "the node behind the proxy captured nothing after the failover")
+        #expect(perNode[multiHostPort, default: 0] > 0, "the multi-host node captured nothing after the failover")
 
         // The node on the former standby takes writes now, without a restart.
         var promotedReady = false
@@ -127,6 +147,7 @@ struct FailoverTests {
         try await Task.sleep(for: .seconds(3))
         #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0)
         #expect(onStandby.signal("standby-node", SIGTERM)?.terminationStatus == 0)
+        #expect(multiHost.signal("multi-host-node", SIGTERM)?.terminationStatus == 0)
 
         var configuration = PostgresEscrowStore.Configuration()
         configuration.readOnly = true
@@ -195,6 +216,12 @@ struct ReplicatedCluster: Sendable {
 
     func url(port: Int) -> String {
         "postgresql://\(user)@127.0.0.1:\(port)/escrow?sslmode=disable"
+    }
+
+    /// Both servers, the primary first.
+    func multiHostURL(target: String) -> String {
+        "postgresql://\(user)@127.0.0.1:\(primaryPort),127.0.0.1:\(standbyPort)/escrow?sslmode=disable"
+            + "&target_session_attrs=\(target)"
     }
 
     static func start() throws -> ReplicatedCluster {
