@@ -79,6 +79,9 @@ public struct AuditTally: Sendable, Equatable {
 }
 
 extension EscrowStore {
+    /// One indexed read of the audit head's single row.
+    public func checkReady() async throws { _ = try await auditHead() }
+
     /// Stores that cannot hold a malformed row have none to purge.
     public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int { 0 }
 
@@ -229,4 +232,8 @@ public protocol EscrowStore: Sendable {
     /// Makes purged bytes unrecoverable from the store's files (SQLite: a WAL checkpoint
     /// that truncates the log). A no-op where the backend has no such copies to clear.
     func flushPurged() async throws
+
+    /// Throws when the store cannot take a capture now: it does not answer, it stopped writing after a disk error,
+    /// or it reaches a server that accepts no writes (a standby). For `/readyz`; cheap however large the store is.
+    func checkReady() async throws
 }

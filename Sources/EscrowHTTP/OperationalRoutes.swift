@@ -2,6 +2,7 @@ import EscrowCore
 import Foundation
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import ProfileEscrow
 import Prometheus
 
@@ -25,7 +26,12 @@ struct OperationalRoutes: Sendable {
         router.get("/metrics") { request, _ in try await metrics(request) }
     }
 
-    /// One indexed read of the audit head's single row: cheap however large the store is.
+    /// The most `/readyz` waits for the store: a probe gets its answer within 2 s even when the store is cut off
+    /// and its own operations wait out their longer bound.
+    static let readinessBound: Duration = .seconds(1)
+
+    /// The store's own check (``EscrowStore/checkReady()``: one indexed read of the audit head's single row, and
+    /// whether the store takes writes), within ``readinessBound``.
     func ready(_ context: some RequestContext) async throws -> Response {
         try anonymous.admit("readyz")
         if draining?.isDraining == true {
@@ -36,10 +42,20 @@ struct OperationalRoutes: Sendable {
                 headers: [.retryAfter: "1"]
             )
         }
+        let store = escrow.store
         do {
-            _ = try await escrow.store.auditHead()
+            try await Self.within(Self.readinessBound) { try await store.checkReady() }
+        } catch let error as EscrowStoreError where error.code == .readOnly {
+            context.logger.warning("not ready: the store takes no writes", metadata: ["error": "\(error.message)"])
+            throw Problem(
+                .serviceUnavailable,
+                code: "read_only",
+                detail: "the store takes no writes (a standby, or a store open read-only)",
+                headers: [.retryAfter: "5"]
+            )
         } catch {
-            context.logger.warning("not ready: the store does not answer", metadata: ["error": "\(error)"])
+            let reason = (error as? EscrowStoreError)?.message ?? "\(error)"
+            context.logger.warning("not ready: the store does not answer", metadata: ["error": "\(reason)"])
             throw Problem(
                 .serviceUnavailable,
                 code: "store_unavailable",
@@ -58,6 +74,38 @@ struct OperationalRoutes: Sendable {
             )
         }
         return JSONResponse.make(.ok, ["status": "ready", "captureOnly": .bool(escrow.isCaptureOnly)])
+    }
+
+    /// What `body` returns, or `ReadinessTimedOut` once `bound` has passed; `body` is then left behind in its own
+    /// task (a task group would wait for it), and ends within the store's own bound.
+    static func within(_ bound: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        let first = NIOLockedValueBox<CheckedContinuation<Void, any Error>?>(nil)
+        @Sendable func resume(_ result: Result<Void, any Error>) {
+            let taken = first.withLockedValue { value in
+                defer { value = nil }
+                return value
+            }
+            taken?.resume(with: result)
+        }
+        try await withCheckedThrowingContinuation { continuation in
+            first.withLockedValue { $0 = continuation }
+            let timer = Task {
+                try await Task.sleep(for: bound)
+                resume(.failure(ReadinessTimedOut()))
+            }
+            Task {
+                do { try await body() } catch {
+                    timer.cancel()
+                    return resume(.failure(error))
+                }
+                timer.cancel()
+                resume(.success(()))
+            }
+        }
+    }
+
+    struct ReadinessTimedOut: Error, CustomStringConvertible {
+        var description: String { "no answer within \(OperationalRoutes.readinessBound)" }
     }
 
     func metrics(_ request: Request) async throws -> Response {

@@ -29,17 +29,27 @@ final class AsyncGroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     let maximumBatch: Int
+    /// The most a caller waits, from its call, for its batch to commit: the batch written for the oldest caller
+    /// ends by that caller's deadline (``StoreDatabase/callerDeadline``, inherited by the batch's task), so a caller
+    /// queued behind a batch stuck on a dead connection is not given a bound of its own on top of it.
+    let bound: Duration
     private let state = NIOLockedValueBox(State())
     private let write: Writer
 
-    init(maximumBatch: Int = 256, write: @escaping Writer) {
+    init(maximumBatch: Int = 256, bound: Duration = .seconds(5), write: @escaping Writer) {
         precondition(maximumBatch > 0)
         self.maximumBatch = maximumBatch
+        self.bound = bound
         self.write = write
     }
 
     /// Writes `item` in the next batch and returns its result once that batch is committed.
     func submit(_ item: Item) async throws -> Output {
+        let deadline = StoreDatabase.callerDeadline ?? ContinuousClock.now + bound
+        return try await StoreDatabase.$callerDeadline.withValue(deadline) { try await queue(item) }
+    }
+
+    private func queue(_ item: Item) async throws -> Output {
         let leads = state.withLockedValue { state in
             if state.leading { return false }
             state.leading = true

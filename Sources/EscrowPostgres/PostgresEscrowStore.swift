@@ -34,6 +34,13 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         /// ``EscrowStoreError/Code/unavailable``: while the server is down or restarting, captures fail fast (HTTP
         /// 503) instead of hanging, and the pool reconnects by itself.
         public var connectionWaitTimeout: Double = 5
+        /// The most any operation takes, in seconds, from its call to its end (the wait for a connection included):
+        /// past it, the operation fails with ``EscrowStoreError/Code/unavailable`` and its connection is closed.
+        /// Bounds every operation on a silent network partition (a socket that looks alive but answers nothing).
+        /// The server is also told to end a session idle in a transaction for this long
+        /// (`idle_in_transaction_session_timeout`), so a node cut off mid-transaction does not hold its row locks,
+        /// and to drop a peer that stops acknowledging (`tcp_user_timeout`, TCP keepalives).
+        public var operationTimeout: Double = 5
 
         public init() {}
     }
@@ -46,7 +53,6 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     public let synchronousCommit: String
 
     let database: StoreDatabase
-    private let runner: Task<Void, Never>
     let captures: AsyncGroupCommit<CaptureItem, CaptureOutcome>
     let commits: AsyncGroupCommit<CommitItem, Bool>
 
@@ -58,26 +64,58 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         logger: Logger
     ) async throws -> PostgresEscrowStore {
         let url = try PostgresURL(text)
-        var clientConfiguration = try url.clientConfiguration()
-        clientConfiguration.options.maximumConnections = max(1, configuration.maximumConnections)
-        let startup = configuration.readOnly ? [("default_transaction_read_only", "on")] : []
-        clientConfiguration.options.additionalStartupParameters += startup
+        let bound = max(0.1, configuration.operationTimeout)
+        let startup =
+            (configuration.readOnly ? [("default_transaction_read_only", "on")] : []) + sessionBounds(bound)
+        // Several hosts, or target_session_attrs: the first host, in order, that is what the URL asks for.
+        var chosen = url
+        if url.endpoints.count > 1 || url.targetSessionAttributes != .any {
+            guard let found = await HostPool.choose(url, startup: startup, timeout: bound, logger: logger) else {
+                throw EscrowStoreError(
+                    .unavailable,
+                    "cannot open the store: no host of \(url) answers as "
+                        + "target_session_attrs=\(url.targetSessionAttributes.rawValue) asks"
+                )
+            }
+            chosen = found.url
+        }
         // One connection of its own first: a wrong password or an unreachable server fails here at once (the pool
         // would retry), and a server whose commits are not durable is refused before anything is written.
-        let (version, synchronous) = try await checkServer(url, startup: startup, logger: logger)
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        // Started at once, in this call, up to its first suspension: the pool runs before the first lease below.
-        let runner = Task.immediate { await client.run() }
+        let (version, synchronous, standby) = try await checkServer(chosen, startup: startup, logger: logger)
+        if standby && !configuration.readOnly {
+            logger.warning(
+                """
+                the PostgreSQL server is a standby in recovery: it takes no writes. Until it is promoted, or the URL \
+                reaches the primary, captures answer 503 read_only and /readyz answers 503
+                """,
+                metadata: ["url": "\(url)"]
+            )
+        }
+        let maximumConnections = max(1, configuration.maximumConnections)
+        let hosts = try HostPool(url: url, chosen: chosen, startup: startup, probeTimeout: bound, logger: logger) {
+            chosen in
+            var clientConfiguration = try chosen.clientConfiguration()
+            clientConfiguration.options.maximumConnections = maximumConnections
+            clientConfiguration.options.additionalStartupParameters += startup
+            if chosen.connectTimeout == nil {
+                clientConfiguration.options.connectTimeout = .milliseconds(Int64(bound * 1_000))
+            }
+            return PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        }
         let database = StoreDatabase(
-            client: client,
+            hosts: hosts,
             logger: logger,
             readOnly: configuration.readOnly,
             place: url.description,
-            connectionWait: max(0.1, configuration.connectionWaitTimeout)
+            connectionWait: max(0.1, configuration.connectionWaitTimeout),
+            operationTimeout: max(0.1, configuration.operationTimeout)
         )
         do {
             if configuration.migrate && !configuration.readOnly {
-                let applied = try await PostgresSchema.migrate(database, logger: logger)
+                // DDL on a large table may take long: the migrations have an hour, not the operations' bound.
+                let applied = try await StoreDatabase.$callerDeadline.withValue(ContinuousClock.now + .seconds(3_600)) {
+                    try await PostgresSchema.migrate(database, logger: logger)
+                }
                 if !applied.isEmpty {
                     logger.notice("applied schema migrations", metadata: ["versions": "\(applied)"])
                 }
@@ -89,20 +127,19 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
                 configuration: configuration,
                 serverVersion: version,
                 synchronousCommit: synchronous,
-                database: database,
-                runner: runner
+                database: database
             )
             logger.info(
                 "opened PostgreSQL store",
                 metadata: [
                     "url": "\(url)", "postgres.version": "\(version)", "synchronous_commit": "\(synchronous)",
-                    "mode": "\(configuration.readOnly ? "read-only" : "read-write")",
+                    "mode":
+                        "\(configuration.readOnly ? "read-only" : standby ? "read-write (server in recovery)" : "read-write")",
                 ]
             )
             return store
         } catch {
-            runner.cancel()
-            await runner.value
+            await hosts.close()
             throw database.storeError(error, "cannot open the store at \(url)")
         }
     }
@@ -112,31 +149,30 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         configuration: Configuration,
         serverVersion: String,
         synchronousCommit: String,
-        database: StoreDatabase,
-        runner: Task<Void, Never>
+        database: StoreDatabase
     ) {
         self.url = url
         self.configuration = configuration
         self.serverVersion = serverVersion
         self.synchronousCommit = synchronousCommit
         self.database = database
-        self.runner = runner
-        self.captures = AsyncGroupCommit(maximumBatch: configuration.maximumBatch) { [database] batch in
+        let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
+        self.captures = AsyncGroupCommit(maximumBatch: configuration.maximumBatch, bound: bound) {
+            [database] batch in
             await Self.writeCaptures(batch, database)
         }
-        self.commits = AsyncGroupCommit(maximumBatch: configuration.maximumBatch) { [database] batch in
+        self.commits = AsyncGroupCommit(maximumBatch: configuration.maximumBatch, bound: bound) { [database] batch in
             await Self.writeCommits(batch, database)
         }
     }
 
     deinit {
-        runner.cancel()
+        database.hosts.cancel()
     }
 
     /// Closes the pool's connections and ends its run loop. Call it once the store's operations have returned.
     public func close() async {
-        runner.cancel()
-        await runner.value
+        await database.hosts.close()
     }
 
     /// How this store writes, for the startup log.
@@ -146,12 +182,28 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
             : "group commit per node, audit appends serialized on the chain's head row"
     }
 
+    /// Startup parameters that make the server give up on a node it cannot reach, as the node gives up on the
+    /// server after `bound` seconds: a session idle in a transaction (the node was cut off between two statements,
+    /// or its COMMIT never arrived) ends and releases its locks; a peer that stops acknowledging is dropped (TCP
+    /// keepalive probes on an idle connection, `tcp_user_timeout` on unacknowledged data). Ignored on a Unix socket.
+    static func sessionBounds(_ bound: Double) -> [(String, String)] {
+        let milliseconds = Int((bound * 1_000).rounded(.up))
+        let seconds = max(1, Int(bound.rounded(.up)))
+        return [
+            ("idle_in_transaction_session_timeout", "\(milliseconds + 1_000)"),
+            ("tcp_user_timeout", "\(milliseconds)"),
+            ("tcp_keepalives_idle", "\(seconds)"),
+            ("tcp_keepalives_interval", "\(seconds)"),
+            ("tcp_keepalives_count", "3"),
+        ]
+    }
+
     /// The server's version, and refuses a server whose commits are not durable when they return.
     private static func checkServer(
         _ url: PostgresURL,
         startup: [(String, String)],
         logger: Logger
-    ) async throws -> (String, String) {
+    ) async throws -> (String, String, Bool) {
         let place = url.description
         let connection: PostgresConnection
         do {
@@ -173,7 +225,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         }
     }
 
-    private static func check(_ connection: PostgresConnection, logger: Logger) async throws -> (String, String) {
+    /// The server's version, its `synchronous_commit`, and whether it is a standby in recovery.
+    private static func check(_ connection: PostgresConnection, logger: Logger) async throws -> (String, String, Bool) {
         let version: String =
             try await connection.query("SHOW server_version", logger: logger)
             .collect().map { try $0.decode(String.self) }.first ?? "?"
@@ -196,6 +249,9 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
                     + "remote_write, remote_apply) for this database or role"
             )
         }
-        return (version, synchronous)
+        let standby =
+            try await connection.query("SELECT pg_is_in_recovery()", logger: logger)
+            .collect().map { try $0.decode(Bool.self) }.first ?? false
+        return (version, synchronous, standby)
     }
 }

@@ -15,6 +15,11 @@ public import PostgresNIO
 ///   it, certificate not checked),
 ///   `require` (TLS, certificate not checked), `verify-ca` (TLS, certificate checked against the trust roots),
 ///   `verify-full` (also the host name). `sslrootcert` names a PEM file of trust roots (default: the system's).
+/// - Several hosts, as libpq allows: `postgresql://db1:5432,db2:5432/escrow?target_session_attrs=read-write`
+///   (each `host[:port]`; one without a port takes `port=` or 5432). `target_session_attrs` (libpq's values: `any`,
+///   the default; `read-write`; `read-only`; `primary`; `standby`; `prefer-standby`) says which of them the store
+///   uses: the first, in order, that is what it asks for (a standby is a server in recovery), and another once that
+///   one fails or changes (a failover).
 /// - Also `connect_timeout` (seconds) and `application_name`. Any other parameter is refused, as libpq does.
 ///
 /// The password is kept only in the connection configuration: ``description`` and every error leave it out.
@@ -28,7 +33,38 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         case verifyFull = "verify-full"
     }
 
+    /// One `host:port` of a multi-host URL.
+    public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// libpq's `target_session_attrs`: which host of a multi-host URL the store uses.
+    public enum TargetSessionAttributes: String, Sendable, CaseIterable {
+        case any
+        case readWrite = "read-write"
+        case readOnly = "read-only"
+        case primary
+        case standby
+        case preferStandby = "prefer-standby"
+
+        /// Whether a server, a standby in recovery or not, is one to use (`prefer-standby` takes a primary only when
+        /// no host is a standby).
+        func accepts(standby: Bool) -> Bool {
+            switch self {
+            case .any: true
+            case .readWrite, .primary: !standby
+            case .readOnly, .standby, .preferStandby: standby
+            }
+        }
+    }
+
     public var host: String?
+    /// Every host of a multi-host URL, in order (empty for a URL with one host); ``host`` and ``port`` are the first.
+    public var endpoints: [Endpoint] = []
+    public var targetSessionAttributes: TargetSessionAttributes = .any
     public var unixSocketPath: String?
     public var port: Int
     public var user: String
@@ -49,13 +85,13 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     public init(_ text: String, environment: [String: String]? = nil) throws {
         let environment = environment ?? ProcessInfo.processInfo.environment
         guard Self.isPostgresURL(text) else { throw Self.invalid("it must start with postgres:// or postgresql://") }
+        let (text, hosts) = try Self.splittingHosts(text)
         // Foundation's parser wants a host; libpq allows `postgresql:///db` (default socket).
         guard let components = URLComponents(string: text) else {
             throw Self.invalid("it is not a valid URL (reserved characters in a password must be percent-encoded)")
         }
         var host: String? = components.percentEncodedHost.flatMap { $0.removingPercentEncoding }
         if let h = host, h.isEmpty { host = nil }
-        if let h = host, h.contains(",") { throw Self.invalid("several hosts are not supported") }
         if let h = host, h.hasPrefix("["), h.hasSuffix("]") { host = String(h.dropFirst().dropLast()) }
         let port = components.port ?? 5432
         guard (1...65535).contains(port) else { throw Self.invalid("the port must be 1-65535") }
@@ -93,6 +129,13 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             case "password": self.password = value
             case "dbname": self.database = value
             case "application_name": self.applicationName = value
+            case "target_session_attrs":
+                guard let attributes = TargetSessionAttributes(rawValue: value) else {
+                    throw Self.invalid(
+                        "target_session_attrs must be any, read-write, read-only, primary, standby or prefer-standby"
+                    )
+                }
+                self.targetSessionAttributes = attributes
             case "connect_timeout":
                 guard let seconds = Double(value), seconds > 0 else {
                     throw Self.invalid("connect_timeout must be a positive number of seconds")
@@ -102,6 +145,13 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
                 // Only the parameter's name, never its value.
                 throw Self.invalid("the parameter '\(item.name.prefix(40))' is not supported")
             }
+        }
+        if let hosts {
+            // A host of the list without a port takes `port=`, else 5432 (not the first host's port).
+            let defaultPort = components.queryItems?.first { $0.name == "port" }.flatMap { Int($0.value ?? "") } ?? 5432
+            endpoints = hosts.map { Endpoint(host: $0.host, port: $0.port ?? defaultPort) }
+            host = endpoints[0].host
+            self.port = endpoints[0].port
         }
         if let h = host, h.hasPrefix("/") {
             self.unixSocketPath = "\(h)/.s.PGSQL.\(self.port)"
@@ -115,9 +165,61 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
 
     /// Where it connects, without the password: `postgresql://user@host:port/database?sslmode=…`.
     public var description: String {
-        let place = host.map { $0.contains(":") ? "[\($0)]:\(port)" : "\($0):\(port)" } ?? ""
+        let place =
+            endpoints.count > 1
+            ? endpoints.map(\.description).joined(separator: ",")
+            : host.map { Endpoint(host: $0, port: port).description } ?? ""
         let socket = unixSocketPath.map { "&host=\(($0 as NSString).deletingLastPathComponent)" } ?? ""
-        return "postgresql://\(user)@\(place)/\(database)?sslmode=\(sslMode.rawValue)\(socket)"
+        let target = targetSessionAttributes == .any ? "" : "&target_session_attrs=\(targetSessionAttributes.rawValue)"
+        return "postgresql://\(user)@\(place)/\(database)?sslmode=\(sslMode.rawValue)\(socket)\(target)"
+    }
+
+    /// This URL with only `endpoint` (one host of a multi-host URL).
+    public func at(_ endpoint: Endpoint) -> PostgresURL {
+        var url = self
+        url.host = endpoint.host
+        url.port = endpoint.port
+        url.endpoints = []
+        return url
+    }
+
+    /// The URL's hosts when it names several (`host1:port1,host2,[::1]:port3`), and the URL with only the first of
+    /// them (Foundation's parser takes one host).
+    static func splittingHosts(_ text: String) throws -> (String, [(host: String, port: Int?)]?) {
+        guard let scheme = text.range(of: "://") else { return (text, nil) }
+        let rest = text[scheme.upperBound...]
+        let end = rest.firstIndex { "/?#".contains($0) } ?? rest.endIndex
+        let authority = rest[..<end]
+        let start = authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
+        let list = authority[start...]
+        guard list.contains(",") else { return (text, nil) }
+        var hosts: [(host: String, port: Int?)] = []
+        for item in list.split(separator: ",", omittingEmptySubsequences: false) {
+            var name = item
+            var port: Int?
+            if name.hasPrefix("[") {
+                guard let close = name.firstIndex(of: "]") else { throw invalid("an IPv6 host needs its closing ']'") }
+                let after = name[name.index(after: close)...]
+                if !after.isEmpty {
+                    guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else {
+                        throw invalid("the port must be 1-65535")
+                    }
+                    port = number
+                }
+                name = name[name.index(after: name.startIndex)..<close]
+            } else if let colon = name.lastIndex(of: ":") {
+                guard let number = Int(name[name.index(after: colon)...]) else {
+                    throw invalid("the port must be 1-65535")
+                }
+                port = number
+                name = name[..<colon]
+            }
+            guard !name.isEmpty else { throw invalid("a host of the list is empty") }
+            if let port, !(1...65535).contains(port) { throw invalid("the port must be 1-65535") }
+            hosts.append((String(name).removingPercentEncoding ?? String(name), port))
+        }
+        let first = list.prefix { $0 != "," }
+        return (String(text[..<list.startIndex]) + first + String(text[list.endIndex...]), hosts)
     }
 
     /// The client configuration: TLS as `sslmode` asks.

@@ -358,10 +358,17 @@ extension SQLiteEscrowStore {
         }
     }
 
-    /// Our own errors pass through; a malformed row is `malformed_row`; anything else (GRDB, SQLite)
-    /// becomes a PII-free `failed`.
+    /// Our own errors pass through; a malformed row is `malformed_row`; a disk error (``DiskFailure``) is
+    /// `unavailable`, its outcome unknown; anything else (GRDB, SQLite) becomes a PII-free `failed`.
     static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
         if let error = error as? EscrowStoreError { return error }
+        if DiskFailure.isDiskError(error) {
+            return EscrowStoreError(
+                .unavailable,
+                "\(what) with a disk error (\(describe(error))): whether it is on disk is unknown, and the store "
+                    + "takes no more writes until a restart"
+            )
+        }
         if let error = error as? MalformedRow {
             return EscrowStoreError(
                 .malformedRow,

@@ -72,7 +72,8 @@ public final class SQLiteEscrowStore: EscrowStore {
         let version = Self.libraryVersion()
         self.sqliteVersion = version
         let lock =
-            configuration.readOnly ? nil : try WriteLock(databasePath: path, timeout: configuration.writeLockTimeout)
+            configuration.readOnly
+            ? nil : try WriteLock(databasePath: path, timeout: configuration.writeLockTimeout, logger: logger)
         self.writeLock = lock
 
         var config = GRDB.Configuration()
@@ -148,6 +149,12 @@ public final class SQLiteEscrowStore: EscrowStore {
 
     deinit {
         checkpointOnce()
+    }
+
+    /// Refuses once the store's file met a disk error (``DiskFailure``); else one read of the audit head.
+    public func checkReady() async throws {
+        if let writeLock { try DiskFailure.check(writeLock.databaseKey) }
+        _ = try await auditHead()
     }
 
     /// Closes the connections without the store's checkpoint, as a killed process leaves them (for tests).

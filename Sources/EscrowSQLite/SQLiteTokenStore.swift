@@ -32,11 +32,13 @@ public final class SQLiteTokenStore: AccessTokenStore {
     public let configuration: Configuration
 
     let queue: DatabaseQueue
+    let logger: Logger
 
     /// Opens the token file at `path`, creating it (mode 0600, its directory 0700) when missing.
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path
         self.configuration = configuration
+        self.logger = logger
         try Self.createFileIfMissing(path)
 
         var config = GRDB.Configuration()
@@ -95,13 +97,25 @@ public final class SQLiteTokenStore: AccessTokenStore {
         try StoreFiles.createOwnerOnlyFile(path)  // another process making it first is fine
     }
 
+    /// A failed write or fsync stops the token store's writes as it stops the escrow store's (``DiskFailure``):
+    /// the change's outcome is unknown, and later ones are refused until a restart.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let key = DiskFailure.key(path)
+        try DiskFailure.check(key)
         do {
             // A writable DatabaseQueue's transactions are IMMEDIATE (GRDB's default).
             return try await queue.write(body)
         } catch let error as EscrowStoreError {
             throw error
         } catch {
+            if DiskFailure.isDiskError(error) {
+                DiskFailure.mark(key, error, logger: logger)
+                throw EscrowStoreError(
+                    .unavailable,
+                    "token store write failed with a disk error (\(SQLiteEscrowStore.describe(error))): whether the "
+                        + "change is on disk is unknown"
+                )
+            }
             throw EscrowStoreError(.failed, "token store write failed (\(SQLiteEscrowStore.describe(error)))")
         }
     }

@@ -1,5 +1,6 @@
 import EscrowCore
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -17,14 +18,20 @@ import Glibc
 ///
 /// Waiting is bounded: a writer polls for the lock for at most ``timeout`` seconds, then fails with
 /// ``EscrowStoreError/Code/busy`` naming the wait, never with `SQLITE_BUSY`.
+///
+/// Every write passes here, so here a disk error stops the store: see ``DiskFailure``.
 final class WriteLock: Sendable {
     let path: String
     let timeout: Double
+    /// The database file's ``DiskFailure`` key.
+    let databaseKey: String
+    /// Where a disk error is reported (critical).
+    let logger: Logger?
     private let descriptor: Int32
     /// One holder per process at a time: `flock` locks belong to the open file, not to a thread.
     private let inProcess = NIOLock()
 
-    init(databasePath: String, timeout: Double) throws(EscrowStoreError) {
+    init(databasePath: String, timeout: Double, logger: Logger? = nil) throws(EscrowStoreError) {
         let path = databasePath + ".write-lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -37,6 +44,8 @@ final class WriteLock: Sendable {
         _ = fchmod(fd, 0o600)
         self.path = path
         self.timeout = timeout
+        self.databaseKey = DiskFailure.key(databasePath)
+        self.logger = logger
         self.descriptor = fd
     }
 
@@ -45,12 +54,15 @@ final class WriteLock: Sendable {
     }
 
     /// Runs `body` holding the lock. Blocks the calling thread: call it on a database queue, never on a
-    /// Swift concurrency thread.
+    /// Swift concurrency thread. Refused once the file met a disk error; a disk error from `body` marks it
+    /// (``DiskFailure``).
     func withLock<T>(_ body: () throws -> T) throws -> T {
         try inProcess.withLock {
-            try acquire()
-            defer { _ = flock(descriptor, LOCK_UN) }
-            return try body()
+            try DiskFailure.guarding(databaseKey, logger: logger) {
+                try acquire()
+                defer { _ = flock(descriptor, LOCK_UN) }
+                return try body()
+            }
         }
     }
 

@@ -17,8 +17,8 @@ public struct ReplaySummary: Sendable, Equatable, CustomStringConvertible {
     public var stale = 0
     /// Leases given back unattempted (shutdown, or too little lease left to deliver safely).
     public var released = 0
-    /// Outcomes that could not be recorded (a store error): the lease runs out and the escrow is
-    /// delivered again, with the same `Idempotency-Key`.
+    /// Outcomes whose recording failed (a store error), their outcome unknown: one not recorded is delivered again
+    /// once its lease runs out, with the same `Idempotency-Key`; one that reached the disk all the same stands.
     public var failed = 0
 
     public init() {}
@@ -29,7 +29,7 @@ public struct ReplaySummary: Sendable, Equatable, CustomStringConvertible {
             + "\(expiredSwept) expired swept"
         if stale > 0 { text += "; \(stale) stale" }
         if released > 0 { text += "; \(released) released" }
-        if failed > 0 { text += "; \(failed) not recorded" }
+        if failed > 0 { text += "; \(failed) not known recorded" }
         return text
     }
 }

@@ -9,7 +9,8 @@ extension ReplayWorker {
         case confirmed, accepted, retried, dead
         /// The lease was lost (taken over, or the escrow purged meanwhile): nothing changed.
         case stale
-        /// The store failed: nothing changed; the lease runs out and the escrow is delivered again.
+        /// The store failed: the outcome is unknown (a commit answered as failed may still be on disk); if it was not
+        /// recorded, the lease runs out and the escrow is delivered again.
         case failed
     }
 
@@ -144,7 +145,7 @@ extension ReplayWorker {
             }
         } catch {
             logger.error(
-                "recording the delivery outcome failed; the escrow will be delivered again after its lease",
+                "recording the delivery outcome failed, its outcome unknown: if not recorded, the escrow is delivered again after its lease",
                 metadata: metadata.merging(["error": "\(error)"]) { $1 }
             )
             return .failed

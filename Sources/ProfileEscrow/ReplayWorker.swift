@@ -32,6 +32,8 @@ public final class ReplayWorker: Service {
     public let configuration: Configuration
     let escrow: Escrow
     let logger: Logger
+    /// The longest wait between two failing claims.
+    static let claimBackoffLimit: Duration = .seconds(30)
 
     /// Fails when a setting is out of range (``EscrowError/Code/invalidConfiguration``) or when
     /// the escrow's keyring is public-only (``EscrowError/Code/captureOnly``): such a node can
@@ -110,6 +112,9 @@ public final class ReplayWorker: Service {
                     var nextClaim = ContinuousClock.now
                     let aheadLease = configuration.leaseDuration + configuration.deliveryTimeout
                     let poll = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
+                    // Claims failing one after another (the store down, a standby that takes no writes): waits that
+                    // double from the poll interval up to `claimBackoffLimit`, one log line each.
+                    var claimFailures = 0
                     while !run.isShuttingDown, !Task.isCancelled {
                         var now = clock.now()
                         if now >= nextSweep {
@@ -126,12 +131,27 @@ public final class ReplayWorker: Service {
                             let want = configuration.concurrency - ready.count
                             do {
                                 let claimed = try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
+                                if claimFailures > 0 {
+                                    logger.notice(
+                                        "claiming due escrows works again",
+                                        metadata: ["failures": "\(claimFailures)"]
+                                    )
+                                    claimFailures = 0
+                                }
                                 ready += claimed
                                 if claimed.count < want { nextClaim = ContinuousClock.now + poll }
                                 if !claimed.isEmpty { continue }  // into the free slots at once
                             } catch {
-                                logger.error("claiming due escrows failed", metadata: ["error": "\(error)"])
-                                nextClaim = ContinuousClock.now + poll
+                                claimFailures += 1
+                                let backoff = min(poll * (1 << min(claimFailures - 1, 16)), Self.claimBackoffLimit)
+                                logger.error(
+                                    "claiming due escrows failed; next attempt after a backoff",
+                                    metadata: [
+                                        "error": "\(error)", "failures": "\(claimFailures)",
+                                        "backoff.seconds": "\(backoff.inSeconds)",
+                                    ]
+                                )
+                                nextClaim = ContinuousClock.now + max(poll, backoff)
                             }
                         }
                         // Sleep until a delivery ends, shutdown, the next claim or the next sweep.

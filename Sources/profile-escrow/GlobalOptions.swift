@@ -26,6 +26,14 @@ struct GlobalOptions: ParsableArguments {
     @Option(help: "Retention from capture, e.g. 30d (env PROFILE_ESCROW_RETENTION; default 30d).")
     var retention: String?
 
+    @Option(
+        help: """
+            Seconds any PostgreSQL operation may take before it fails as store_unavailable, waiting for a connection \
+            included (env PROFILE_ESCROW_STORE_TIMEOUT; default 5).
+            """
+    )
+    var storeTimeout: Double?
+
     @Flag(name: .shortAndLong, help: "Log everything, debug included: the same as --log-level debug.")
     var verbose = false
 
@@ -50,7 +58,12 @@ struct GlobalOptions: ParsableArguments {
     var databasePath: String { database ?? environment["PROFILE_ESCROW_DATABASE"] ?? Self.defaultDatabase }
 
     /// The SQLite file or PostgreSQL database `--database` names.
-    var location: StoreLocation { StoreLocation(databasePath) }
+    var location: StoreLocation {
+        StoreLocation(
+            databasePath,
+            operationTimeout: try? OptionEnvironment.process.value(storeTimeout, "store-timeout")
+        )
+    }
 
     var keyringPath: String { keyring ?? environment["PROFILE_ESCROW_KEYRING"] ?? Self.defaultKeyring }
 
@@ -66,7 +79,13 @@ struct GlobalOptions: ParsableArguments {
                 throw ValidationError("\(source): '\(text)' is not a duration such as 12h, 30d")
             }
         }
-        if case .postgres(let url) = location {
+        if let seconds = try OptionEnvironment.process.value(storeTimeout, "store-timeout"),
+            !(seconds > 0 && seconds <= 3_600)
+        {
+            let source = storeTimeout == nil ? "PROFILE_ESCROW_STORE_TIMEOUT" : "--store-timeout"
+            throw ValidationError("\(source): '\(seconds)' must be a number of seconds above 0, at most 3600")
+        }
+        if case .postgres(let url, _) = location {
             do {
                 _ = try PostgresURL(url)
             } catch let error as EscrowStoreError {

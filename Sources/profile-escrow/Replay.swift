@@ -73,6 +73,13 @@ struct Replay: AsyncParsableCommand {
             let summary = try await replayWorker.runOnce { progress.update($0.delivered) }
             progress.finish()
             print("replay: \(summary)")
+            if summary.failed > 0 {
+                // A run whose outcomes could not all be recorded did not do its work: never exit 0.
+                throw EscrowStoreError(
+                    .unavailable,
+                    "\(summary.failed) delivery outcomes could not be recorded (outcome unknown: the log says why)"
+                )
+            }
         } else {
             let metrics = metricsServices(logger: logger)
             let services = try EscrowServiceGroup.replayServices(

@@ -9,10 +9,13 @@ import Logging
 /// its token store from ``open(readOnly:batchedPurges:logger:)`` and stay parse, call, print.
 enum StoreLocation {
     case sqlite(path: String)
-    case postgres(url: String)
+    /// `operationTimeout`: `--store-timeout`, nil for the store's default.
+    case postgres(url: String, operationTimeout: Double?)
 
-    init(_ text: String) {
-        self = PostgresURL.isPostgresURL(text) ? .postgres(url: text) : .sqlite(path: text)
+    init(_ text: String, operationTimeout: Double? = nil) {
+        self =
+            PostgresURL.isPostgresURL(text)
+            ? .postgres(url: text, operationTimeout: operationTimeout) : .sqlite(path: text)
     }
 
     /// An open store and what lives beside it.
@@ -46,9 +49,10 @@ enum StoreLocation {
                 ],
                 close: { try store.close() }
             )
-        case .postgres(let url):
+        case .postgres(let url, let operationTimeout):
             var configuration = PostgresEscrowStore.Configuration()
             configuration.readOnly = readOnly
+            if let operationTimeout { configuration.operationTimeout = operationTimeout }
             let store = try await PostgresEscrowStore.connect(url: url, configuration: configuration, logger: logger)
             return Opened(
                 store: store,

@@ -219,7 +219,35 @@ struct PostgresURLTests {
         )
     }
 
+    @Test func severalHostsWithTargetSessionAttributes() throws {
+        let url = try PostgresURL(
+            "postgresql://u:fake-secret-0002@db1:5433,db2,[::1]:5434/escrow?target_session_attrs=read-write",
+            environment: [:]
+        )
+        #expect(url.endpoints.map(\.description) == ["db1:5433", "db2:5432", "[::1]:5434"])
+        #expect(url.host == "db1" && url.port == 5433)
+        #expect(url.targetSessionAttributes == .readWrite)
+        #expect(url.database == "escrow" && url.user == "u")
+        #expect(
+            url.description
+                == "postgresql://u@db1:5433,db2:5432,[::1]:5434/escrow?sslmode=prefer&target_session_attrs=read-write"
+        )
+        let second = url.at(url.endpoints[1])
+        #expect(second.host == "db2" && second.port == 5432 && second.endpoints.isEmpty)
+        #expect(try second.clientConfiguration().password == "fake-secret-0002")
+        for value in PostgresURL.TargetSessionAttributes.allCases {
+            let parsed = try PostgresURL(
+                "postgresql://h1,h2/e?target_session_attrs=\(value.rawValue)",
+                environment: [:]
+            )
+            #expect(parsed.targetSessionAttributes == value)
+        }
+    }
+
     @Test(arguments: [
+        "postgresql://u:fake-secret-0002@h1,h2/e?target_session_attrs=bogus",
+        "postgresql://u:fake-secret-0002@h1,,h2/e",
+        "postgresql://u:fake-secret-0002@h1,h2:99999/e",
         "postgresql://u:fake-secret-0002@h/e?sslmode=bogus",
         "postgresql://u:fake-secret-0002@h/e?sslmode=allow",
         "postgresql://u:fake-secret-0002@h/e?unknown=fake-secret-0002",

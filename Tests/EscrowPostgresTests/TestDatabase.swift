@@ -93,6 +93,9 @@ struct TestDatabase: Sendable {
         if configuration.connectionWaitTimeout == PostgresEscrowStore.Configuration().connectionWaitTimeout {
             configuration.connectionWaitTimeout = 60
         }
+        if configuration.operationTimeout == PostgresEscrowStore.Configuration().operationTimeout {
+            configuration.operationTimeout = 60
+        }
         return try await PostgresEscrowStore.connect(url: url, configuration: configuration, logger: Self.logger)
     }
 

@@ -1,0 +1,87 @@
+import EscrowCore
+import Foundation
+import GRDB
+import Logging
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The SQLite files of this process that met a failed write or fsync, and what failed: once one has, nothing is
+/// written to it again until the process restarts.
+///
+/// After a failed `fsync` (`EIO`) Linux marks the pages it could not write clean: the page cache still shows the
+/// new bytes, the disk does not hold them, and the next `fsync` succeeds without writing them (PostgreSQL's
+/// "fsyncgate"). A failed `write` (`EIO`, `ENOSPC`) leaves a WAL frame half there. SQLite answers the commit with
+/// an I/O error, but its next commits append after those frames, and a commit made without waiting for the disk
+/// (a claim's leases, `synchronous=NORMAL`) may be among them: after a power cut WAL recovery stops at the first
+/// frame that is not on disk, and every later commit, acknowledged or not, is gone with it. So the first write
+/// transaction or checkpoint that fails with `SQLITE_IOERR` or `SQLITE_FULL` marks the file failed, logs it as
+/// critical, and every later write is refused as ``EscrowStoreError/Code/unavailable`` (and `/readyz` answers
+/// `503`): what was acknowledged before stays durable, nothing is acknowledged on top of what may be lost. The
+/// mark is per file and per process, so a store opened again in the same process is refused too: the page cache
+/// is the kernel's, and only a restart, after the disk is checked, starts trusting it again.
+enum DiskFailure {
+    private static let failed = NIOLockedValueBox<[String: String]>([:])
+
+    /// The reason the file at `key` stopped taking writes, or nil.
+    static func reason(_ key: String) -> String? {
+        failed.withLockedValue { $0[key] }
+    }
+
+    /// Throws when the file at `key` stopped taking writes.
+    static func check(_ key: String) throws(EscrowStoreError) {
+        guard let reason = reason(key) else { return }
+        throw EscrowStoreError(
+            .unavailable,
+            "the store at \(key) stopped taking writes after a disk error (\(reason)); check the disk, then restart"
+        )
+    }
+
+    /// Whether `error` is a disk's failure: an I/O error (a failed `write`, `fsync`, `ftruncate`…) or a full disk.
+    static func isDiskError(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_FULL
+    }
+
+    /// Runs `body`, a write to the file at `key`: refused once the file failed; a disk error from it marks the file
+    /// failed (logged once, as critical) before it is rethrown.
+    static func guarding<T>(_ key: String, logger: Logger?, _ body: () throws -> T) throws -> T {
+        try check(key)
+        do {
+            return try body()
+        } catch {
+            if isDiskError(error) { mark(key, error, logger: logger) }
+            throw error
+        }
+    }
+
+    static func mark(_ key: String, _ error: any Error, logger: Logger?) {
+        let reason = SQLiteEscrowStore.describe(error)
+        let first = failed.withLockedValue { failed in
+            guard failed[key] == nil else { return false }
+            failed[key] = reason
+            return true
+        }
+        guard first else { return }
+        let message =
+            "a write to the store failed with a disk error: its outcome is unknown, and the store takes no more "
+            + "writes (what was acknowledged before is durable; what follows could be lost in a power cut). Check "
+            + "the disk, then restart"
+        let metadata: Logger.Metadata = ["path": "\(key)", "error": "\(reason)"]
+        if let logger {
+            logger.critical("\(message)", metadata: metadata)
+        } else {
+            // No logger at hand: standard error, so it is never silent.
+            FileHandle.standardError.write(Data("critical: \(message) [path \(key): \(reason)]\n".utf8))
+        }
+    }
+
+    /// The key of the file at `path`: its absolute, resolved path, the same for every store opened on it.
+    static func key(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

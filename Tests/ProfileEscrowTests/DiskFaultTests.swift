@@ -1,0 +1,166 @@
+import AsyncHTTPClient
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import EscrowTestSupport
+import Foundation
+import GRDB
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A disk that fails one write or one fsync of the store's WAL (EIO, ENOSPC) under a `serve` node capturing with
+/// its replay worker running, then loses power (scripts/faults/faultshim.c): the failure is logged as critical, the
+/// node stops acknowledging captures and says so on `/readyz`, and every capture it acknowledged is on the disk
+/// after the power cut. (A failed fsync loses its pages from the disk while the page cache keeps them: commits made
+/// after it, including the worker's leases, which do not wait for the disk, would chain after frames the disk never
+/// got, and WAL recovery would stop before them.)
+@Suite("Failing disks")
+struct DiskFaultTests {
+    @Test(arguments: [
+        "fsync:escrow.sqlite-wal:40:EIO", "write:escrow.sqlite-wal:300:EIO", "write:escrow.sqlite-wal:300:ENOSPC",
+    ])
+    func aFailedWriteOrFsyncStopsTheStoreAndLosesNothingAcknowledged(fault: String) async throws {
+        let scratch = TemporaryDirectory()
+        let data = scratch.path + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": data + "/escrow.sqlite",
+            "PROFILE_ESCROW_KEYRING": data + "/keyring",
+            "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
+        ]
+        let token = try ProfileEscrowCLI.setUpCaptureNode(token: "disk.fault", environment: environment, in: data)
+        let shim = try FaultShim(directory: data, scratch: scratch.path)
+        try shim.snapshot()
+
+        let port = GroupCommitDurabilityTests.freePort()
+        let processes = ProfileEscrowProcesses(
+            directory: scratch.path,
+            environment: environment.merging(shim.environment(fail: fault)) { $1 }
+        )
+        defer { processes.killAll() }
+        try processes.start(
+            "serve",
+            [
+                "serve", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000",
+                "--backend", "http://127.0.0.1:9/register", "--poll-interval", "0.05s",
+            ]
+        )
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+        try await GroupCommitDurabilityTests.waitUntilHealthy(client, port: port)
+
+        // Captures, eight at a time, until the fault has answered some with 503 (or 600 were sent).
+        let acknowledged = NIOLockedValueBox<[String]>([])
+        let refused = NIOLockedValueBox(0)
+        var number = 0
+        while number < 600, refused.withLockedValue({ $0 }) < 16 {
+            await withTaskGroup(of: Void.self) { group in
+                for one in number..<(number + 8) {
+                    group.addTask {
+                        let (status, id) = await Self.capture(client, port: port, token: token, number: one)
+                        if status == .created, let id { acknowledged.withLockedValue { $0.append(id) } }
+                        if status == .serviceUnavailable { refused.withLockedValue { $0 += 1 } }
+                    }
+                }
+            }
+            number += 8
+        }
+        #expect(refused.withLockedValue { $0 } >= 16, "\(fault): the fault never refused a capture")
+        // Stopped for good: the next captures are refused too, and /readyz says so.
+        for one in 0..<4 {
+            let (status, _) = await Self.capture(client, port: port, token: token, number: 1_000 + one)
+            #expect(status == .serviceUnavailable, "\(fault): a capture after the disk error answered \(status)")
+        }
+        let ready = try await client.execute(
+            HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"),
+            timeout: .seconds(10)
+        )
+        #expect(ready.status == .serviceUnavailable, "\(fault): /readyz after the disk error answered \(ready.status)")
+
+        // The power cut.
+        let serve = processes.signal("serve")
+        #expect(serve?.terminationReason == .uncaughtSignal)
+        let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
+        #expect(log.contains("\"critical\""), "\(fault): no critical log line")
+        #expect(log.contains("disk error"), "\(fault): the log does not name the disk error")
+        try shim.restore()
+
+        let store = try SQLiteEscrowStore(path: data + "/escrow.sqlite", logger: Logger(label: "disk-fault-test"))
+        defer { try? store.close() }
+        let ids = acknowledged.withLockedValue { $0 }
+        var missing = 0
+        for id in ids {
+            if try await store.record(id: try #require(EscrowID(hex: id))) == nil { missing += 1 }
+        }
+        #expect(missing == 0, "\(fault): \(missing) of \(ids.count) acknowledged captures lost in the power cut")
+        var verifier = AuditChain.Verifier()
+        var after: Int64 = 0
+        while true {
+            let events = try await store.auditEvents(after: after, limit: 1_000)
+            guard let last = events.last else { break }
+            for event in events { verifier.consume(event) }
+            after = last.sequence
+        }
+        verifier.finish(head: try await store.auditHead())
+        #expect(verifier.isIntact, "\(fault): the audit chain does not verify after the power cut")
+    }
+
+    /// Every write of the store failing: `replay --once` does not exit 0, and says the outcomes are not known
+    /// recorded.
+    @Test func replayOnceWithEveryWriteFailingDoesNotSucceed() async throws {
+        let scratch = TemporaryDirectory()
+        let data = scratch.path + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": data + "/escrow.sqlite",
+            "PROFILE_ESCROW_KEYRING": data + "/keyring",
+            "PROFILE_ESCROW_BACKEND_URL": "http://127.0.0.1:9/register",
+            "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
+        ]
+        #expect(try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: data).status == 0)
+        for one in 0..<5 {
+            let body =
+                #"{"userIdentifier":"000000.disk\#(String(format: "%020d", one)).0002","email":"d@example.invalid"}"#
+            #expect(try ProfileEscrowCLI.run(["capture"], stdin: body, environment: environment, in: data).status == 0)
+        }
+        let shim = try FaultShim(directory: data, scratch: scratch.path)
+        try shim.snapshot()
+        let replay = try ProfileEscrowCLI.run(
+            ["replay", "--once"],
+            environment: environment.merging(shim.environment(fail: "write:escrow.sqlite:1:EIO:0")) { $1 },
+            in: data
+        )
+        #expect(replay.status != 0, "replay --once exited 0 with every write failing: \(replay.stdout)")
+        #expect(!replay.stderr.contains("will be delivered again"))
+    }
+
+    static func capture(
+        _ client: HTTPClient,
+        port: Int,
+        token: String,
+        number: Int
+    ) async -> (HTTPResponseStatus, String?) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/escrows")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(
+            ByteBuffer(
+                string:
+                    #"{"userIdentifier":"000000.disk\#(String(format: "%020d", number)).0002","email":"d\#(number)@example.invalid"}"#
+            )
+        )
+        guard let response = try? await client.execute(request, timeout: .seconds(30)),
+            let body = try? await response.body.collect(upTo: 65_536)
+        else { return (.gatewayTimeout, nil) }
+        let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+        return (response.status, json?["escrowId"] as? String)
+    }
+}
