@@ -321,7 +321,8 @@ extension SQLiteEscrowStore {
     }
 
     /// One `BEGIN IMMEDIATE … COMMIT` under the cross-process write lock: the commit, and the automatic
-    /// checkpoint SQLite may run at commit, happen while the lock is held. A failed body or commit rolls back.
+    /// checkpoint SQLite may run at commit, happen while the lock is held. A failed body or commit rolls back, and a
+    /// disk error stops the store's writes (``DiskFailure``).
     static func transaction<T>(
         _ db: Database,
         lock: WriteLock?,
@@ -329,13 +330,19 @@ extension SQLiteEscrowStore {
     ) async throws -> T {
         try lock?.lock()
         defer { lock?.unlock() }
-        try db.execute(sql: "BEGIN IMMEDIATE")
         do {
-            let result = try await body(SQLiteWriteTransaction(db: db))
-            try db.execute(sql: "COMMIT")
-            return result
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            do {
+                let result = try await body(SQLiteWriteTransaction(db: db))
+                try db.execute(sql: "COMMIT")
+                return result
+            } catch {
+                if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                throw error
+            }
         } catch {
-            if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+            // A failed write or fsync (the commit's, an automatic checkpoint's) stops the store: see DiskFailure.
+            lock?.noteFailure(error)
             throw error
         }
     }

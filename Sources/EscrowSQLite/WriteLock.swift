@@ -67,8 +67,10 @@ final class WriteLock: Sendable {
     }
 
     /// Takes the lock; ``unlock()`` gives it back. For a transaction whose body is the store engine's (async code
-    /// run on the writer's own thread, see ``InlineTask``): the thread holds the lock until `unlock`.
+    /// run on the writer's own thread, see ``InlineTask``): the thread holds the lock until `unlock`. Refused once
+    /// the file met a disk error; the transaction reports its own errors with ``noteFailure(_:)``.
     func lock() throws(EscrowStoreError) {
+        try DiskFailure.check(databaseKey)
         inProcess.lock()
         do {
             try acquire()
@@ -81,6 +83,11 @@ final class WriteLock: Sendable {
     func unlock() {
         _ = flock(descriptor, LOCK_UN)
         inProcess.unlock()
+    }
+
+    /// A write under the lock failed with `error`: a disk error marks the file failed (``DiskFailure``).
+    func noteFailure(_ error: any Error) {
+        if DiskFailure.isDiskError(error) { DiskFailure.mark(databaseKey, error, logger: logger) }
     }
 
     private func acquire() throws(EscrowStoreError) {

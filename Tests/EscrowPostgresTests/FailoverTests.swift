@@ -30,7 +30,8 @@ struct FailoverTests {
         defer { proxy.stop() }
         let directory = TemporaryDirectory()
         let secret = "whsec_" + Data(repeating: 9, count: 32).base64EncodedString()
-        let backend = try await RecordingBackend.start(secret: secret) { .status(200) }
+        let backend = try await FakeBackend.start(secret: secret)
+        backend.respond { _, _ in .status(200) }
         let environment = [
             "PROFILE_ESCROW_DATABASE": cluster.url(port: proxy.port),
             "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
@@ -50,9 +51,9 @@ struct FailoverTests {
         )
         let eraser = try #require(added.stdout.split(separator: "\n").last.map(String.init), "\(added.stderr)")
 
-        let port = ServeKillTests.freePort()
-        let multiHostPort = ServeKillTests.freePort()
-        let standbyPort = ServeKillTests.freePort()
+        let port = try freePort()
+        let multiHostPort = try freePort()
+        let standbyPort = try freePort()
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
         try processes.start("serve", Self.serve(port: port) + ["--poll-interval", "0.1s"])
@@ -72,9 +73,9 @@ struct FailoverTests {
         try multiHost.start("multi-host-node", Self.serve(port: multiHostPort) + ["--no-worker"])
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
-        try await ServeKillTests.waitUntilHealthy(client, port: port)
-        try await ServeKillTests.waitUntilHealthy(client, port: standbyPort)
-        try await ServeKillTests.waitUntilHealthy(client, port: multiHostPort)
+        try await waitUntilHealthy(client, port: port)
+        try await waitUntilHealthy(client, port: standbyPort)
+        try await waitUntilHealthy(client, port: multiHostPort)
 
         // The node on the standby says so: at start, and on /readyz.
         let standbyLog = onStandby.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
@@ -236,8 +237,8 @@ struct ReplicatedCluster: Sendable {
             directory: directory,
             bin: bin,
             user: root ? "postgres" : NSUserName(),
-            primaryPort: ServeKillTests.freePort(),
-            standbyPort: ServeKillTests.freePort()
+            primaryPort: try freePort(),
+            standbyPort: try freePort()
         )
         try cluster.owner("\(bin)/initdb -D \(directory)/primary -U \(cluster.user) --auth=trust --no-locale -E UTF8")
         try cluster.append(

@@ -45,7 +45,7 @@ struct PartitionTests {
                 environment: environment,
                 in: directory.path
             )
-            let port = ServeKillTests.freePort()
+            let port = try freePort()
             let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
             defer { processes.killAll() }
             _ = try processes.start(
@@ -61,7 +61,7 @@ struct PartitionTests {
             // probe queued behind 8 stuck captures would measure the client, not the node.
             let prober = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { _ = prober.shutdown() }
-            try await ServeKillTests.waitUntilHealthy(client, port: port)
+            try await waitUntilHealthy(client, port: port)
             let acknowledged = NIOLockedValueBox<[String]>([])
 
             // Before: captures are acknowledged, the node is ready.

@@ -39,7 +39,7 @@ struct DiskFaultTests {
         let shim = try FaultShim(directory: data, scratch: scratch.path)
         try shim.snapshot()
 
-        let port = GroupCommitDurabilityTests.freePort()
+        let port = try freePort()
         let processes = ProfileEscrowProcesses(
             directory: scratch.path,
             environment: environment.merging(shim.environment(fail: fault)) { $1 }
@@ -54,7 +54,7 @@ struct DiskFaultTests {
         )
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
-        try await GroupCommitDurabilityTests.waitUntilHealthy(client, port: port)
+        try await waitUntilHealthy(client, port: port)
 
         // Captures, eight at a time, until the fault has answered some with 503 (or 600 were sent).
         let acknowledged = NIOLockedValueBox<[String]>([])
