@@ -31,14 +31,9 @@ extension Escrow {
             notDurable = error
         }
         try replaceKeyring(rotated)
-        try await store.appendAudit([
-            AuditDraft(
-                type: .keysRotated,
-                at: clock.now(),
-                detail: notDurable == nil ? "active version \(rotated.activeVersion)" : "active version \(rotated.activeVersion), file not synced",
-                actor: actor
-            )
-        ])
+        var detail = "active version \(rotated.activeVersion)"
+        if notDurable != nil { detail += " (file not synced)" }
+        try await store.appendAudit([AuditDraft(type: .keysRotated, at: clock.now(), detail: detail, actor: actor)])
         if let notDurable {
             logger.error(
                 "master key rotated, keyring file not synced",
