@@ -230,7 +230,7 @@ import Glibc
     }
 
     /// The engine goes away under a running node: it keeps the keys it has, says so, and recovers with the engine.
-    @Test(.disabled("hangs after the engine is halted (the reload failure is logged, then the test never ends): to fix"))
+    @Test(.disabled("hangs after the engine is halted: the reload fails as expected, then the test never ends"))
     func aRunningNodeKeepsItsKeysWhenTransitGoesAway() async throws {
         let node = try Node(.transit)
         let escrow = try node.escrow(try await node.load())
