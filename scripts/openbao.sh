@@ -142,7 +142,13 @@ halt() {
     pid=$(cat "$dir/server.pid" 2>/dev/null || true)
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
         kill -KILL "$pid"
-        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+        # Gone, or a zombie nobody reaps yet (its parent, the shell that started it, has exited): either way dead.
+        for _ in $(seq 1 200); do
+            local state
+            state=$(ps -o stat= -p "$pid" 2>/dev/null || true)
+            [ -z "$state" ] || [ "${state:0:1}" = Z ] && break
+            sleep 0.05
+        done
     fi
 }
 
