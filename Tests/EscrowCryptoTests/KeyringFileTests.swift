@@ -255,7 +255,7 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
 
     static let all: [MalformedCase] = [
         MalformedCase(name: "empty file", line: 1) { _ in "" },
-        lines("wrong format version", line: 1) { $0[0] = "profile-escrow-keyring 2" },
+        lines("wrong format version", line: 1) { $0[0] = "profile-escrow-keyring 9" },
         lines("unknown mode", line: 2) { $0[1] = "mode partial" },
         lines("active not a number", line: 3) { $0[2] = "active two" },
         lines("active zero", line: 3) { $0[2] = "active 0" },

@@ -263,12 +263,10 @@ import Glibc
             throw error
         }
         try CustodyEngine.openBao("resume")
-        var reloaded = false
-        for _ in 0..<40 where !reloaded {
-            reloaded = await reloader.reload(because: "test")
-            if !reloaded { try await Task.sleep(for: .milliseconds(500)) }
+        // OpenBao takes a moment to unseal: the reload succeeds once it answers.
+        try await EscrowTestSupport.eventually("a reload once OpenBao is back", within: 20, every: .milliseconds(500)) {
+            await reloader.reload(because: "test")
         }
-        #expect(reloaded)
         #expect(escrow.custodyHealth.problem == nil)
         #expect(try await escrow.replay(userIdentifier: Self.profile(5).userIdentifier).profile == Self.profile(5))
     }
@@ -345,14 +343,9 @@ import Glibc
         return (status, lines.joined(separator: "\n"))
     }
 
-    /// Polls `condition` every 0.25 s for up to 30 s.
+    /// Polls `condition` every 0.25 s for up to 30 s (the shared `eventually`).
     static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-        for _ in 0..<120 {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(250))
-        }
-        Issue.record("timed out waiting: \(what)")
-        throw CustodyEngine.MissingEngine(description: "timed out: \(what)")
+        try await EscrowTestSupport.eventually(what, within: 30, every: .milliseconds(250), condition)
     }
 
     /// After a Transit key rotation, `keys custody rewrap` moves every wrapped secret to the newest key version.

@@ -106,7 +106,7 @@ struct FailoverTests {
                                 erased.withLockedValue { _ = $0.insert(number) }
                             }
                         } else {
-                            try await Task.sleep(for: .milliseconds(100))
+                            try await pause(for: .milliseconds(100))
                         }
                         number += 4
                     }
@@ -114,7 +114,7 @@ struct FailoverTests {
             }
             group.addTask {
                 defer { stop.withLockedValue { $0 = true } }
-                while captured.withLockedValue({ $0.count }) < 80 { try await Task.sleep(for: .milliseconds(50)) }
+                while captured.withLockedValue({ $0.count }) < 80 { try await pause(for: .milliseconds(50)) }
                 try cluster.killPrimary()
                 try cluster.promoteStandby()
                 proxy.retarget(to: cluster.standbyPort)
@@ -122,7 +122,7 @@ struct FailoverTests {
                 failedOver.withLockedValue { $0 = before }
                 let deadline = ContinuousClock.now + .seconds(60)
                 while captured.withLockedValue({ $0.count }) < before + 80, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(100))
+                    try await pause(for: .milliseconds(100))
                 }
             }
             try await group.waitForAll()
@@ -141,11 +141,11 @@ struct FailoverTests {
                 promotedReady = true
                 break
             }
-            try await Task.sleep(for: .milliseconds(250))
+            try await pause(for: .milliseconds(250))
         }
         #expect(promotedReady, "the node on the promoted standby never said ready")
         // Let the worker deliver what is due, then stop both nodes.
-        try await Task.sleep(for: .seconds(3))
+        try await pause(for: .seconds(3))
         #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0)
         #expect(onStandby.signal("standby-node", SIGTERM)?.terminationStatus == 0)
         #expect(multiHost.signal("multi-host-node", SIGTERM)?.terminationStatus == 0)
@@ -283,6 +283,7 @@ struct ReplicatedCluster: Sendable {
                     + "-c \"SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'\""
             )
             if state.trimmingCharacters(in: .whitespacesAndNewlines) == "sync" { return cluster }
+            // Real time on purpose (a synchronous start): the standby is a real server catching up with the primary.
             usleep(100_000)
         }
         cluster.stop()

@@ -82,7 +82,7 @@ struct PartitionTests {
                 for wave in 0..<4 {
                     for one in 0..<8 {
                         group.addTask {
-                            try await Task.sleep(for: .seconds(Double(wave) * 2.5))
+                            try await pause(for: .seconds(Double(wave) * 2.5))
                             let answer = await Self.capture(
                                 client,
                                 port: port,
@@ -102,7 +102,7 @@ struct PartitionTests {
                         let answer = await Self.ready(prober, port: port)
                         slowest.withLockedValue { $0.ready = max($0.ready, answer.seconds) }
                         readyStatuses.withLockedValue { $0[answer.status, default: 0] += 1 }
-                        try await Task.sleep(for: .milliseconds(500))
+                        try await pause(for: .milliseconds(500))
                     }
                 }
                 try await group.waitForAll()
@@ -129,7 +129,7 @@ struct PartitionTests {
             #expect(probed[.ok, default: 0] <= 1, "/readyz said ready during the partition: \(probed)")
 
             // Healed: the node captures again and says ready, without a restart.
-            try await Task.sleep(until: cut + .seconds(Self.partition), clock: .continuous)
+            try await pause(for: ContinuousClock.now.duration(to: cut + .seconds(Self.partition)))
             proxy.heal()
             var recovered = false
             for number in 200..<320 {
@@ -141,7 +141,7 @@ struct PartitionTests {
                         break
                     }
                 }
-                try await Task.sleep(for: .milliseconds(250))
+                try await pause(for: .milliseconds(250))
             }
             #expect(recovered, "the node did not capture and say ready within 30 s of the network's return")
             #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0, "serve stopped cleanly")

@@ -113,6 +113,7 @@ public final class PartitionProxy: Sendable {
             let (blackholed, stopped) = state.withLockedValue { ($0.blackholed, $0.stopped) }
             if stopped { return }
             if blackholed {
+                // Real time on purpose: this thread stands for a network that forwards nothing while cut off.
                 usleep(20_000)
                 continue
             }
