@@ -33,7 +33,7 @@ extension SQLiteEscrowStore {
                         batch,
                         describe: { storeError($0, "write transaction failed") },
                         isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
-                        write: { items in try await transaction(db, lock: lock) { try await write(items, $0) } }
+                        write: { items in try transaction(db, lock: lock) { try await write(items, $0) } }
                     )
                 }
             }
@@ -313,7 +313,7 @@ extension SQLiteEscrowStore {
             return try await pool.writeWithoutTransaction { db in
                 if !durable { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
                 defer { if !durable { try? db.execute(sql: "PRAGMA synchronous = FULL") } }
-                return try InlineTask.run { try await Self.transaction(db, lock: lock, body) }
+                return try Self.transaction(db, lock: lock, body)
             }
         } catch {
             throw Self.storeError(error, "write transaction failed")
@@ -321,19 +321,21 @@ extension SQLiteEscrowStore {
     }
 
     /// One `BEGIN IMMEDIATE … COMMIT` under the cross-process write lock: the commit, and the automatic
-    /// checkpoint SQLite may run at commit, happen while the lock is held. A failed body or commit rolls back, and a
-    /// disk error stops the store's writes (``DiskFailure``).
+    /// checkpoint SQLite may run at commit, happen while the lock is held. The body, the store engine's async code,
+    /// runs on this thread (``InlineTask``). A failed body or commit rolls back, and a disk error stops the store's
+    /// writes (``DiskFailure``). Synchronous on purpose: the writer's thread blocks here anyway, and an async version
+    /// of this function crashes the Swift 6.3 optimizer (coroutine splitting) in release builds.
     static func transaction<T>(
         _ db: Database,
         lock: WriteLock?,
-        _ body: (SQLiteWriteTransaction) async throws -> T
-    ) async throws -> T {
+        _ body: @escaping (SQLiteWriteTransaction) async throws -> T
+    ) throws -> T {
         try lock?.lock()
         defer { lock?.unlock() }
         do {
             try db.execute(sql: "BEGIN IMMEDIATE")
             do {
-                let result = try await body(SQLiteWriteTransaction(db: db))
+                let result = try InlineTask.run { try await body(SQLiteWriteTransaction(db: db)) }
                 try db.execute(sql: "COMMIT")
                 return result
             } catch {
