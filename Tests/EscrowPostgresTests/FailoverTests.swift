@@ -120,8 +120,15 @@ struct FailoverTests {
                 proxy.retarget(to: cluster.standbyPort)
                 let before = captured.withLockedValue { $0.count }
                 failedOver.withLockedValue { $0 = before }
+                // Until 80 more captures and each node has captured since the failover (a loaded machine may give
+                // the proxied node all of the first 80): at most 60 s, and the checks below fail a node that never did.
                 let deadline = ContinuousClock.now + .seconds(60)
-                while captured.withLockedValue({ $0.count }) < before + 80, ContinuousClock.now < deadline {
+                func carriedOn() -> Bool {
+                    let nodes = afterFailover.withLockedValue { $0 }
+                    return captured.withLockedValue({ $0.count }) >= before + 80
+                        && nodes[port, default: 0] > 0 && nodes[multiHostPort, default: 0] > 0
+                }
+                while !carriedOn(), ContinuousClock.now < deadline {
                     try await pause(for: .milliseconds(100))
                 }
             }
