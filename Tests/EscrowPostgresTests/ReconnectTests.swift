@@ -45,6 +45,11 @@ struct ReconnectTests {
                     (try? await store.capture(during, actor: .library, lifecycle: EscrowLifecycle())) != nil
                 }) != nil
             #expect(recovered, "the store reconnects by itself")
+            // A read may still be handed a pooled connection that the cut closed: it fails fast, and the next one
+            // answers (bounded, so a store that never reads again fails here).
+            try await eventually("reads answer again", within: 30, every: .milliseconds(200)) {
+                (try? await store.record(id: before.id)) != nil
+            }
             #expect(try await store.record(id: before.id) == before)
             #expect(try await store.record(blindIndex: during.blindIndex) != nil)
             await store.close()
