@@ -37,41 +37,53 @@ struct ServeKillTests {
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
             try await waitUntilHealthy(client, port: port)
 
-            // 600 concurrent captures; SIGKILL once 200 were acknowledged, with the rest in flight.
-            let total = 600
+            // 64 clients capture one after another, without end, and serve is killed once 200 were acknowledged:
+            // whatever the machine's speed, the kill lands with captures in flight (each client stops at its first
+            // unanswered capture).
+            let clients = 64
             let acknowledgedCount = NIOLockedValueBox(0)
-            let acknowledged = try await withThrowingTaskGroup(of: String?.self) { group in
-                for number in 0..<total {
+            let cutOff = NIOLockedValueBox(0)
+            let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+                for clientNumber in 0..<clients {
                     group.addTask {
-                        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/escrows")
-                        request.method = .POST
-                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
-                        request.headers.add(name: "Content-Type", value: "application/json")
-                        request.body = .bytes(ByteBuffer(string: Self.body(number)))
-                        guard let response = try? await client.execute(request, timeout: .seconds(30)),
-                            let body = try? await response.body.collect(upTo: 4096),
-                            response.status == .created,
-                            let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))
-                                as? [String: Any]
-                        else { return nil }
-                        acknowledgedCount.withLockedValue { $0 += 1 }
-                        return json["escrowId"] as? String
+                        var ids: [String] = []
+                        for round in 0..<10_000 {
+                            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/escrows")
+                            request.method = .POST
+                            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                            request.headers.add(name: "Content-Type", value: "application/json")
+                            request.body = .bytes(ByteBuffer(string: Self.body(round * clients + clientNumber)))
+                            guard let response = try? await client.execute(request, timeout: .seconds(30)),
+                                let body = try? await response.body.collect(upTo: 4096),
+                                response.status == .created,
+                                let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                                    as? [String: Any],
+                                let id = json["escrowId"] as? String
+                            else {
+                                cutOff.withLockedValue { $0 += 1 }
+                                return ids
+                            }
+                            acknowledgedCount.withLockedValue { $0 += 1 }
+                            ids.append(id)
+                        }
+                        return ids
                     }
                 }
                 group.addTask {
-                    // Polled every millisecond: the kill must land while most captures are still in flight.
+                    // Polled every millisecond: the kill must land while captures are in flight.
                     try await eventually("200 acknowledged captures", within: 300, every: .milliseconds(1)) {
                         acknowledgedCount.withLockedValue { $0 } >= 200
                     }
                     kill(serve.processIdentifier, SIGKILL)
-                    return nil
+                    return []
                 }
-                return try await group.reduce(into: [String]()) { if let id = $1 { $0.append(id) } }
+                return try await group.reduce(into: [String]()) { $0.append(contentsOf: $1) }
             }
             serve.waitUntilExit()
             try await client.shutdown()
             #expect(serve.terminationReason == .uncaughtSignal, "serve was killed, not stopped")
-            #expect(acknowledged.count >= 200 && acknowledged.count < total, "\(acknowledged.count) acknowledged")
+            #expect(acknowledged.count >= 200, "\(acknowledged.count) acknowledged")
+            #expect(cutOff.withLockedValue { $0 } == clients, "every client had a capture cut off by the kill")
 
             let store = try await database.open()
             for id in acknowledged {
