@@ -223,7 +223,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EscrowCoreTests",
-            dependencies: ["EscrowCore", "EscrowCrypto"],
+            dependencies: ["EscrowCore", "EscrowCrypto", "EscrowTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

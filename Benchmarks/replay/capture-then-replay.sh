@@ -5,7 +5,8 @@
 #      (nginx answering 200 at once);
 # then prints captures/s, confirmed purges/s, their ratio, and the CPU per replayed escrow.
 #   Benchmarks/replay/capture-then-replay.sh [connections] [seconds]        (STRACE=1 adds `strace -c -f`)
-# Uses BIN when set (a release profile-escrow), otherwise builds one.
+# Uses BIN when set (a release profile-escrow), otherwise builds one. KEYS_INIT_ARGS, when set, is added to
+# `keys init` (a keyring in custody: `--custody pkcs11 …`, with the engine's credential in the environment).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 connections=${1:-64}
@@ -39,7 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" keys init >/dev/null
+# shellcheck disable=SC2086 # KEYS_INIT_ARGS is a list of words.
+"$BIN" keys init ${KEYS_INIT_ARGS:-} >/dev/null
 token=$("$BIN" tokens add load --scope capture | tail -n 1)
 "$BIN" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 \
     > "$work/serve.log" 2>&1 &

@@ -5,7 +5,7 @@ import Logging
 import PostgresNIO
 
 extension PostgresEscrowStore {
-    /// Captures go through the group commit (``AsyncGroupCommit``): concurrent captures of this node share one
+    /// Captures go through the group commit (``GroupCommit``): concurrent captures of this node share one
     /// transaction, and each returns only once that transaction's COMMIT returned.
     public func capture(
         _ record: EscrowRecord,
@@ -13,14 +13,20 @@ extension PostgresEscrowStore {
         lifecycle: EscrowLifecycle
     ) async throws -> CaptureOutcome {
         try requireWritable()
-        return try await captures.submit(CaptureItem(record: record, actor: actor, lifecycle: lifecycle))
+        return try await captures.submit(
+            CaptureItem(record: record, actor: actor, lifecycle: lifecycle),
+            deadline: StoreDatabase.callerDeadline
+        )
     }
 
     /// Commits go through the group commit too: each is still a compare-and-set on its own revision.
     public func commit(_ action: LifecycleAction, id: EscrowID, expectedRevision: Int64) async throws -> Bool {
         if case .ignore = action.change { return false }
         try requireWritable()
-        return try await commits.submit(CommitItem(action: action, id: id, expectedRevision: expectedRevision))
+        return try await commits.submit(
+            CommitItem(action: action, id: id, expectedRevision: expectedRevision),
+            deadline: StoreDatabase.callerDeadline
+        )
     }
 
     func requireWritable() throws(EscrowStoreError) {

@@ -53,8 +53,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     public let synchronousCommit: String
 
     let database: StoreDatabase
-    let captures: AsyncGroupCommit<CaptureItem, CaptureOutcome>
-    let commits: AsyncGroupCommit<CommitItem, Bool>
+    let captures: CaptureBatcher
+    let commits: CommitBatcher
 
     /// Connects to `url` (`postgres://` or `postgresql://`, see ``PostgresURL``), checks that commits are durable,
     /// and applies missing migrations (``Configuration/migrate``). Fails with a PII-free, password-free error.
@@ -157,13 +157,22 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         self.synchronousCommit = synchronousCommit
         self.database = database
         let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
-        self.captures = AsyncGroupCommit(maximumBatch: configuration.maximumBatch, bound: bound) {
-            [database] batch in
-            await Self.writeCaptures(batch, database)
-        }
-        self.commits = AsyncGroupCommit(maximumBatch: configuration.maximumBatch, bound: bound) { [database] batch in
-            await Self.writeCommits(batch, database)
-        }
+        // A batch is written under its oldest caller's deadline (the operations' bound from its call, or the
+        // deadline it brought).
+        self.captures = CaptureBatcher(
+            maximumBatch: configuration.maximumBatch,
+            bound: bound,
+            writer: .async { [database] batch, deadline in
+                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCaptures(batch, database) }
+            }
+        )
+        self.commits = CommitBatcher(
+            maximumBatch: configuration.maximumBatch,
+            bound: bound,
+            writer: .async { [database] batch, deadline in
+                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCommits(batch, database) }
+            }
+        )
     }
 
     deinit {

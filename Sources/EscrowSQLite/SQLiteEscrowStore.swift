@@ -121,16 +121,20 @@ public final class SQLiteEscrowStore: EscrowStore {
         } catch {
             throw EscrowStoreError(.unavailable, "cannot open the store at \(path) (\(Self.describe(error)))")
         }
-        self.batcher = CaptureBatcher(label: "profile-escrow.capture-commit") { [pool] batch in
-            Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
-                try await StoreEngine.capture(items, in: transaction)
+        self.batcher = CaptureBatcher(
+            writer: .blocking(label: "profile-escrow.capture-commit") { [pool] batch in
+                Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+                    try await StoreEngine.capture(items, in: transaction)
+                }
             }
-        }
-        self.committer = CommitBatcher(label: "profile-escrow.outcome-commit") { [pool] batch in
-            Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
-                try await StoreEngine.commit(items, in: transaction)
+        )
+        self.committer = CommitBatcher(
+            writer: .blocking(label: "profile-escrow.outcome-commit") { [pool] batch in
+                Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+                    try await StoreEngine.commit(items, in: transaction)
+                }
             }
-        }
+        )
 
         logger.info(
             "opened SQLite store",

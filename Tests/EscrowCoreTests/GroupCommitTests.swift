@@ -3,14 +3,78 @@ import EscrowCore
 import EscrowCrypto
 import EscrowTestSupport
 import Foundation
+import Synchronization
 import Testing
 
-@testable import EscrowSQLite
-
 /// The group commit's contract, with a write step the test controls: who shares a commit, how many at most,
-/// and that every caller gets its own answer (or its own batch's error).
-@Suite("Group commit (CaptureBatcher)")
-struct CaptureBatcherTests {
+/// and that every caller gets its own answer (or its own batch's error). Run with both kinds of writer: blocking on
+/// the drain's own queue (as SQLite writes) and asynchronous in the drain's task (as PostgreSQL writes).
+@Suite("Group commit")
+struct GroupCommitTests {
+    enum Mode: String, CaseIterable, Sendable {
+        case blocking
+        case async
+    }
+
+    /// Holds the first commit until the test opens it, from a blocking writer or an asynchronous one.
+    final class Gate: @unchecked Sendable {
+        private let lock = NSLock()
+        private let semaphore = DispatchSemaphore(value: 0)
+        private var isOpen = false
+        private var waiters: [CheckedContinuation<Void, Never>] = []
+
+        func waitBlocking() { semaphore.wait() }
+
+        func waitAsync() async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let openAlready = lock.withLock {
+                    if !isOpen { waiters.append(continuation) }
+                    return isOpen
+                }
+                if openAlready { continuation.resume() }
+            }
+        }
+
+        func open() {
+            semaphore.signal()
+            let waiting = lock.withLock {
+                isOpen = true
+                defer { waiters = [] }
+                return waiters
+            }
+            waiting.forEach { $0.resume() }
+        }
+    }
+
+    /// A group commit whose writer runs `write` and, for the first commit, waits for `gate` first when given.
+    static func batcher(
+        _ mode: Mode,
+        maximumBatch: Int = 256,
+        gate: Gate? = nil,
+        write: @escaping @Sendable ([CaptureItem]) -> [Result<CaptureOutcome, any Error>]
+    ) -> CaptureBatcher {
+        switch mode {
+        case .blocking:
+            return CaptureBatcher(
+                maximumBatch: maximumBatch,
+                writer: .blocking(label: "test.group-commit") { items in write(items) }
+            )
+        case .async:
+            let firstCommit = Mutex(true)
+            return CaptureBatcher(
+                maximumBatch: maximumBatch,
+                writer: .async { items, _ in
+                    let results = write(items)
+                    let isFirst = firstCommit.withLock { first in
+                        defer { first = false }
+                        return first
+                    }
+                    if let gate, isFirst { await gate.waitAsync() }
+                    return results
+                }
+            )
+        }
+    }
     /// What the write step saw: the ids of each batch, in order.
     final class Commits: @unchecked Sendable {
         private let lock = NSLock()
@@ -51,10 +115,10 @@ struct CaptureBatcherTests {
         items.map { .success(.created($0.record)) }
     }
 
-    @Test("one capture at a time: each is its own commit")
-    func oneAtATime() async throws {
+    @Test("one capture at a time: each is its own commit", arguments: Mode.allCases)
+    func oneAtATime(mode: Mode) async throws {
         let commits = Commits()
-        let batcher = CaptureBatcher { items in
+        let batcher = Self.batcher(mode) { items in
             _ = commits.record(items)
             return Self.created(items)
         }
@@ -72,14 +136,17 @@ struct CaptureBatcherTests {
     /// in its outcome, or nil when its commit failed.
     static func burst(
         _ records: [EscrowRecord],
+        mode: Mode,
         maximumBatch: Int,
         failing: Int? = nil
     ) async throws -> (commits: Commits, answers: [EscrowID: EscrowID?]) {
         let commits = Commits()
-        let firstCommitMayFinish = DispatchSemaphore(value: 0)
-        let batcher = CaptureBatcher(maximumBatch: maximumBatch) { items in
+        let firstCommitMayFinish = Gate()
+        // The asynchronous writer waits at the gate itself (a blocked task would hold a thread of the pool the test
+        // runs on); the blocking writer waits on its own queue.
+        let batcher = Self.batcher(mode, maximumBatch: maximumBatch, gate: firstCommitMayFinish) { items in
             let number = commits.record(items)
-            if number == 1 { firstCommitMayFinish.wait() }
+            if number == 1, mode == .blocking { firstCommitMayFinish.waitBlocking() }
             if number == failing { return items.map { _ in .failure(WriteFailed()) } }
             return Self.created(items)
         }
@@ -96,7 +163,7 @@ struct CaptureBatcherTests {
             try await eventually("the burst queued", every: .milliseconds(1)) {
                 batcher.queuedCount >= records.count - 1
             }
-            firstCommitMayFinish.signal()
+            firstCommitMayFinish.open()
             var answers: [EscrowID: EscrowID?] = [:]
             for try await (submitted, answered) in group { answers[submitted] = answered }
             return answers
@@ -105,19 +172,21 @@ struct CaptureBatcherTests {
         return (commits, answers)
     }
 
-    @Test("a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer")
-    func burst() async throws {
+    @Test("a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer",
+        arguments: Mode.allCases
+    )
+    func burst(mode: Mode) async throws {
         let records = try (0...100).map(Self.record)
-        let (commits, answers) = try await Self.burst(records, maximumBatch: 16)
+        let (commits, answers) = try await Self.burst(records, mode: mode, maximumBatch: 16)
         #expect(commits.sizes == [1, 16, 16, 16, 16, 16, 16, 4])
         #expect(Set(commits.all) == Set(records.map(\.id)) && commits.all.count == 101)
         #expect(answers.count == 101 && answers.allSatisfy { $0.key == $0.value })
     }
 
-    @Test("a commit that fails fails its own callers only; the next commit goes on")
-    func failingCommit() async throws {
+    @Test("a commit that fails fails its own callers only; the next commit goes on", arguments: Mode.allCases)
+    func failingCommit(mode: Mode) async throws {
         let records = try (0..<13).map(Self.record)
-        let (commits, answers) = try await Self.burst(records, maximumBatch: 8, failing: 2)
+        let (commits, answers) = try await Self.burst(records, mode: mode, maximumBatch: 8, failing: 2)
         #expect(commits.sizes == [1, 8, 4])
         let failed = Set(answers.filter { $0.value == nil }.keys)
         #expect(failed == Set(commits.batch(2)), "exactly the second commit's callers fail")
