@@ -21,7 +21,12 @@ final class ReplayRun: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
-    let wakeup = Wakeup()
+    let wakeup: Wakeup
+
+    /// `clock`: the escrow's, on which the run loop's waits are counted.
+    init(clock: any WallClock) {
+        wakeup = Wakeup(clock: clock)
+    }
 
     var isShuttingDown: Bool { state.withLockedValue { $0.shuttingDown } }
     /// Deliveries started and not finished: requests out, and answered outcomes not yet committed.

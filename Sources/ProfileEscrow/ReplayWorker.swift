@@ -92,7 +92,7 @@ public final class ReplayWorker: Service {
     /// after the poll interval: a worker outlives a busy or briefly unavailable database. Purged bytes
     /// are flushed from the store's files by a ``PurgeFlusher`` beside it (``EscrowServices`` adds one).
     public func run() async throws {
-        let run = ReplayRun()
+        let run = ReplayRun(clock: clock)
         logger.info(
             "replay worker started",
             metadata: [
@@ -107,9 +107,10 @@ public final class ReplayWorker: Service {
                     // finished delivery never waits for a claim transaction. A claimed escrow waits here at most
                     // until a slot frees, which is at most one delivery timeout: its lease covers that wait too.
                     var ready: [EscrowRecord] = []
-                    // When a claim found less than it asked for, the next waits for the poll interval (real time,
-                    // as the sleeps below: the injected clock only decides what is due).
-                    var nextClaim = ContinuousClock.now
+                    // When a claim found less than it asked for, the next waits for the poll interval. Every wait of
+                    // this loop is counted on the escrow's clock, as what is due is: a test moves the clock instead of
+                    // sleeping.
+                    var nextClaim = clock.now()
                     let aheadLease = configuration.leaseDuration + configuration.deliveryTimeout
                     let poll = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
                     // Claims failing one after another (the store down, a standby that takes no writes): waits that
@@ -127,7 +128,7 @@ public final class ReplayWorker: Service {
                             run.started()
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
                         }
-                        if ready.count < claimBatch, ContinuousClock.now >= nextClaim {
+                        if ready.count < claimBatch, now >= nextClaim {
                             let want = configuration.concurrency - ready.count
                             do {
                                 let claimed = try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
@@ -139,7 +140,7 @@ public final class ReplayWorker: Service {
                                     claimFailures = 0
                                 }
                                 ready += claimed
-                                if claimed.count < want { nextClaim = ContinuousClock.now + poll }
+                                if claimed.count < want { nextClaim = clock.now().addingTimeInterval(poll.inSeconds) }
                                 if !claimed.isEmpty { continue }  // into the free slots at once
                             } catch {
                                 claimFailures += 1
@@ -151,14 +152,14 @@ public final class ReplayWorker: Service {
                                         "backoff.seconds": "\(backoff.inSeconds)",
                                     ]
                                 )
-                                nextClaim = ContinuousClock.now + max(poll, backoff)
+                                nextClaim = clock.now().addingTimeInterval(max(poll, backoff).inSeconds)
                             }
                         }
                         // Sleep until a delivery ends, shutdown, the next claim or the next sweep.
                         now = clock.now()
                         var wait = min(configuration.pollInterval, nextSweep.timeIntervalSince(now))
                         if ready.count < claimBatch {
-                            wait = min(wait, ContinuousClock.now.duration(to: nextClaim).inSeconds)
+                            wait = min(wait, nextClaim.timeIntervalSince(now))
                         }
                         await run.wakeup.wait(seconds: max(0.001, wait))
                     }
@@ -192,7 +193,7 @@ public final class ReplayWorker: Service {
     /// `Retry-After`, say) wait for the next call. Graceful shutdown stops it early, as ``run()``.
     /// - Parameter progress: called after each delivery with the summary so far.
     public func runOnce(progress: (@Sendable (ReplaySummary) -> Void)? = nil) async throws -> ReplaySummary {
-        let run = ReplayRun()
+        let run = ReplayRun(clock: clock)
         let cutoff = clock.now()
         let swept = try await escrow.sweep(actor: actor)
         run.update { $0.expiredSwept = swept }

@@ -1,36 +1,31 @@
-import Dispatch
+import EscrowCore
 import NIOConcurrencyHelpers
 
-/// A doorbell for one waiter: ``wait(seconds:)`` returns when ``signal()`` rings, the time is up, or
-/// the waiting task is cancelled, whichever comes first. A ring with nobody waiting is kept for the next
-/// wait, which then returns at once, so a signal between "check" and "wait" is never lost. Spurious
-/// wake-ups are possible; callers re-check their state.
+/// A doorbell for one waiter: ``wait(seconds:)`` returns when ``signal()`` rings, the time is up on the escrow's
+/// clock, or the waiting task is cancelled, whichever comes first. A ring with nobody waiting is kept for the next
+/// wait, which then returns at once, so a signal between "check" and "wait" is never lost. Spurious wake-ups are
+/// possible (a timer that fired for an earlier wait as a later one began); callers re-check their state.
 ///
-/// Written on a continuation and one re-armed dispatch timer rather than a task group racing
-/// `Task.sleep`: the replay loop waits here once or twice per delivery, and every `Task.sleep` leaves its
-/// own timer queued in Dispatch until its full time is up, even when a ring ended the wait long before.
+/// Written on a continuation and one re-armed timer of the clock (``WallClock/makeTimer(_:)``) rather than a task
+/// group racing `Task.sleep`: the replay loop waits here once or twice per delivery, and every `Task.sleep` leaves its
+/// own timer queued until its full time is up, even when a ring ended the wait long before. On a test clock, moving
+/// the clock past a wait's end ends it.
 final class Wakeup: Sendable {
     private struct State {
         var rung = false
         var waiter: CheckedContinuation<Void, Never>?
-        /// When the current wait times out.
-        var deadline = DispatchTime.distantFuture
     }
 
     private let state = NIOLockedValueBox(State())
-    /// Re-armed by every wait; its firing for an earlier wait's deadline ends nothing. Dispatch sources are
-    /// thread-safe; the type is not marked Sendable on Linux.
-    private nonisolated(unsafe) let timer: any DispatchSourceTimer
+    private let timer = NIOLockedValueBox<(any WallClockTimer)?>(nil)
 
-    init() {
-        timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.setEventHandler { [weak self] in self?.expire() }
-        timer.schedule(deadline: .distantFuture)
-        timer.activate()
+    init(clock: any WallClock) {
+        let made = clock.makeTimer { [weak self] in self?.expire() }
+        timer.withLockedValue { $0 = made }
     }
 
     deinit {
-        timer.cancel()
+        timer.withLockedValue { $0?.cancel() }
     }
 
     func signal() {
@@ -53,18 +48,17 @@ final class Wakeup: Sendable {
         if rung || Task.isCancelled { return }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let deadline = DispatchTime.now() + .nanoseconds(Int(min(max(0, seconds), 3600) * 1_000_000_000))
                 let waiting = state.withLockedValue { state -> Bool in
                     if state.rung {
                         state.rung = false
                         return false
                     }
                     state.waiter = continuation
-                    state.deadline = deadline
                     return true
                 }
                 guard waiting else { return continuation.resume() }
-                timer.schedule(deadline: deadline)
+                let milliseconds = Int64(min(max(0, seconds), 3600) * 1_000)
+                timer.withLockedValue { $0?.schedule(after: .milliseconds(milliseconds)) }
             }
         } onCancel: {
             signal()
@@ -73,9 +67,8 @@ final class Wakeup: Sendable {
 
     private func expire() {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter, DispatchTime.now() >= state.deadline else { return nil }
-            state.waiter = nil
-            return waiter
+            defer { state.waiter = nil }
+            return state.waiter
         }
         waiter?.resume()
     }

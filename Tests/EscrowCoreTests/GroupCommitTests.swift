@@ -42,7 +42,7 @@ struct GroupCommitTests {
                 defer { waiters = [] }
                 return waiters
             }
-            waiting.forEach { $0.resume() }
+            for waiter in waiting { waiter.resume() }
         }
     }
 
@@ -172,7 +172,8 @@ struct GroupCommitTests {
         return (commits, answers)
     }
 
-    @Test("a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer",
+    @Test(
+        "a burst queued during a commit shares the next commits, at most maximumBatch each; each caller its answer",
         arguments: Mode.allCases
     )
     func burst(mode: Mode) async throws {

@@ -88,7 +88,9 @@ struct CustodyEngine: Sendable, CustomStringConvertible {
     @discardableResult
     static func openBao(_ arguments: String...) throws -> String {
         let words = [try variable("PROFILE_ESCROW_TEST_BAO_SCRIPT")] + arguments
-        let command = "/bin/bash " + words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let command =
+            "/bin/bash "
+            + words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
             .joined(separator: " ")
         guard let pipe = popen(command, "r") else {
             throw MissingEngine(description: "scripts/openbao.sh \(arguments.joined(separator: " ")) did not start")
@@ -102,7 +104,9 @@ struct CustodyEngine: Sendable, CustomStringConvertible {
         }
         let status = pclose(pipe)
         guard status == 0 else {
-            throw MissingEngine(description: "scripts/openbao.sh \(arguments.joined(separator: " ")) failed (\(status))")
+            throw MissingEngine(
+                description: "scripts/openbao.sh \(arguments.joined(separator: " ")) failed (\(status))"
+            )
         }
         return String(decoding: printed, as: UTF8.self)
     }
@@ -140,7 +144,9 @@ final class PrivateOpenBao: Sendable {
             )
         }
         self.variables = variables
-        guard !folder.isEmpty else { throw CustodyEngine.MissingEngine(description: "openbao.sh start printed no folder") }
+        guard !folder.isEmpty else {
+            throw CustodyEngine.MissingEngine(description: "openbao.sh start printed no folder")
+        }
     }
 
     /// Kills the server; its data stays.

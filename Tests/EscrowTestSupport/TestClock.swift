@@ -1,3 +1,4 @@
+import Dispatch
 public import EscrowCore
 public import Foundation
 import NIOConcurrencyHelpers
@@ -6,6 +7,10 @@ import NIOConcurrencyHelpers
 /// retry schedule run past its end, retention elapsed, without waiting for real time to pass. Waits on
 /// this clock (``sleep(for:)``: a flush or reload interval, a key cycle's grace) end when the test moves
 /// the clock past their end, never by themselves.
+///
+/// Its timers (``makeTimer(_:)``: the replay worker's waits between claims) come due as its time does: when the
+/// test moves the clock past them, or when real time reaches them (this clock moves with real time). So a running
+/// worker waiting for a retry due in an hour runs it as soon as the test advances the clock by an hour.
 public final class TestClock: WallClock {
     private struct Sleeper {
         var id: Int
@@ -17,6 +22,8 @@ public final class TestClock: WallClock {
     private struct State {
         var offset: Double = 0
         var sleepers: [Sleeper] = []
+        /// Scheduled timers: when each comes due (in this clock's time) and what it runs.
+        var timers: [Int: (due: Date, action: @Sendable () -> Void)] = [:]
         var nextID = 0
     }
 
@@ -73,15 +80,73 @@ public final class TestClock: WallClock {
         }
     }
 
-    /// Changes the offset, then resumes (outside the lock) the waits that ended.
+    public func makeTimer(_ action: @escaping @Sendable () -> Void) -> any WallClockTimer {
+        let id = state.withLockedValue { state -> Int in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return Timer(clock: self, id: id, action: action)
+    }
+
+    /// Changes the offset, then resumes (outside the lock) the waits that ended and runs the timers that came due.
     private func move(_ change: (inout Double) -> Void) {
-        let woken = state.withLockedValue { state -> [Sleeper] in
+        let (woken, due) = state.withLockedValue { state -> ([Sleeper], [@Sendable () -> Void]) in
             change(&state.offset)
             let offset = state.offset
             let woken = state.sleepers.filter { $0.end <= offset }
             state.sleepers.removeAll { $0.end <= offset }
-            return woken
+            let now = Date().addingTimeInterval(offset)
+            let due = state.timers.filter { $0.value.due <= now }
+            for id in due.keys { state.timers[id] = nil }
+            return (woken, due.values.map(\.action))
         }
         for sleeper in woken { sleeper.continuation.resume() }
+        for action in due { action() }
+    }
+
+    /// Runs timer `id`'s action if it is still scheduled (it runs once per schedule).
+    private func fire(_ id: Int) {
+        let action = state.withLockedValue { state in
+            defer { state.timers[id] = nil }
+            return state.timers[id]?.action
+        }
+        action?()
+    }
+
+    /// A timer of a ``TestClock``: due when the clock is moved past its end or real time reaches it.
+    private final class Timer: WallClockTimer, Sendable {
+        private let clock: TestClock
+        private let id: Int
+        private let action: @Sendable () -> Void
+        /// The real-time side: a dispatch timer re-armed by each schedule.
+        private nonisolated(unsafe) let realTime: any DispatchSourceTimer
+
+        init(clock: TestClock, id: Int, action: @escaping @Sendable () -> Void) {
+            self.clock = clock
+            self.id = id
+            self.action = action
+            realTime = DispatchSource.makeTimerSource(queue: .global())
+            realTime.setEventHandler { [clock, id] in clock.fire(id) }
+            realTime.schedule(deadline: .distantFuture)
+            realTime.activate()
+        }
+
+        deinit {
+            realTime.cancel()
+            cancel()
+        }
+
+        func schedule(after duration: Duration) {
+            let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+            let action = action
+            let due = clock.now().addingTimeInterval(seconds)
+            clock.state.withLockedValue { $0.timers[id] = (due, action) }
+            realTime.schedule(deadline: .now() + .nanoseconds(Int(seconds * 1e9)))
+        }
+
+        func cancel() {
+            realTime.schedule(deadline: .distantFuture)
+            clock.state.withLockedValue { $0.timers[id] = nil }
+        }
     }
 }

@@ -506,6 +506,38 @@ struct ReplayWorkerTests {
         #expect(fixture.stub.requests.count == 12)
     }
 
+    /// The running worker's waits are counted on the escrow's clock: a worker that polls every hour (and sweeps every
+    /// hour) claims the retry of a failed delivery once the clock is moved an hour on, and not before. On real-time
+    /// waits it would sleep through the test.
+    @Test func aRunningWorkerWakesWhenTheClockIsMovedPastItsNextPoll() async throws {
+        let fixture = try await ReplayFixture()
+        defer { Task { await fixture.stub.stop() } }
+        fixture.stub.respond { _, count in count == 0 ? .status(503, headers: ["Retry-After": "60"]) : .status(200) }
+        let id = try #require(try await fixture.capture(0..<1).first)
+        var configuration = try fixture.configuration()
+        configuration.pollInterval = 3_600
+        configuration.sweepInterval = 3_600
+        let worker = try ReplayWorker(escrow: fixture.escrow, configuration: configuration, logger: Logger(label: "t"))
+        let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        try await eventually("the first attempt, retried in a minute") {
+            try await fixture.store.record(id: id)?.attempts == 1
+        }
+        let pending = try #require(try await fixture.store.record(id: id))
+        #expect(pending.state == .pending && pending.lastStatus == 503)
+
+        // Due in a minute, but the worker claims again only at its next poll, an hour on.
+        fixture.advance(past: pending.nextAttemptAt)
+        #expect(try await fixture.store.record(id: id)?.attempts == 1)
+        fixture.advance(by: 3_600)
+        try await eventually("the retry, once the clock is past the next poll", within: 10) {
+            try await fixture.store.record(id: id) == nil
+        }
+        #expect(fixture.requests(id).map(\.attempt) == [1, 2])
+        await group.triggerGracefulShutdown()
+        try await bounded("shutdown", within: 20) { try await running.value }
+    }
+
     @Test func theServiceLoopSweepsWhileTheBackendIsDown() async throws {
         let fixture = try await ReplayFixture(retention: 60)
         defer { Task { await fixture.stub.stop() } }
