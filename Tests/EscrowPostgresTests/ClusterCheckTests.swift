@@ -99,26 +99,31 @@ struct ClusterCheckTests {
                     }
                 }
                 // The faults, while the captures and deliveries run: a schedule in real time, since the nodes,
-                // the workers and the database are real processes.
+                // the workers and the database are real processes. Each fault comes the given time after the one
+                // before it.
+                let node = Int.random(in: 0..<2)
+                let worker = Int.random(in: 0..<2)
+                let other = Int.random(in: 0..<2)
+                let faults: [(after: Duration, fault: @Sendable () throws -> Void)] = [
+                    (.seconds(2), { processes.signal("node\(node)") }),
+                    (.milliseconds(500), { try startNode(node) }),
+                    (.seconds(1), { processes.signal("worker\(worker)") }),
+                    (.milliseconds(500), { try startWorker(worker) }),
+                    (.seconds(1), { try server.pgctl(["-m", "immediate", "stop"]) }),
+                    (.seconds(3), { try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"]) }),
+                    (
+                        .seconds(2),
+                        {
+                            processes.signal("worker\(other)")
+                            try startWorker(other)
+                        }
+                    ),
+                ]
                 group.addTask {
-                    try await pause(for: .seconds(2))
-                    let node = Int.random(in: 0..<2)
-                    processes.signal("node\(node)")
-                    try await pause(for: .milliseconds(500))
-                    try startNode(node)
-                    try await pause(for: .seconds(1))
-                    let worker = Int.random(in: 0..<2)
-                    processes.signal("worker\(worker)")
-                    try await pause(for: .milliseconds(500))
-                    try startWorker(worker)
-                    try await pause(for: .seconds(1))
-                    try server.pgctl(["-m", "immediate", "stop"])
-                    try await pause(for: .seconds(3))
-                    try server.pgctl(["-l", server.directory + "/server.log", "-t", "60", "start"])
-                    try await pause(for: .seconds(2))
-                    let other = Int.random(in: 0..<2)
-                    processes.signal("worker\(other)")
-                    try startWorker(other)
+                    for (after, fault) in faults {
+                        try await pause(for: after)
+                        try fault()
+                    }
                 }
                 try await group.waitForAll()
             }

@@ -114,7 +114,9 @@ struct FailoverTests {
             }
             group.addTask {
                 defer { stop.withLockedValue { $0 = true } }
-                while captured.withLockedValue({ $0.count }) < 80 { try await pause(for: .milliseconds(50)) }
+                try await eventually("80 captures before the failover", within: 120, every: .milliseconds(50)) {
+                    captured.withLockedValue { $0.count } >= 80
+                }
                 try cluster.killPrimary()
                 try cluster.promoteStandby()
                 proxy.retarget(to: cluster.standbyPort)
@@ -122,14 +124,10 @@ struct FailoverTests {
                 failedOver.withLockedValue { $0 = before }
                 // Until 80 more captures and each node has captured since the failover (a loaded machine may give
                 // the proxied node all of the first 80): at most 60 s, and the checks below fail a node that never did.
-                let deadline = ContinuousClock.now + .seconds(60)
-                func carriedOn() -> Bool {
+                try? await eventually("both nodes carry on", within: 60, every: .milliseconds(100)) {
                     let nodes = afterFailover.withLockedValue { $0 }
                     return captured.withLockedValue({ $0.count }) >= before + 80
                         && nodes[port, default: 0] > 0 && nodes[multiHostPort, default: 0] > 0
-                }
-                while !carriedOn(), ContinuousClock.now < deadline {
-                    try await pause(for: .milliseconds(100))
                 }
             }
             try await group.waitForAll()
@@ -142,15 +140,9 @@ struct FailoverTests {
         #expect(perNode[multiHostPort, default: 0] > 0, "the multi-host node captured nothing after the failover")
 
         // The node on the former standby takes writes now, without a restart.
-        var promotedReady = false
-        for _ in 0..<40 {
-            if await PartitionTests.ready(client, port: standbyPort).status == .ok {
-                promotedReady = true
-                break
-            }
-            try await pause(for: .milliseconds(250))
+        try await eventually("the node on the promoted standby says ready", within: 10, every: .milliseconds(250)) {
+            await PartitionTests.ready(client, port: standbyPort).status == .ok
         }
-        #expect(promotedReady, "the node on the promoted standby never said ready")
         // Let the worker deliver what is due, then stop both nodes.
         try await pause(for: .seconds(3))
         #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0)

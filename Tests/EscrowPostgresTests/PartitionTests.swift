@@ -131,19 +131,18 @@ struct PartitionTests {
             // Healed: the node captures again and says ready, without a restart.
             try await pause(for: ContinuousClock.now.duration(to: cut + .seconds(Self.partition)))
             proxy.heal()
-            var recovered = false
-            for number in 200..<320 {
+            var number = 200
+            try await eventually(
+                "a capture and /readyz 200 within 30 s of the network's return",
+                within: 30,
+                every: .milliseconds(250)
+            ) {
+                number += 1
                 let answer = await Self.capture(client, port: port, token: token, number: number)
-                if answer.status == .created, let id = answer.id {
-                    acknowledged.withLockedValue { $0.append(id) }
-                    if await Self.ready(client, port: port).status == .ok {
-                        recovered = true
-                        break
-                    }
-                }
-                try await pause(for: .milliseconds(250))
+                guard answer.status == .created, let id = answer.id else { return false }
+                acknowledged.withLockedValue { $0.append(id) }
+                return await Self.ready(client, port: port).status == .ok
             }
-            #expect(recovered, "the node did not capture and say ready within 30 s of the network's return")
             #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0, "serve stopped cleanly")
 
             let store = try await database.open()
