@@ -63,10 +63,10 @@ struct ConnectionDeadlineTests {
             let sockets = try (0..<200).map { _ in try RawSocket(port: port) }
             // One of them finishes a request first: a kept-alive connection is idle too.
             sockets[0].send("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
-            // Past the 1 s deadline with a margin, in real time: the server's timers are real.
-            try await pause(for: .milliseconds(2500))
-            let open = sockets.filter { !$0.isClosed(waiting: .milliseconds(10)) }.count
-            #expect(open == 0, "\(open) of 200 idle connections still open after 2.5 s (deadline 1 s)")
+            // The deadline is 1 s; a loaded machine may close the last of 200 later, never by itself without one.
+            try await eventually("200 idle connections closed", within: 10, every: .milliseconds(250)) {
+                sockets.allSatisfy { $0.isClosed(waiting: .milliseconds(1)) }
+            }
         }
     }
 

@@ -46,10 +46,10 @@ struct ClusterCheckTests {
         let processes = ProfileEscrowProcesses(directory: directory.path, environment: environment)
         defer { processes.killAll() }
         let ports = try [freePort(), freePort()]
-        func startNode(_ index: Int) throws {
+        @Sendable func startNode(_ index: Int) throws {
             try processes.startCaptureNode("node\(index)", port: ports[index])
         }
-        func startWorker(_ index: Int) throws {
+        @Sendable func startWorker(_ index: Int) throws {
             try processes.start(
                 "worker\(index)",
                 [

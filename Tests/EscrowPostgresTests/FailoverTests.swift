@@ -144,6 +144,7 @@ struct FailoverTests {
             await PartitionTests.ready(client, port: standbyPort).status == .ok
         }
         // Let the worker deliver what is due, then stop both nodes.
+        // (Real time: the workers are real processes; what they deliver by then is checked below, whatever it is.)
         try await pause(for: .seconds(3))
         #expect(processes.signal("serve", SIGTERM)?.terminationStatus == 0)
         #expect(onStandby.signal("standby-node", SIGTERM)?.terminationStatus == 0)

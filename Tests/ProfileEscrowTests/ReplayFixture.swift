@@ -134,12 +134,13 @@ struct ReplayFixture {
     }
 }
 
-/// A store that passes everything on, counting ``EscrowStore/flushPurged()`` calls, and holding lifecycle commits
-/// back while told to (counting those that wait).
+/// A store that passes everything on, counting ``EscrowStore/flushPurged()`` and ``EscrowStore/claimDue(_:lifecycle:)``
+/// calls, and holding lifecycle commits back while told to (counting those that wait).
 final class ObservedStore: EscrowStore {
     let inner: SQLiteEscrowStore
     private struct State {
         var flushes = 0
+        var claims = 0
         var holdingCommits = false
         /// The commits held back, each resumed when the hold ends.
         var waiting: [CheckedContinuation<Void, Never>] = []
@@ -150,6 +151,8 @@ final class ObservedStore: EscrowStore {
     init(_ inner: SQLiteEscrowStore) { self.inner = inner }
 
     var flushes: Int { state.withLockedValue { $0.flushes } }
+    /// Claims made: a running worker makes one a poll, so they count its rounds.
+    var claims: Int { state.withLockedValue { $0.claims } }
     /// Commits held back right now.
     var waitingCommits: Int { state.withLockedValue { $0.waiting.count } }
 
@@ -186,7 +189,8 @@ final class ObservedStore: EscrowStore {
     func record(id: EscrowID) async throws -> EscrowRecord? { try await inner.record(id: id) }
     func record(blindIndex: BlindIndex) async throws -> EscrowRecord? { try await inner.record(blindIndex: blindIndex) }
     func claimDue(_ request: ClaimRequest, lifecycle: EscrowLifecycle) async throws -> [EscrowRecord] {
-        try await inner.claimDue(request, lifecycle: lifecycle)
+        state.withLockedValue { $0.claims += 1 }
+        return try await inner.claimDue(request, lifecycle: lifecycle)
     }
     func records(_ query: RecordQuery, after cursor: EscrowID?, limit: Int) async throws -> [EscrowRecord] {
         try await inner.records(query, after: cursor, limit: limit)

@@ -462,8 +462,11 @@ struct ReplayWorkerTests {
                 return counting.flushes >= 1
             }
         } else {
-            // Three flush intervals in which no flush may come (real time: the worker runs on the real clock).
-            try await pause(for: .milliseconds(300))
+            // Three flush intervals on the escrow's clock, and three more rounds of the worker (a claim each) in
+            // which no flush may come.
+            let rounds = counting.claims
+            fixture.advance(by: 0.3)
+            try await eventually("three more rounds of the worker") { counting.claims >= rounds + 3 }
         }
         await group.triggerGracefulShutdown()
         try await bounded("shutdown", within: 20) { try await running.value }
