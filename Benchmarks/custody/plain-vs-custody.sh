@@ -38,20 +38,23 @@ for round in $(seq 1 "$rounds"); do
         capture=$(sed -n 's/^captured [0-9]* over HTTP: \([0-9]*\)\/s$/\1/p' <<<"$out")
         replay=$(sed -n 's/^replay --once: .*: \([0-9]*\) purges\/s$/\1/p' <<<"$out")
         cpu=$(sed -n 's/^CPU per replayed escrow: \([0-9]*\) us.*/\1/p' <<<"$out")
-        echo "round $round $kind: capture $capture/s, replay $replay purges/s, replay CPU $cpu us/escrow"
-        echo "$kind $capture $replay $cpu" >>"$results"
+        capture_cpu=$(sed -n 's/^CPU per capture: \([0-9]*\) us.*/\1/p' <<<"$out")
+        echo "round $round $kind: capture $capture/s ($capture_cpu us CPU each), replay $replay purges/s ($cpu us CPU each)"
+        echo "$kind $capture $replay $cpu $capture_cpu" >>"$results"
     done
 done
 python3 - "$results" <<'PY'
 import sys, statistics
 rows = [line.split() for line in open(sys.argv[1])]
 by = {}
-for kind, capture, replay, cpu in rows:
-    by.setdefault(kind, []).append((int(capture), int(replay), int(cpu)))
+for kind, capture, replay, cpu, capture_cpu in rows:
+    by.setdefault(kind, []).append((int(capture), int(replay), int(cpu), int(capture_cpu)))
 plain = [statistics.mean(column) for column in zip(*by["plain"])]
+# Throughput swings with whatever else the machine runs; CPU per escrow much less: both are shown.
 for kind in ("plain", "pkcs11", "transit"):
     mean = [statistics.mean(column) for column in zip(*by[kind])]
-    print(f"{kind:8s} capture {mean[0]:7.0f}/s ({mean[0] / plain[0]:.3f}x plain)   "
-          f"replay {mean[1]:7.0f}/s ({mean[1] / plain[1]:.3f}x plain)   replay CPU {mean[2]:4.0f} us/escrow")
+    print(f"{kind:8s} capture {mean[0]:6.0f}/s ({mean[0] / plain[0]:.2f}x), CPU {mean[3]:4.0f} us "
+          f"({mean[3] / plain[3]:.2f}x)   replay {mean[1]:6.0f}/s ({mean[1] / plain[1]:.2f}x), "
+          f"CPU {mean[2]:4.0f} us ({mean[2] / plain[2]:.2f}x)")
 PY
 rm -f "$results" "$results.log"

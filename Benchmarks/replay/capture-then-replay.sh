@@ -49,6 +49,8 @@ serve_pid=$!
 for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
 TOKEN="$token" wrk -t2 -c"$connections" -d"${seconds}s" -s Benchmarks/http/capture.lua http://127.0.0.1:18080 \
     > "$work/wrk.txt"
+# serve's CPU time (user + system, clock ticks) over its whole run: what the captures cost, whatever else ran.
+serve_ticks=$(awk '{print $14 + $15}' "/proc/$serve_pid/stat")
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
 captured=$("$BIN" purge-report --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captured"])')
 capture_rate=$(python3 -c "print(round($captured / $seconds))")
@@ -65,13 +67,15 @@ else
 fi
 end=$(date +%s.%N)
 cat "$work/replay.txt"
-python3 - "$captured" "$capture_rate" "$start" "$end" "$work/time.txt" <<'PY'
+python3 - "$captured" "$capture_rate" "$start" "$end" "$work/time.txt" "$serve_ticks" "$(getconf CLK_TCK)" <<'PY'
 import sys
 captured, capture_rate, start, end = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+serve_cpu = int(sys.argv[6]) / int(sys.argv[7])
 user, system = map(float, open(sys.argv[5]).read().split()[-2:])
 wall = end - start
 purges = captured / wall
 print(f"captured {captured} over HTTP: {capture_rate}/s")
+print(f"CPU per capture: {serve_cpu / captured * 1e6:.0f} us (serve's {serve_cpu:.2f} s)")
 print(f"replay --once: {captured} confirmed in {wall:.2f} s: {purges:.0f} purges/s")
 print(f"ratio replay/capture: {purges / capture_rate:.2f}")
 print(f"CPU per replayed escrow: {(user + system) / captured * 1e6:.0f} us ({user:.2f} s user + {system:.2f} s system)")
