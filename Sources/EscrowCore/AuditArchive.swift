@@ -1,5 +1,5 @@
-public import EscrowCrypto
-public import Foundation
+internal import EscrowCrypto
+package import Foundation
 
 /// What the store records of one archive cut, in the transaction that deletes its events: the sequence and hash of
 /// the last archived event (the point the store's chain now verifies from), and what the cut held.

@@ -1,5 +1,5 @@
-public import EscrowCrypto
-public import Foundation
+internal import EscrowCrypto
+internal import Foundation
 
 /// An archived cut of the audit chain: a file of JSON lines that verifies on its own (`docs/FORMAT.md`, "Audit
 /// segment"). A header line, one line an event with its hash and the hash it chains from, and a trailer line with the

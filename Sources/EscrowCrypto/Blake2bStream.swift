@@ -4,15 +4,17 @@ internal import CSodium
 /// ``Hashing/blake2b256(_:)`` over their concatenation, without holding them all (an archived audit segment's file
 /// hash over gigabytes).
 public final class Blake2bStream {
-    private let state: UnsafeMutablePointer<crypto_generichash_state>
+    // libsodium's state is a 64-byte-aligned struct that Swift imports as an opaque pointer.
+    private let memory: UnsafeMutableRawPointer
+    private var state: OpaquePointer { OpaquePointer(memory) }
 
     public init() {
         Sodium.ensureInitialized()
-        state = .allocate(capacity: 1)
+        memory = .allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
         _ = crypto_generichash_init(state, nil, 0, 32)
     }
 
-    deinit { state.deallocate() }
+    deinit { memory.deallocate() }
 
     public func update(_ bytes: some Collection<UInt8>) {
         Hashing.withContiguousBytes(bytes) { buffer in

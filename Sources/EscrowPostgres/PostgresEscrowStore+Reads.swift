@@ -1,6 +1,7 @@
 public import EscrowCore
 public import EscrowCrypto
 public import Foundation
+import Logging
 import PostgresNIO
 
 extension PostgresEscrowStore {

@@ -204,6 +204,13 @@ final class ObservedStore: EscrowStore {
         try await inner.auditEvents(after: sequence, limit: limit)
     }
     func auditHead() async throws -> AuditHead? { try await inner.auditHead() }
+    func auditCheckpoints() async throws -> [AuditCheckpoint] { try await inner.auditCheckpoints() }
+    func planAuditArchive(before time: Date) async throws -> AuditArchivePlan {
+        try await inner.planAuditArchive(before: time)
+    }
+    func commitAuditArchive(_ plan: AuditArchivePlan, checkpoint: AuditCheckpoint, audit: [AuditDraft]) async throws {
+        try await inner.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit)
+    }
     func summary(at now: Date) async throws -> StoreSummary { try await inner.summary(at: now) }
     func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
         try await inner.purgeMalformed(expiredAt: now, actor: actor)

@@ -1,0 +1,176 @@
+public import EscrowCore
+import EscrowCrypto
+public import Foundation
+
+/// What `audit archive` did.
+public struct AuditArchiveResult: Sendable, Equatable {
+    public var plan: AuditArchivePlan
+    /// The cut's checkpoint; nil when there was nothing to archive (no file is written then).
+    public var checkpoint: AuditCheckpoint?
+    /// Events written with their blind-index prefix although prefixes were to be redacted (v1-encoded events).
+    public var prefixesKept: Int
+}
+
+/// Moves the oldest audit events out of the store into a segment file, never losing one: the segment is written and
+/// made durable under its final name before the transaction that deletes its events and records the checkpoint.
+///
+/// 1. Plan the cut (``EscrowStore/planAuditArchive(before:)``): a prefix of the chain.
+/// 2. Stream its events, a page at a time, into `<out>.partial`, checking every hash; fsync the file.
+/// 3. Link it to `<out>` (never over an existing file), remove the partial name, fsync the folder.
+/// 4. One transaction deletes the events, records the checkpoint and appends an `audit-archived` event.
+///
+/// A crash before 3 leaves a `.partial` file and the store untouched. A crash between 3 and 4 leaves a complete
+/// segment whose events are all still in the store (`audit verify --database` says so): a copy, harmless, never a loss.
+public enum AuditArchiver {
+    public static func archive(
+        store: any EscrowStore,
+        before time: Date,
+        to path: String,
+        redactPrefixes: Bool,
+        actor: AuditActor,
+        now: Date = Date(),
+        pageSize: Int = 10_000
+    ) async throws -> AuditArchiveResult {
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw AuditSegmentError("\(path) exists: a segment is never overwritten; choose another --out")
+        }
+        let plan = try await store.planAuditArchive(before: time)
+        guard !plan.isEmpty else { return AuditArchiveResult(plan: plan, checkpoint: nil, prefixesKept: 0) }
+        let encoder = AuditSegmentEncoder(
+            header: AuditSegment.Header(
+                firstSequence: plan.firstSequence,
+                previousHash: plan.previousHash,
+                createdAt: Timestamp.unixMilliseconds(now),
+                before: Timestamp.unixMilliseconds(time),
+                redacted: redactPrefixes
+            )
+        )
+        let partial = path + ".partial"
+        let file = try SegmentFile(creating: partial)
+        do {
+            try file.write(encoder.headerLine())
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(1 << 20)
+            var cursor = plan.firstSequence - 1
+            while cursor < plan.lastSequence {
+                let page = try await store.auditEvents(
+                    after: cursor,
+                    limit: Int(min(Int64(pageSize), plan.lastSequence - cursor))
+                )
+                guard let last = page.last else { break }
+                for event in page where event.sequence <= plan.lastSequence {
+                    buffer += try encoder.line(for: event)
+                }
+                cursor = last.sequence
+                if buffer.count >= 1 << 20 {
+                    try file.write(buffer)
+                    buffer.removeAll(keepingCapacity: true)
+                }
+            }
+            guard encoder.nextSequence - 1 == plan.lastSequence else {
+                throw AuditSegmentError(
+                    "the store holds events only up to sequence \(encoder.nextSequence - 1) of the cut's "
+                        + "\(plan.lastSequence) (another archive ran meanwhile?); nothing archived"
+                )
+            }
+            buffer += encoder.trailerLine()
+            try file.write(buffer)
+            try file.sync()
+            file.close()
+            try SegmentFile.publish(partial, as: path)
+        } catch {
+            file.close()
+            try? FileManager.default.removeItem(atPath: partial)
+            throw error
+        }
+        let checkpoint = AuditCheckpoint(
+            sequence: plan.lastSequence,
+            hash: encoder.lastHash,
+            firstSequence: plan.firstSequence,
+            eventCount: encoder.count,
+            earliestAt: encoder.earliestAt,
+            latestAt: encoder.latestAt,
+            archivedAt: Timestamp.unixMilliseconds(now)
+        )
+        let event = AuditDraft(
+            type: .auditArchived,
+            at: now,
+            detail: "\(checkpoint.firstSequence)-\(checkpoint.sequence):\(Hex.encode(checkpoint.hash))",
+            actor: actor
+        )
+        do {
+            try await store.commitAuditArchive(plan, checkpoint: checkpoint, audit: [event])
+        } catch {
+            // The segment stays: it is a verified copy of events the store may still hold (an outcome that is not
+            // known, a lost connection during the commit, must never lose the only copy of deleted events).
+            guard let error = error as? EscrowStoreError else { throw error }
+            throw EscrowStoreError(
+                error.code,
+                error.message + "; the segment \(path) was written, and `audit verify --database` tells whether the "
+                    + "store took the cut (when it did not, the file is a copy of events still in the store and may "
+                    + "be deleted)"
+            )
+        }
+        return AuditArchiveResult(plan: plan, checkpoint: checkpoint, prefixesKept: encoder.prefixesKept)
+    }
+}
+
+/// A segment file being written: created new (never over an existing file), owner-only, appended to, synced.
+final class SegmentFile {
+    private let descriptor: Int32
+    private let path: String
+    private var closed = false
+
+    init(creating path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw AuditSegmentError("\(path): cannot be created (\(String(cString: strerror(errno))))")
+        }
+        self.descriptor = descriptor
+        self.path = path
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Foundation.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw AuditSegmentError("\(path): write failed (\(String(cString: strerror(errno))))")
+                }
+                offset += written
+            }
+        }
+    }
+
+    func sync() throws {
+        guard fsync(descriptor) == 0 else {
+            throw AuditSegmentError("\(path): fsync failed (\(String(cString: strerror(errno))))")
+        }
+    }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        _ = Foundation.close(descriptor)
+    }
+
+    /// Gives the synced file at `partial` its final name `path` without ever replacing a file there (a hard link, then
+    /// the partial name removed), then syncs the folder so that the name survives a power cut.
+    static func publish(_ partial: String, as path: String) throws {
+        guard link(partial, path) == 0 else {
+            throw AuditSegmentError("\(path): cannot be created (\(String(cString: strerror(errno))))")
+        }
+        _ = unlink(partial)
+        let folder = (path as NSString).deletingLastPathComponent
+        let directory = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else {
+            throw AuditSegmentError("\(folder): cannot be opened to sync (\(String(cString: strerror(errno))))")
+        }
+        defer { _ = Foundation.close(directory) }
+        guard fsync(directory) == 0 else {
+            throw AuditSegmentError("\(folder): fsync failed (\(String(cString: strerror(errno))))")
+        }
+    }
+}
