@@ -83,7 +83,7 @@ public enum StoreConformance {
         Check(name: "malformed rows go through the lifecycle", run: malformedRows),
         Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
         Check(name: "bearer tokens", run: bearerTokens),
-    ]
+    ] + archiveChecks
 }
 
 /// A broken expectation, with what was expected.
