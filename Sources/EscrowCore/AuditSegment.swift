@@ -296,7 +296,7 @@ public final class AuditSegmentVerifier {
             fail(
                 "\(place): sequence \(lastSequence + 1) was expected after \(lastSequence): "
                     + (sequence <= lastSequence
-                        ? "lines reordered or repeated" : "events \(lastSequence + 1)-\(sequence - 1) dropped")
+                        ? "lines reordered or repeated" : "events \(lastSequence + 1)-\(sequence - 1) dropped or moved")
             )
             return nil
         }

@@ -55,14 +55,16 @@ public struct AuditArchiveVerification: Sendable {
             if let line = try reader.next() { peek.consume(line) }
             headers.append((path, peek.header?.firstSequence))
         }
-        let ordered = headers.enumerated().sorted { ($0.element.first ?? .max, $0.offset) < ($1.element.first ?? .max, $1.offset) }
-        for (position, entry) in ordered.enumerated() where entry.offset != position {
-            let after = position > 0 ? ordered[position - 1].element.path : nil
+        let ordered = headers.enumerated().sorted {
+            ($0.element.first ?? .max, $0.offset) < ($1.element.first ?? .max, $1.offset)
+        }
+        if let index = headers.indices.dropLast().first(where: { (headers[$0].first ?? 0) > (headers[$0 + 1].first ?? 0) }) {
+            let (path, first) = headers[index]
+            let (next, nextFirst) = headers[index + 1]
             result.problems.append(
-                "\(entry.element.path): given out of order: it holds sequences from \(entry.element.first ?? 0)"
-                    + (after.map { ", so it comes right after \($0)" } ?? ", so it comes first")
+                "\(path): given out of order: it holds sequences from \(first ?? 0), and \(next), given after it, "
+                    + "from \(nextFirst ?? 0) (verified in sequence order)"
             )
-            break
         }
         var previous: AuditSegmentVerifier?
         for entry in ordered.map(\.element) {
