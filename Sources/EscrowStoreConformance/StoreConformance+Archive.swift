@@ -54,7 +54,12 @@ extension StoreConformance {
             latestAt: encoder.latestAt,
             archivedAt: Timestamp.unixMilliseconds(now)
         )
-        let event = AuditDraft(type: .auditArchived, at: now, detail: "\(plan.firstSequence)-\(plan.lastSequence)", actor: .cli)
+        let event = AuditDraft(
+            type: .auditArchived,
+            at: now,
+            detail: "\(plan.firstSequence)-\(plan.lastSequence)",
+            actor: .cli
+        )
         try await store.commitAuditArchive(plan, checkpoint: checkpoint, audit: [event])
         return (checkpoint, lines)
     }
@@ -103,7 +108,10 @@ extension StoreConformance {
         let (checkpoint, _) = try await cut(plan, of: store, at: t0.addingTimeInterval(100))
         try expect(try await store.auditCheckpoints() == [checkpoint], "the checkpoint is recorded")
         let left = try await fixture.allEvents(store)
-        try expect(left.first?.sequence == beforeLive + 1, "the store starts after the checkpoint: \(left.first?.sequence ?? 0)")
+        try expect(
+            left.first?.sequence == beforeLive + 1,
+            "the store starts after the checkpoint: \(left.first?.sequence ?? 0)"
+        )
         try expect(left.last?.draft.type == .auditArchived, "the cut is itself an event of the chain")
         try expect(
             try await store.auditEvents(escrowID: records[2].id.hex, limit: 10).count == 1,
@@ -149,7 +157,10 @@ extension StoreConformance {
         try expect(second.previousHash == checkpoint.hash && second.firstSequence == checkpoint.sequence + 1, "chained")
         let (last, lines) = try await cut(second, of: store, at: t0.addingTimeInterval(40))
         try expect(lines.count == Int(last.eventCount) + 2, "header, events, trailer")
-        try expect(try await store.auditCheckpoints().map(\.sequence) == [checkpoint.sequence, last.sequence], "two cuts")
+        try expect(
+            try await store.auditCheckpoints().map(\.sequence) == [checkpoint.sequence, last.sequence],
+            "two cuts"
+        )
         try await expectIntactFromCheckpoint(store, "after two cuts")
     }
 

@@ -58,7 +58,9 @@ public struct AuditArchiveVerification: Sendable {
         let ordered = headers.enumerated().sorted {
             ($0.element.first ?? .max, $0.offset) < ($1.element.first ?? .max, $1.offset)
         }
-        if let index = headers.indices.dropLast().first(where: { (headers[$0].first ?? 0) > (headers[$0 + 1].first ?? 0) }) {
+        if let index = headers.indices.dropLast().first(where: {
+            (headers[$0].first ?? 0) > (headers[$0 + 1].first ?? 0)
+        }) {
             let (path, first) = headers[index]
             let (next, nextFirst) = headers[index + 1]
             result.problems.append(
@@ -114,7 +116,9 @@ public struct AuditArchiveVerification: Sendable {
                 "the segments start at sequence \(first): events before it were not given and are not verified"
             )
         }
-        if let store { try await result.checkStore(store, checkpoints: checkpoints, last: previous, verify: verifyStore) }
+        if let store {
+            try await result.checkStore(store, checkpoints: checkpoints, last: previous, verify: verifyStore)
+        }
         return result
     }
 

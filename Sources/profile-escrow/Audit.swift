@@ -135,7 +135,8 @@ struct Audit: AsyncParsableCommand {
 
         func run() async throws {
             let withStore = options.database != nil || options.environment["PROFILE_ESCROW_DATABASE"] != nil
-            let store = withStore ? try await options.openStore(readOnly: true, owner: "profile-escrow audit verify") : nil
+            let store =
+                withStore ? try await options.openStore(readOnly: true, owner: "profile-escrow audit verify") : nil
             let result: AuditArchiveVerification
             do {
                 result = try await AuditArchiveVerification.verify(paths: segments, store: store)
@@ -154,7 +155,8 @@ struct Audit: AsyncParsableCommand {
         static func text(_ result: AuditArchiveVerification) -> String {
             var lines: [String] = []
             for segment in result.segments {
-                let range = "\(segment.firstSequence.map(String.init) ?? "?")-\(segment.lastSequence.map(String.init) ?? "?")"
+                let range =
+                    "\(segment.firstSequence.map(String.init) ?? "?")-\(segment.lastSequence.map(String.init) ?? "?")"
                 lines.append(
                     "\(segment.intact ? "ok    " : "FAILED") \(segment.path): sequences \(range), \(segment.count) "
                         + "events\(segment.redacted ? ", prefixes redacted" : "")"

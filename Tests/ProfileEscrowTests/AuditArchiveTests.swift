@@ -89,7 +89,9 @@ struct AuditArchiveTests {
         let redacted = ProfileEscrowCLI.text(atPath: segment2)
         #expect(redacted.contains("\"prefix_commitment\":\"") && !redacted.contains("\"prefix\":\""))
         #expect(ProfileEscrowCLI.text(atPath: segment1).contains("\"prefix\":\""), "the first cut kept prefixes")
-        for token in Fake.tokens { #expect(!redacted.contains(token) && !ProfileEscrowCLI.text(atPath: segment1).contains(token)) }
+        for token in Fake.tokens {
+            #expect(!redacted.contains(token) && !ProfileEscrowCLI.text(atPath: segment1).contains(token))
+        }
 
         // Whole history: segments alone, then chained into the store's checkpoint and the store's chain.
         let alone = try verifyAlone([segment1, segment2])
@@ -101,10 +103,16 @@ struct AuditArchiveTests {
 
         // Reordered segments, a dropped first or last segment.
         let reordered = try verifyAlone([segment2, segment1])
-        #expect(reordered.status == 1 && reordered.stdout.contains("audit-2.jsonl: given out of order"), "\(reordered.stdout)")
+        #expect(
+            reordered.status == 1 && reordered.stdout.contains("audit-2.jsonl: given out of order"),
+            "\(reordered.stdout)"
+        )
         let droppedFirst = try cli(["audit", "verify", segment2, "--database", harness.databasePath])
         #expect(droppedFirst.status == 1, "\(droppedFirst.stdout)")
-        #expect(droppedFirst.stdout.contains("cut of sequences 1-30 is in none of the segments given"), "\(droppedFirst.stdout)")
+        #expect(
+            droppedFirst.stdout.contains("cut of sequences 1-30 is in none of the segments given"),
+            "\(droppedFirst.stdout)"
+        )
         let droppedLast = try cli(["audit", "verify", segment1, "--database", harness.databasePath])
         #expect(droppedLast.status == 1 && droppedLast.stdout.contains("are missing"), "\(droppedLast.stdout)")
         #expect(try verifyAlone([segment1, segment1]).status == 1, "a segment given twice overlaps")
@@ -112,18 +120,28 @@ struct AuditArchiveTests {
         // Damage inside a segment: each named by file, line and sequence.
         let purgedLine = try #require(lines(segment1).firstIndex { $0.contains("\"type\":\"purged\"") })
         let altered = try tampered(segment1, "altered.jsonl") {
-            $0[purgedLine] = $0[purgedLine].replacingOccurrences(of: "\"detail\":\"confirmed\"", with: "\"detail\":\"expired\"")
+            $0[purgedLine] = $0[purgedLine].replacingOccurrences(
+                of: "\"detail\":\"confirmed\"",
+                with: "\"detail\":\"expired\""
+            )
         }
         let alteredResult = try verifyAlone([altered, segment2])
         #expect(alteredResult.status == 1)
         #expect(
-            alteredResult.stdout.contains("altered.jsonl: line \(purgedLine + 1) (sequence \(purgedLine)): its content does not match"),
+            alteredResult.stdout.contains(
+                "altered.jsonl: line \(purgedLine + 1) (sequence \(purgedLine)): its content does not match"
+            ),
             "\(alteredResult.stdout)"
         )
         let dropped = try tampered(segment1, "dropped.jsonl") { $0.remove(at: 5) }
         let droppedResult = try verifyAlone([dropped])
         #expect(droppedResult.status == 1)
-        #expect(droppedResult.stdout.contains("dropped.jsonl: line 6 (sequence 6): sequence 5 was expected after 4: events 5-5 dropped or moved"), "\(droppedResult.stdout)")
+        #expect(
+            droppedResult.stdout.contains(
+                "dropped.jsonl: line 6 (sequence 6): sequence 5 was expected after 4: events 5-5 dropped or moved"
+            ),
+            "\(droppedResult.stdout)"
+        )
         let swapped = try tampered(segment1, "swapped.jsonl") { $0.swapAt(3, 4) }
         let swappedResult = try verifyAlone([swapped])
         #expect(swappedResult.status == 1)
@@ -164,7 +182,9 @@ struct AuditArchiveTests {
         try await capture(0..<5)
         try await confirm(0..<5)
         let backup = folder + "/backup.sqlite"
-        try await harness.store.pool.writeWithoutTransaction { try $0.execute(sql: "VACUUM INTO ?", arguments: [backup]) }
+        try await harness.store.pool.writeWithoutTransaction {
+            try $0.execute(sql: "VACUUM INTO ?", arguments: [backup])
+        }
         let segment = folder + "/audit-1.jsonl"
         #expect(try cli(["audit", "archive", "--before", later, "--out", segment]).status == 0)
         let restored = try cli(["audit", "verify", segment, "--database", backup], database: backup)
