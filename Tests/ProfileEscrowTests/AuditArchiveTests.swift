@@ -1,8 +1,13 @@
 import EscrowCore
 import EscrowCrypto
 import EscrowTestSupport
+import AsyncHTTPClient
 import Foundation
 import GRDB
+import Glibc
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
 import ProfileEscrow
 import Testing
 
@@ -192,5 +197,123 @@ struct AuditArchiveTests {
         #expect(restored.stdout.contains("restored from a backup"), "\(restored.stdout)")
         let report = try cli(["purge-report", "--verify"], database: backup)
         #expect(report.status == 0, "\(report.stdout)")
+    }
+
+    /// `serve` with its worker under HTTP load while an operator cuts the trail again and again: every cut succeeds
+    /// or has nothing to take, no event of an escrow still held at the end is in a segment, every acknowledged
+    /// capture's event is in exactly one place (a segment or the store), and segments plus store verify as one chain.
+    @Test func archivingWhileServeAndItsWorkerRun() async throws {
+        let keyring = folder + "/keyring"
+        let base = ["PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_KEYRING": keyring]
+        func run(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
+            try ProfileEscrowCLI.run(arguments, environment: base, in: folder)
+        }
+        #expect(try run(["keys", "init"]).status == 0)
+        let token = try run(["tokens", "add", "load", "--scope", "capture"])
+        let bearer = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let secret = WebhookSecret.generateText()
+        let stub = try await FakeBackend.start(secret: secret)
+        defer { Task { await stub.stop() } }
+        stub.respond { _, _ in .status(200) }
+        let port = try freePort()
+        let process = Process()
+        process.executableURL = ProfileEscrowCLI.binary
+        process.arguments = [
+            "serve", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000", "--backend", stub.url,
+            "--concurrency", "4", "--poll-interval", "50ms", "--backoff-base", "50ms",
+        ]
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
+        environment.merge(base) { $1 }
+        environment["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
+        process.environment = environment
+        let log = folder + "/serve.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: log)
+        process.standardError = FileHandle(forWritingAtPath: log)
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = http.shutdown() }
+        let url = "http://127.0.0.1:\(port)"
+        try await eventually("serve to answer", within: 60) {
+            (try? await http.execute(HTTPClientRequest(url: url + "/healthz"), timeout: .seconds(1)).status) == .ok
+        }
+
+        let acknowledged = NIOLockedValueBox<[String]>([])
+        let segments = NIOLockedValueBox<[String]>([])
+        let failures = NIOLockedValueBox<[String]>([])
+        let nextUser = NIOLockedValueBox(0)
+        let cuts = 6
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let done = NIOLockedValueBox(false)
+            for _ in 0..<4 {
+                group.addTask {
+                    while !done.withLockedValue({ $0 }) {
+                        let user = nextUser.withLockedValue { value -> Int in
+                            value += 1
+                            return value
+                        }
+                        var request = HTTPClientRequest(url: url + "/v1/escrows")
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.body = .bytes(ByteBuffer(string: CLITests.body(user)))
+                        let response = try await http.execute(request, timeout: .seconds(30))
+                        let body = try await response.body.collect(upTo: 1 << 16)
+                        guard response.status == .created,
+                            let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                                as? [String: Any],
+                            let id = json["escrowId"] as? String
+                        else {
+                            failures.withLockedValue { $0.append("capture answered \(response.status.code)") }
+                            continue
+                        }
+                        acknowledged.withLockedValue { $0.append(id) }
+                    }
+                }
+            }
+            group.addTask {
+                defer { done.withLockedValue { $0 = true } }
+                for cut in 0..<cuts {
+                    // Each cut after some captures were confirmed and purged (bounded: never a fixed sleep).
+                    let target = (cut + 1) * 15
+                    try await eventually("\(target) captures", within: 60) {
+                        acknowledged.withLockedValue { $0.count } >= target
+                    }
+                    let path = self.folder + "/segment-\(cut).jsonl"
+                    let result = try run(["audit", "archive", "--before", "0s", "--out", path])
+                    if result.status != 0 {
+                        failures.withLockedValue { $0.append("archive exited \(result.status): \(result.stderr)") }
+                    }
+                    if FileManager.default.fileExists(atPath: path) { segments.withLockedValue { $0.append(path) } }
+                }
+            }
+            try await group.waitForAll()
+        }
+        kill(process.processIdentifier, SIGTERM)
+        try await eventually("serve to stop", within: 60) { !process.isRunning }
+        #expect(failures.withLockedValue { $0 }.isEmpty, "\(failures.withLockedValue { $0 }.prefix(3))")
+        let written = segments.withLockedValue { $0 }
+        #expect(!written.isEmpty, "at least one cut took events")
+
+        var archived: [String: [AuditEventType]] = [:]
+        let verification = try await AuditArchiveVerification.verify(paths: written, store: harness.store) { event in
+            archived[event.draft.escrowID ?? "", default: []].append(event.draft.type)
+        }
+        #expect(verification.isIntact, "\(verification.problems)")
+        #expect(verification.storeChain?.verified == true)
+        let delivered = archived.values.filter { $0 == [.captured, .deliveryAttempted, .confirmed, .purged] }.count
+        #expect(delivered > 0, "escrows delivered and purged were archived: \(archived.values.prefix(3))")
+        for id in acknowledged.withLockedValue({ $0 }) {
+            let stored = try await harness.store.auditEvents(escrowID: id, limit: 100).map(\.draft.type)
+            let inSegments = archived[id] ?? []
+            #expect(
+                (stored + inSegments).filter { $0 == .captured }.count == 1,
+                "an acknowledged capture's event is in exactly one place"
+            )
+            if let escrowID = EscrowID(hex: id), try await harness.store.record(id: escrowID) != nil {
+                #expect(inSegments.isEmpty, "no event of an escrow still held is archived")
+            }
+        }
     }
 }
