@@ -1,7 +1,7 @@
+import AsyncHTTPClient
 import EscrowCore
 import EscrowCrypto
 import EscrowTestSupport
-import AsyncHTTPClient
 import Foundation
 import GRDB
 import Glibc
