@@ -179,7 +179,7 @@ struct PostgresWriteTransaction: EscrowWriteTransaction {
 
     func firstAuditSequence(after sequence: Int64, atOrAfter milliseconds: Int64) async throws -> Int64? {
         try await connection.query(
-            "SELECT MIN(seq) FROM audit_event WHERE at >= \(milliseconds) AND seq > \(sequence)",
+            "SELECT seq FROM audit_event WHERE seq > \(sequence) AND at >= \(milliseconds) ORDER BY seq LIMIT 1",
             logger: logger
         ).collect().map { try $0.decode(Int64?.self) }.first ?? nil
     }

@@ -241,8 +241,14 @@ extension SQLiteEscrowStore {
     }
 
     public func planAuditArchive(before time: Date) async throws -> AuditArchivePlan {
-        // Reads only, but under the write lock: the head, the checkpoint and the live escrows are one state.
-        try await write(durable: false) { try await StoreEngine.planAuditArchive(before: time, in: $0) }
+        try requireWritable()
+        // Reads only, in one read transaction: the head, the checkpoint and the live escrows are one snapshot, and
+        // writers go on meanwhile (the commit checks again under the write lock).
+        return try await read { db in
+            try InlineTask.run {
+                try await StoreEngine.planAuditArchive(before: time, in: SQLiteWriteTransaction(db: db))
+            }
+        }
     }
 
     public func commitAuditArchive(

@@ -141,10 +141,12 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
         try SQLiteEscrowStore.checkpoints(db, newestOnly: true).last
     }
 
+    /// Walks the events from `sequence` on (`+at`: not the time index), so the cost is the events before the time,
+    /// the ones a cut is about to read anyway, not the ones after it.
     func firstAuditSequence(after sequence: Int64, atOrAfter milliseconds: Int64) throws -> Int64? {
         try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT MIN(seq) FROM audit_event WHERE at >= ? AND seq > ?"),
-            arguments: [milliseconds, sequence]
+            db.cachedStatement(sql: "SELECT seq FROM audit_event WHERE seq > ? AND +at >= ? ORDER BY seq LIMIT 1"),
+            arguments: [sequence, milliseconds]
         )
     }
 

@@ -9,6 +9,8 @@ public struct AuditArchiveResult: Sendable, Equatable {
     public var checkpoint: AuditCheckpoint?
     /// Events written with their blind-index prefix although prefixes were to be redacted (v1-encoded events).
     public var prefixesKept: Int
+    /// How long the transaction that deleted the events took (on SQLite, the time captures waited for the write lock).
+    public var commitSeconds: Double = 0
 }
 
 /// Moves the oldest audit events out of the store into a segment file, never losing one: the segment is written and
@@ -98,6 +100,7 @@ public enum AuditArchiver {
             detail: "\(checkpoint.firstSequence)-\(checkpoint.sequence):\(Hex.encode(checkpoint.hash))",
             actor: actor
         )
+        let started = ContinuousClock.now
         do {
             try await store.commitAuditArchive(plan, checkpoint: checkpoint, audit: [event])
         } catch {
@@ -111,7 +114,13 @@ public enum AuditArchiver {
                     + "be deleted)"
             )
         }
-        return AuditArchiveResult(plan: plan, checkpoint: checkpoint, prefixesKept: encoder.prefixesKept)
+        let elapsed = ContinuousClock.now - started
+        return AuditArchiveResult(
+            plan: plan,
+            checkpoint: checkpoint,
+            prefixesKept: encoder.prefixesKept,
+            commitSeconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        )
     }
 }
 

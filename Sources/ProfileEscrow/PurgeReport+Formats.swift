@@ -135,6 +135,7 @@ extension PurgeReport.Chain: Encodable {
 extension PurgeReport.ArchiveCoverage: Encodable {
     private enum Keys: String, CodingKey {
         case checkpointSequence, segments, uncoveredFromSequence, uncoveredToSequence, uncoveredFrom, uncoveredUntil
+        case problems
     }
 
     /// The `uncovered…` keys are `null` when the period is covered.
@@ -146,6 +147,7 @@ extension PurgeReport.ArchiveCoverage: Encodable {
         try container.encode(uncoveredSequences?.upperBound, forKey: .uncoveredToSequence)
         try container.encode(uncoveredFrom.map(Timestamp.milliseconds), forKey: .uncoveredFrom)
         try container.encode(uncoveredUntil.map(Timestamp.milliseconds), forKey: .uncoveredUntil)
+        try container.encode(problems, forKey: .problems)
     }
 
     /// One sentence for the text and CSV forms.
@@ -197,6 +199,7 @@ extension PurgeReport {
         if let archive {
             lines.append("")
             lines.append("  archive           \(archive.sentence)")
+            if chain == nil { lines += archive.problems.map { "    SEGMENT PROBLEM: \($0)" } }
         }
         if let chain {
             lines.append("")

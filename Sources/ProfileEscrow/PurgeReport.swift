@@ -34,6 +34,8 @@ public struct PurgeReport: Sendable, Equatable {
         public var uncoveredSequences: ClosedRange<Int64>?
         public var uncoveredFrom: Date?
         public var uncoveredUntil: Date?
+        /// Problems of the segments read (each names its file and line): their counts stop at the first one.
+        public var problems: [String] = []
     }
 
     /// One purge, for the CSV form.
@@ -79,7 +81,7 @@ public struct PurgeReport: Sendable, Equatable {
 
     /// Whether an auditor should be worried: a broken chain or an overdue escrow (exit code 1).
     public var hasProblem: Bool {
-        overdue > 0 || chain.map { !$0.verified } ?? false
+        overdue > 0 || chain.map { !$0.verified } ?? false || !(archive?.problems.isEmpty ?? true)
     }
 
     /// Verifies the store's chain from `checkpoint` (the genesis when nil) up to the head read first.
@@ -236,6 +238,7 @@ public struct PurgeReport: Sendable, Equatable {
                 since: sinceMilliseconds,
                 until: untilMilliseconds
             )
+            report.archive?.problems = archiveProblems
         }
         if !verify, onPurge == nil {
             // Counting only: the lean read of the columns counted.

@@ -75,6 +75,7 @@ struct Audit: AsyncParsableCommand {
                     fields["firstSequence"] = "\(checkpoint.firstSequence)"
                     fields["checkpointSequence"] = "\(checkpoint.sequence)"
                     fields["checkpointHash"] = "\"\(Hex.encode(checkpoint.hash))\""
+                    fields["commitSeconds"] = String(format: "%.3f", result.commitSeconds)
                 }
                 let body = fields.keys.sorted().map { "  \"\($0)\": \(fields[$0]!)" }.joined(separator: ",\n")
                 print("{\n\(body)\n}")
@@ -89,6 +90,7 @@ struct Audit: AsyncParsableCommand {
                 )
                 print("checkpoint \(checkpoint.sequence) \(Hex.encode(checkpoint.hash))")
                 print("stopped by: \(Self.reason(plan.limit))")
+                print("deleted in one transaction of \(String(format: "%.3f", result.commitSeconds)) s")
                 if result.prefixesKept > 0 {
                     print(
                         "note: \(result.prefixesKept) events predate the v2 encoding and keep their prefix "

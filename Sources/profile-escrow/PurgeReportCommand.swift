@@ -94,7 +94,11 @@ struct PurgeReportCommand: AsyncParsableCommand {
         }
         if report.hasProblem {
             if format != .text {
-                let reason = report.chain.map { !$0.verified } ?? false ? "audit chain broken" : "overdue escrows"
+                let reason =
+                    report.chain.map { !$0.verified } ?? false
+                    ? "audit chain broken"
+                    : !(report.archive?.problems.isEmpty ?? true)
+                        ? "archived segments do not verify" : "overdue escrows"
                 FileHandle.standardError.write(Data("problem: \(reason)\n".utf8))
             }
             throw ExitCode(CLIFailure.problem)

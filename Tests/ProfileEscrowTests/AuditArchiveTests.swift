@@ -176,6 +176,8 @@ struct AuditArchiveTests {
         #expect((covered["chain"] as? [String: Any])?["verified"] as? Bool == true)
         let broken = try cli(["purge-report", "--verify", "--archive", altered, segment2])
         #expect(broken.status == 1 && broken.stdout.contains("its content does not match"), "\(broken.stdout)")
+        let brokenCount = try cli(["purge-report", "--archive", altered, segment2])
+        #expect(brokenCount.status == 1 && brokenCount.stdout.contains("SEGMENT PROBLEM"), "\(brokenCount.stdout)")
         // A period after the checkpoint needs no segment.
         let recent = try reportJSON(["--since", Timestamp.seconds(Date().addingTimeInterval(1800))])
         #expect((recent["archive"] as? [String: Any])?["uncoveredFromSequence"] is NSNull)
