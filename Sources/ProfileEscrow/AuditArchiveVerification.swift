@@ -69,34 +69,26 @@ public struct AuditArchiveVerification: Sendable {
             )
         }
         var previous: AuditSegmentVerifier?
+        // Where one segment may join another: each start, and the end of the segment before.
+        let joints = Set(headers.compactMap { $0.first.map { $0 - 1 } })
+        var emittedThrough: Int64 = 0
         for entry in ordered.map(\.element) {
             let verifier = AuditSegmentVerifier(name: entry.path)
-            verifier.watched = Set(checkpoints.map(\.sequence))
+            verifier.watched = Set(checkpoints.map(\.sequence)).union(joints)
+            if let previous { verifier.watched.insert(previous.lastSequence) }
             var reader = try LineReader(path: entry.path)
             defer { reader.close() }
             while let line = try reader.next() {
-                if let event = verifier.consume(line) { onEvent?(event) }
+                // A repeat of the segment before is verified, and counted once.
+                if let event = verifier.consume(line), event.sequence > emittedThrough {
+                    onEvent?(event)
+                    emittedThrough = event.sequence
+                }
             }
             verifier.finish()
             if let failure = verifier.failure { result.problems.append(failure) }
-            if let previous, let header = verifier.header, previous.header != nil {
-                let end = previous.lastSequence
-                if header.firstSequence > end + 1 {
-                    result.problems.append(
-                        "\(entry.path): starts at sequence \(header.firstSequence) but \(previous.name) ends at \(end): "
-                            + "sequences \(end + 1)-\(header.firstSequence - 1) are in no segment given (a segment dropped)"
-                    )
-                } else if header.firstSequence <= end {
-                    result.problems.append(
-                        "\(entry.path): starts at sequence \(header.firstSequence), inside \(previous.name) "
-                            + "(which ends at \(end)): the segments overlap (one given twice, or a cut repeated)"
-                    )
-                } else if !Hashing.constantTimeEqual(header.previousHash, previous.lastHash) {
-                    result.problems.append(
-                        "\(entry.path): line 1: does not chain from \(previous.name) (its prev_hash is not that "
-                            + "segment's last hash)"
-                    )
-                }
+            if let previous, let header = verifier.header, let before = previous.header {
+                result.join(verifier, header, after: previous, before)
             }
             result.segments.append(
                 Segment(
@@ -120,6 +112,52 @@ public struct AuditArchiveVerification: Sendable {
             try await result.checkStore(store, checkpoints: checkpoints, last: previous, verify: verifyStore)
         }
         return result
+    }
+
+    /// Judges how `segment` follows `previous`: right after its end, chained from its last hash; or repeating its end
+    /// with the same events (an archive run again from a checkpoint inside it: interrupted, or after a restore).
+    private mutating func join(
+        _ segment: AuditSegmentVerifier,
+        _ header: AuditSegment.Header,
+        after previous: AuditSegmentVerifier,
+        _ previousHeader: AuditSegment.Header
+    ) {
+        let end = previous.lastSequence
+        let name = segment.name
+        if header.firstSequence > end + 1 {
+            problems.append(
+                "\(name): starts at sequence \(header.firstSequence) but \(previous.name) ends at \(end): "
+                    + "sequences \(end + 1)-\(header.firstSequence - 1) are in no segment given (a segment dropped)"
+            )
+            return
+        }
+        let joint = header.firstSequence - 1
+        let hashThere =
+            joint == previousHeader.firstSequence - 1 ? previousHeader.previousHash : previous.watchedHashes[joint]
+        guard let hashThere, Hashing.constantTimeEqual(header.previousHash, hashThere) else {
+            problems.append(
+                "\(name): line 1: does not chain from \(previous.name) at sequence \(joint) (its prev_hash is not "
+                    + "that event's hash)"
+            )
+            return
+        }
+        guard joint < end else { return }
+        if segment.lastSequence < end {
+            problems.append(
+                "\(name): sequences \(header.firstSequence)-\(segment.lastSequence) lie inside \(previous.name): "
+                    + "a part of a segment given again"
+            )
+        } else if !Hashing.constantTimeEqual(segment.watchedHashes[end] ?? [], previous.lastHash) {
+            problems.append(
+                "\(name): repeats sequences \(header.firstSequence)-\(end) of \(previous.name) with other events "
+                    + "(two different histories)"
+            )
+        } else {
+            notes.append(
+                "\(name) repeats sequences \(header.firstSequence)-\(end) of \(previous.name), identical (an archive run "
+                    + "again from a checkpoint inside it: interrupted, or after a restore); they are counted once"
+            )
+        }
     }
 
     /// Every checkpoint the store recorded inside this segment must be one of its events, with the same hash.
@@ -152,13 +190,13 @@ public struct AuditArchiveVerification: Sendable {
         verify: Bool
     ) async throws {
         let checkpoint = checkpoints.last
-        if let first = segments.first?.firstSequence {
-            for cut in checkpoints where cut.firstSequence < first {
-                problems.append(
-                    "the store's cut of sequences \(cut.firstSequence)-\(cut.sequence) is in none of the segments given "
-                        + "(a segment dropped)"
-                )
-            }
+        if let first = segments.first?.firstSequence,
+            let earliest = checkpoints.first?.firstSequence, earliest < first
+        {
+            problems.append(
+                "the store archived sequences \(earliest)-\(first - 1), which are in none of the segments given "
+                    + "(a segment dropped)"
+            )
         }
         if let last, last.header != nil {
             let end = last.lastSequence

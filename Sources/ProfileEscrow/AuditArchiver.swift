@@ -9,8 +9,11 @@ public struct AuditArchiveResult: Sendable, Equatable {
     public var checkpoint: AuditCheckpoint?
     /// Events written with their blind-index prefix although prefixes were to be redacted (v1-encoded events).
     public var prefixesKept: Int
-    /// How long the transaction that deleted the events took (on SQLite, the time captures waited for the write lock).
+    /// The longest of the transactions that deleted the events (on SQLite, the longest captures waited for the write
+    /// lock).
     public var commitSeconds: Double = 0
+    /// How many transactions deleted the events (one a chunk, each recording its checkpoint).
+    public var transactions: Int = 0
 }
 
 /// Moves the oldest audit events out of the store into a segment file, never losing one: the segment is written and
@@ -19,11 +22,18 @@ public struct AuditArchiveResult: Sendable, Equatable {
 /// 1. Plan the cut (``EscrowStore/planAuditArchive(before:)``): a prefix of the chain.
 /// 2. Stream its events, a page at a time, into `<out>.partial`, checking every hash; fsync the file.
 /// 3. Link it to `<out>` (never over an existing file), remove the partial name, fsync the folder.
-/// 4. One transaction deletes the events, records the checkpoint and appends an `audit-archived` event.
+/// 4. Transactions of `chunk` events each delete the events in order, each recording the checkpoint of its last
+///    event; the last one also appends an `audit-archived` event. Writers wait for one chunk at most.
 ///
-/// A crash before 3 leaves a `.partial` file and the store untouched. A crash between 3 and 4 leaves a complete
-/// segment whose events are all still in the store (`audit verify --database` says so): a copy, harmless, never a loss.
+/// A crash before 3 leaves a `.partial` file and the store untouched. A crash after 3 leaves a complete segment
+/// whose events from the store's checkpoint on are still in the store (`audit verify --database` says so): a copy,
+/// never a loss. Archiving again writes a new segment from the checkpoint, which repeats the end of this one with
+/// the same events and hashes (`audit verify` accepts such a repeat when it is identical).
 public enum AuditArchiver {
+    /// The events one transaction deletes by default: on SQLite, captures wait for the write lock while it runs
+    /// (about 0.1 s for 25,000 events, `docs/performance.md`), well within their 5 s bound.
+    public static let defaultChunk = 25_000
+
     public static func archive(
         store: any EscrowStore,
         before time: Date,
@@ -31,7 +41,8 @@ public enum AuditArchiver {
         redactPrefixes: Bool,
         actor: AuditActor,
         now: Date = Date(),
-        pageSize: Int = 10_000
+        pageSize: Int = 10_000,
+        chunk: Int = defaultChunk
     ) async throws -> AuditArchiveResult {
         guard !FileManager.default.fileExists(atPath: path) else {
             throw AuditSegmentError("\(path) exists: a segment is never overwritten; choose another --out")
@@ -47,6 +58,13 @@ public enum AuditArchiver {
                 redacted: redactPrefixes
             )
         )
+        // The checkpoint of each chunk, made as its last event is written: the chunks are deleted one transaction
+        // each, after the whole segment is durable.
+        var chunks: [AuditCheckpoint] = []
+        var chunkStart = plan.firstSequence
+        var chunkEarliest = Int64.max
+        var chunkLatest = Int64.min
+        let chunkSize = Int64(max(1, chunk))
         let partial = path + ".partial"
         let file = try SegmentFile(creating: partial)
         do {
@@ -62,6 +80,25 @@ public enum AuditArchiver {
                 guard let last = page.last else { break }
                 for event in page where event.sequence <= plan.lastSequence {
                     buffer += try encoder.line(for: event)
+                    let at = Timestamp.unixMilliseconds(event.draft.at)
+                    chunkEarliest = min(chunkEarliest, at)
+                    chunkLatest = max(chunkLatest, at)
+                    if event.sequence - chunkStart + 1 == chunkSize || event.sequence == plan.lastSequence {
+                        chunks.append(
+                            AuditCheckpoint(
+                                sequence: event.sequence,
+                                hash: event.hash,
+                                firstSequence: chunkStart,
+                                eventCount: event.sequence - chunkStart + 1,
+                                earliestAt: chunkEarliest,
+                                latestAt: chunkLatest,
+                                archivedAt: Timestamp.unixMilliseconds(now)
+                            )
+                        )
+                        chunkStart = event.sequence + 1
+                        chunkEarliest = .max
+                        chunkLatest = .min
+                    }
                 }
                 cursor = last.sequence
                 if buffer.count >= 1 << 20 {
@@ -100,27 +137,52 @@ public enum AuditArchiver {
             detail: "\(checkpoint.firstSequence)-\(checkpoint.sequence):\(Hex.encode(checkpoint.hash))",
             actor: actor
         )
-        let started = ContinuousClock.now
-        do {
-            try await store.commitAuditArchive(plan, checkpoint: checkpoint, audit: [event])
-        } catch {
-            // The segment stays: it is a verified copy of events the store may still hold (an outcome that is not
-            // known, a lost connection during the commit, must never lose the only copy of deleted events).
-            guard let error = error as? EscrowStoreError else { throw error }
-            throw EscrowStoreError(
-                error.code,
-                error.message + "; the segment \(path) was written, and `audit verify --database` tells whether the "
-                    + "store took the cut (when it did not, the file is a copy of events still in the store and may "
-                    + "be deleted)"
-            )
+        var previous = plan.previous
+        var longest = Duration.zero
+        for (index, chunk) in chunks.enumerated() {
+            let chunkPlan = AuditArchivePlan(previous: previous, lastSequence: chunk.sequence, limit: plan.limit)
+            let isLast = index == chunks.count - 1
+            let started = ContinuousClock.now
+            try await commit(chunkPlan, chunk, audit: isLast ? [event] : [], store: store, path: path)
+            longest = max(longest, ContinuousClock.now - started)
+            previous = chunk
         }
-        let elapsed = ContinuousClock.now - started
         return AuditArchiveResult(
             plan: plan,
             checkpoint: checkpoint,
             prefixesKept: encoder.prefixesKept,
-            commitSeconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            commitSeconds: Double(longest.components.seconds) + Double(longest.components.attoseconds) / 1e18,
+            transactions: chunks.count
         )
+    }
+
+    /// One chunk's transaction, tried again while the store is busy (another writer held it past its bound).
+    private static func commit(
+        _ plan: AuditArchivePlan,
+        _ checkpoint: AuditCheckpoint,
+        audit: [AuditDraft],
+        store: any EscrowStore,
+        path: String
+    ) async throws {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await store.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit)
+                return
+            } catch {
+                // The segment stays: it is a verified copy of events the store may still hold (an outcome that is
+                // not known, a lost connection during the commit, must never lose the only copy of deleted events).
+                guard let error = error as? EscrowStoreError else { throw error }
+                if error.code == .busy, attempt < 5 { continue }
+                throw EscrowStoreError(
+                    error.code,
+                    error.message + "; the segment \(path) is complete and the store's events up to sequence "
+                        + "\(plan.firstSequence - 1) are deleted: `audit verify \(path) --database …` shows where the "
+                        + "store stands, and `audit archive` run again (another --out) cuts the rest"
+                )
+            }
+        }
     }
 }
 

@@ -19,8 +19,9 @@ struct Audit: AsyncParsableCommand {
                 Writes the longest run of the oldest events that are all before --before and belong to no escrow \
                 still in the store (a live escrow's history stays, and so does every event after its first one: \
                 the store keeps one unbroken chain). The segment is written to <out>.partial, synced, linked to \
-                <out> and its folder synced; only then does one transaction delete the events and record the \
-                checkpoint (the last archived event's sequence and hash). Works while serve and replay workers run. \
+                <out> and its folder synced; only then do transactions of --chunk events delete the events in \
+                order, each recording its checkpoint (the last deleted event's sequence and hash). Works while \
+                serve and replay workers run. \
                 Exits 0 (also when there is nothing to archive: no file is written), 1 when the store's chain is \
                 broken (nothing is archived), 2 for bad input (an existing --out), 4 when the store is unavailable.
                 """
@@ -35,9 +36,17 @@ struct Audit: AsyncParsableCommand {
                 """
         )
         var redactPrefixes = false
+        @Option(
+            help: """
+                Events deleted per transaction (default \(AuditArchiver.defaultChunk)): writers wait for one \
+                transaction at most.
+                """
+        )
+        var chunk = AuditArchiver.defaultChunk
         @Option(help: "text or json.") var format: OutputFormat = .text
 
         func validate() throws {
+            guard chunk >= 1 else { throw ValidationError("--chunk: at least 1") }
             guard PurgeReportCommand.parseTime(before, now: Date()) != nil else {
                 throw ValidationError("--before: '\(before)' is not an ISO-8601 time or an age such as 30d")
             }
@@ -55,7 +64,8 @@ struct Audit: AsyncParsableCommand {
                     to: out,
                     redactPrefixes: redactPrefixes,
                     actor: .cli,
-                    now: now
+                    now: now,
+                    chunk: chunk
                 )
             } catch {
                 guard let error = error as? AuditSegmentError else { throw error }
@@ -75,7 +85,8 @@ struct Audit: AsyncParsableCommand {
                     fields["firstSequence"] = "\(checkpoint.firstSequence)"
                     fields["checkpointSequence"] = "\(checkpoint.sequence)"
                     fields["checkpointHash"] = "\"\(Hex.encode(checkpoint.hash))\""
-                    fields["commitSeconds"] = String(format: "%.3f", result.commitSeconds)
+                    fields["transactions"] = "\(result.transactions)"
+                    fields["longestTransactionSeconds"] = String(format: "%.3f", result.commitSeconds)
                 }
                 let body = fields.keys.sorted().map { "  \"\($0)\": \(fields[$0]!)" }.joined(separator: ",\n")
                 print("{\n\(body)\n}")
@@ -90,7 +101,10 @@ struct Audit: AsyncParsableCommand {
                 )
                 print("checkpoint \(checkpoint.sequence) \(Hex.encode(checkpoint.hash))")
                 print("stopped by: \(Self.reason(plan.limit))")
-                print("deleted in one transaction of \(String(format: "%.3f", result.commitSeconds)) s")
+                print(
+                    "deleted in \(result.transactions) transaction(s), the longest "
+                        + "\(String(format: "%.3f", result.commitSeconds)) s"
+                )
                 if result.prefixesKept > 0 {
                     print(
                         "note: \(result.prefixesKept) events predate the v2 encoding and keep their prefix "

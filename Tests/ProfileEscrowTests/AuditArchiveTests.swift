@@ -89,8 +89,12 @@ struct AuditArchiveTests {
         try await confirm(10..<15)
         try await capture(15..<18)
         let segment2 = folder + "/audit-2.jsonl"
-        let second = try cli(["audit", "archive", "--before", later, "--out", segment2, "--redact-prefixes"])
+        let second = try cli([
+            "audit", "archive", "--before", later, "--out", segment2, "--redact-prefixes", "--chunk", "7",
+        ])
         #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.contains("deleted in 3 transaction(s)"), "15 events, 7 a transaction: \(second.stdout)")
+        #expect(try await harness.store.auditCheckpoints().count == 4, "one checkpoint a transaction")
         let redacted = ProfileEscrowCLI.text(atPath: segment2)
         #expect(redacted.contains("\"prefix_commitment\":\"") && !redacted.contains("\"prefix\":\""))
         #expect(ProfileEscrowCLI.text(atPath: segment1).contains("\"prefix\":\""), "the first cut kept prefixes")
@@ -115,12 +119,13 @@ struct AuditArchiveTests {
         let droppedFirst = try cli(["audit", "verify", segment2, "--database", harness.databasePath])
         #expect(droppedFirst.status == 1, "\(droppedFirst.stdout)")
         #expect(
-            droppedFirst.stdout.contains("cut of sequences 1-30 is in none of the segments given"),
+            droppedFirst.stdout.contains("archived sequences 1-30, which are in none of the segments given"),
             "\(droppedFirst.stdout)"
         )
         let droppedLast = try cli(["audit", "verify", segment1, "--database", harness.databasePath])
         #expect(droppedLast.status == 1 && droppedLast.stdout.contains("are missing"), "\(droppedLast.stdout)")
-        #expect(try verifyAlone([segment1, segment1]).status == 1, "a segment given twice overlaps")
+        let twice = try verifyAlone([segment1, segment1])
+        #expect(twice.status == 0 && twice.stdout.contains("repeats sequences 1-30"), "\(twice.stdout)")
 
         // Damage inside a segment: each named by file, line and sequence.
         let purgedLine = try #require(lines(segment1).firstIndex { $0.contains("\"type\":\"purged\"") })
@@ -199,6 +204,17 @@ struct AuditArchiveTests {
         #expect(restored.stdout.contains("restored from a backup"), "\(restored.stdout)")
         let report = try cli(["purge-report", "--verify"], database: backup)
         #expect(report.status == 0, "\(report.stdout)")
+        // Cutting the restored store again repeats the segment's events, identical: verified, counted once.
+        let again = folder + "/audit-again.jsonl"
+        #expect(try cli(["audit", "archive", "--before", later, "--out", again], database: backup).status == 0)
+        let both = try cli(["audit", "verify", segment, again, "--database", backup], database: backup)
+        #expect(both.status == 0 && both.stdout.contains("identical"), "\(both.stdout)")
+        let counted = try cli(
+            ["purge-report", "--since", "30d", "--format", "json", "--archive", segment, again],
+            database: backup
+        )
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(counted.stdout.utf8)) as? [String: Any])
+        #expect(json["captured"] as? Int == 5, "the repeated events are counted once")
     }
 
     /// `serve` with its worker under HTTP load while an operator cuts the trail again and again: every cut succeeds
