@@ -47,12 +47,20 @@ public struct AuditArchiveVerification: Sendable {
         let checkpoints = try await store?.auditCheckpoints() ?? []
         result.checkpoint = checkpoints.last
         // The headers first (one line each): the order and the gaps are judged on what the segments say they hold.
+        // Each file stays open from its first line on: a pipe (`<(zstd -dc …)`) can be read only once.
         var headers: [(path: String, first: Int64?)] = []
+        var readers: [String: (reader: LineReader, first: ArraySlice<UInt8>?)] = [:]
+        defer { for (reader, _) in readers.values { reader.close() } }
         for path in paths {
+            if let known = headers.first(where: { $0.path == path }) {
+                headers.append(known)
+                continue
+            }
             var reader = try LineReader(path: path)
-            defer { reader.close() }
+            let line = try reader.next()
+            readers[path] = (reader, line.map { ArraySlice(Array($0)) })
             let peek = AuditSegmentVerifier(name: path)
-            if let line = try reader.next() { peek.consume(line) }
+            if let line { peek.consume(line) }
             headers.append((path, peek.header?.firstSequence))
         }
         let ordered = headers.enumerated().sorted {
@@ -76,9 +84,12 @@ public struct AuditArchiveVerification: Sendable {
             let verifier = AuditSegmentVerifier(name: entry.path)
             verifier.watched = Set(checkpoints.map(\.sequence)).union(joints)
             if let previous { verifier.watched.insert(previous.lastSequence) }
-            var reader = try LineReader(path: entry.path)
+            // The same file given twice is read again from its start.
+            var (reader, first) = try readers.removeValue(forKey: entry.path) ?? (LineReader(path: entry.path), nil)
             defer { reader.close() }
-            while let line = try reader.next() {
+            var pending = first
+            while let line = try pending ?? reader.next() {
+                pending = nil
                 // A repeat of the segment before is verified, and counted once.
                 if let event = verifier.consume(line), event.sequence > emittedThrough {
                     onEvent?(event)
