@@ -6,6 +6,7 @@
 #
 #   Benchmarks/audit-archive/archive.sh [EVENTS] [LIVE]      # defaults: 1000000 1000
 #   PROFILE_ESCROW_BIN=.build/release/profile-escrow Benchmarks/audit-archive/archive.sh 10000000
+#   CHUNK=100000000 Benchmarks/audit-archive/archive.sh 2000000    # the delete in one transaction
 #
 # Everything goes to a temporary folder (AUDIT_ARCHIVE_DIR to choose one), removed at the end unless KEEP=1.
 set -euo pipefail
@@ -43,7 +44,7 @@ echo "== fill: $(( $(date +%s) - started )) s"
 before=$(store_size)
 echo "== store before: $(mib "$before")"
 
-measured "audit archive" "$bin" audit archive --before 0s --out "$dir/segment-1.jsonl"
+measured "audit archive" "$bin" audit archive --before 0s --out "$dir/segment-1.jsonl" ${CHUNK:+--chunk "$CHUNK"}
 echo "== segment: $(mib "$(size "$dir/segment-1.jsonl")"), $(wc -l < "$dir/segment-1.jsonl") lines"
 echo "== store after archive, before vacuum: $(mib "$(store_size)")"
 measured "audit verify --database" "$bin" audit verify "$dir/segment-1.jsonl" --database "$db"

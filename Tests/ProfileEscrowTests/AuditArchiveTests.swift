@@ -110,6 +110,16 @@ struct AuditArchiveTests {
         #expect(whole.stdout.contains("chain into the store's checkpoint"), "\(whole.stdout)")
         #expect(whole.stdout.contains("store chain: verified"), "\(whole.stdout)")
 
+        // A compressed segment, verified through a pipe (read once).
+        let piped = try ProfileEscrowCLI.run(
+            [
+                "-c", "gzip -c \"$1\" > \"$1.gz\" && \"$0\" audit verify <(gzip -dc \"$1.gz\")",
+                ProfileEscrowCLI.binary.path, segment1,
+            ],
+            executable: "/bin/bash",
+            in: folder
+        )
+        #expect(piped.status == 0 && piped.stdout.contains("sequences 1-30, 30 events"), "\(piped.stdout)\(piped.stderr)")
         // Reordered segments, a dropped first or last segment.
         let reordered = try verifyAlone([segment2, segment1])
         #expect(
