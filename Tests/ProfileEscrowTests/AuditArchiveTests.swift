@@ -119,7 +119,10 @@ struct AuditArchiveTests {
             executable: "/bin/bash",
             in: folder
         )
-        #expect(piped.status == 0 && piped.stdout.contains("sequences 1-30, 30 events"), "\(piped.stdout)\(piped.stderr)")
+        #expect(
+            piped.status == 0 && piped.stdout.contains("sequences 1-30, 30 events"),
+            "\(piped.stdout)\(piped.stderr)"
+        )
         // Reordered segments, a dropped first or last segment.
         let reordered = try verifyAlone([segment2, segment1])
         #expect(
