@@ -201,6 +201,57 @@ struct AuditArchiveTests {
         #expect((recent["archive"] as? [String: Any])?["uncoveredFromSequence"] is NSNull)
     }
 
+    /// An archive that stops between two of its delete transactions loses nothing: the segment is complete, the store
+    /// still holds what it did not delete, and archiving again repeats those events in a new segment that verifies
+    /// with the first, each event counted once.
+    @Test func anArchiveInterruptedBetweenTransactionsLosesNothing() async throws {
+        try await capture(0..<10)
+        try await confirm(0..<10)
+        let observed = ObservedStore(harness.store)
+        observed.failArchiveCommits(after: 2)
+        let first = folder + "/audit-1.jsonl"
+        let until = Date().addingTimeInterval(3600)
+        do {
+            _ = try await AuditArchiver.archive(
+                store: observed,
+                before: until,
+                to: first,
+                redactPrefixes: false,
+                actor: .cli,
+                chunk: 7
+            )
+            Issue.record("the archive was not interrupted")
+        } catch {
+            #expect((error as? EscrowStoreError)?.message.contains("is complete") == true, "\(error)")
+        }
+        #expect(FileManager.default.fileExists(atPath: first))
+        #expect(try await harness.store.auditCheckpoint()?.sequence == 14, "two transactions of 7 went through")
+        let partial = try await AuditArchiveVerification.verify(paths: [first], store: harness.store)
+        #expect(partial.isIntact, "\(partial.problems)")
+        #expect(
+            partial.notes.contains { $0.contains("still holds sequence 30 with the same hash") },
+            "\(partial.notes)"
+        )
+
+        let second = folder + "/audit-2.jsonl"
+        let again = try await AuditArchiver.archive(
+            store: harness.store,
+            before: until,
+            to: second,
+            redactPrefixes: false,
+            actor: .cli,
+            chunk: 7
+        )
+        #expect(again.checkpoint?.firstSequence == 15 && again.checkpoint?.sequence == 30)
+        var captured = 0
+        let both = try await AuditArchiveVerification.verify(paths: [first, second], store: harness.store) { event in
+            if event.draft.type == .captured { captured += 1 }
+        }
+        #expect(both.isIntact, "\(both.problems)")
+        #expect(both.notes.contains { $0.contains("identical") }, "\(both.notes)")
+        #expect(captured == 10, "each archived capture counted once")
+    }
+
     /// A store restored from a backup taken before a cut still holds the cut's events: `audit verify` says so, and
     /// the backup's own chain still verifies.
     @Test func aStoreRestoredFromBeforeACutIsRecognized() async throws {
