@@ -36,7 +36,8 @@ public struct AuditArchiveVerification: Sendable {
     /// Verifies `paths` as consecutive segments (sorted by their first sequence; a list given out of order is named),
     /// streaming each file. With `store`: the segments must contain every checkpoint the store recorded from their
     /// start on, and end at its newest one; with `verifyStore`, the store's chain is verified from that checkpoint to
-    /// its head too. `onEvent` sees each intact event of the segments, in order.
+    /// its head too; without it (a report over a period), segments missing at either end are only noted.
+    /// `onEvent` sees each intact event of the segments, in order.
     public static func verify(
         paths: [String],
         store: (any EscrowStore)?,
@@ -201,19 +202,23 @@ public struct AuditArchiveVerification: Sendable {
         verify: Bool
     ) async throws {
         let checkpoint = checkpoints.last
+        // Segments missing at either end are a problem for a whole-history check; a report over a period names the
+        // archived events it could not count instead (``PurgeReport/ArchiveCoverage``).
+        var missing: [String] = []
         if let first = segments.first?.firstSequence,
             let earliest = checkpoints.first?.firstSequence, earliest < first
         {
-            problems.append(
+            missing.append(
                 "the store archived sequences \(earliest)-\(first - 1), which are in none of the segments given "
                     + "(a segment dropped)"
             )
         }
+        defer { if verify { problems += missing } else { notes += missing } }
         if let last, last.header != nil {
             let end = last.lastSequence
             let storeStart = checkpoint?.sequence ?? 0
             if end < storeStart {
-                problems.append(
+                missing.append(
                     "the segments end at sequence \(end) but the store's checkpoint is at \(storeStart): the "
                         + "segment(s) of sequences \(end + 1)-\(storeStart) are missing"
                 )

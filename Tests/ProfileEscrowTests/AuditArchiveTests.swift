@@ -192,6 +192,9 @@ struct AuditArchiveTests {
         #expect((covered["purged"] as? [String: Int])?["confirmed"] == 15)
         #expect((covered["archive"] as? [String: Any])?["uncoveredFromSequence"] is NSNull)
         #expect((covered["chain"] as? [String: Any])?["verified"] as? Bool == true)
+        // A period of the first cut needs only its segment; without the second, its period is named, not a problem.
+        let firstOnly = try cli(["purge-report", "--since", "30d", "--verify", "--archive", segment1])
+        #expect(firstOnly.status == 0 && firstOnly.stdout.contains("NOT COVERED"), "\(firstOnly.stdout)")
         let broken = try cli(["purge-report", "--verify", "--archive", altered, segment2])
         #expect(broken.status == 1 && broken.stdout.contains("its content does not match"), "\(broken.stdout)")
         let brokenCount = try cli(["purge-report", "--archive", altered, segment2])
