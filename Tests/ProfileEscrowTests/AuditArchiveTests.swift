@@ -255,6 +255,34 @@ struct AuditArchiveTests {
         #expect(captured == 10, "each archived capture counted once")
     }
 
+    /// A store upgraded with events of the v1 encoding (hashed over the prefix itself): they verify beside the v2 ones,
+    /// and a redacted segment keeps their prefixes, and says how many.
+    @Test func eventsOfTheFirstEncodingVerifyAndKeepTheirPrefix() async throws {
+        try await capture(0..<3)
+        // Rewrite the three events as a store written before encoding 2 holds them.
+        var previous = AuditChain.genesis
+        for event in try await harness.store.auditEvents(after: 0, limit: 10) {
+            let hash = AuditChain.hash(previous: previous, sequence: event.sequence, draft: event.draft, encoding: .v1)
+            try await harness.tamper(
+                "UPDATE audit_event SET hash = ?, encoding = 1 WHERE seq = ?",
+                [Data(hash), event.sequence]
+            )
+            previous = hash
+        }
+        try await harness.tamper("UPDATE audit_head SET hash = ? WHERE singleton = 1", [Data(previous)])
+        try await confirm(0..<3)
+        #expect(try cli(["purge-report", "--verify"]).status == 0, "v1 then v2 events verify")
+        let segment = folder + "/audit-1.jsonl"
+        let archived = try cli(["audit", "archive", "--before", later, "--out", segment, "--redact-prefixes"])
+        #expect(archived.status == 0, "\(archived.stderr)")
+        #expect(archived.stdout.contains("3 events predate the v2 encoding"), "\(archived.stdout)")
+        let lines = self.lines(segment)
+        #expect(lines[1].contains("\"enc\":1") && lines[1].contains("\"prefix\":\""))
+        #expect(lines[4].contains("\"enc\":2") && lines[4].contains("\"prefix_commitment\":\""))
+        let verified = try cli(["audit", "verify", segment, "--database", harness.databasePath])
+        #expect(verified.status == 0, "\(verified.stdout)")
+    }
+
     /// A store restored from a backup taken before a cut still holds the cut's events: `audit verify` says so, and
     /// the backup's own chain still verifies.
     @Test func aStoreRestoredFromBeforeACutIsRecognized() async throws {
