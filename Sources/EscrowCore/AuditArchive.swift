@@ -58,6 +58,9 @@ public struct AuditArchivePlan: Sendable, Equatable {
     /// The last sequence to archive; nothing is archived when it is not above ``firstSequence`` - 1.
     public var lastSequence: Int64
     public var limit: Limit
+    /// Set on the later transactions of a cut: the first one checked every event of the cut against the live escrows
+    /// (an escrow id is never used again, so a cut's events cannot become a live escrow's later).
+    public var liveEscrowsChecked = false
 
     public init(previous: AuditCheckpoint?, lastSequence: Int64, limit: Limit) {
         self.previous = previous
@@ -128,11 +131,15 @@ extension StoreEngine {
                     + "nothing was deleted: run the archive again"
             )
         }
-        guard checkpoint.firstSequence == plan.firstSequence, checkpoint.sequence >= checkpoint.firstSequence else {
+        guard checkpoint.firstSequence == plan.firstSequence, checkpoint.sequence >= checkpoint.firstSequence,
+            checkpoint.sequence <= plan.lastSequence
+        else {
             throw EscrowStoreError(.failed, "the archive's checkpoint does not continue the store's")
         }
-        if let live = try await transaction.firstLiveEscrowAuditSequence(after: plan.firstSequence - 1),
-            live <= checkpoint.sequence
+        // The whole cut (up to the plan's last sequence, which may be past this transaction's checkpoint), once.
+        if !plan.liveEscrowsChecked,
+            let live = try await transaction.firstLiveEscrowAuditSequence(after: plan.firstSequence - 1),
+            live <= max(checkpoint.sequence, plan.lastSequence)
         {
             throw EscrowStoreError(
                 .failed,

@@ -140,7 +140,9 @@ public enum AuditArchiver {
         var previous = plan.previous
         var longest = Duration.zero
         for (index, chunk) in chunks.enumerated() {
-            let chunkPlan = AuditArchivePlan(previous: previous, lastSequence: chunk.sequence, limit: plan.limit)
+            // Each transaction continues the last; the first checks the whole cut against the live escrows.
+            var chunkPlan = AuditArchivePlan(previous: previous, lastSequence: plan.lastSequence, limit: plan.limit)
+            chunkPlan.liveEscrowsChecked = index > 0
             let isLast = index == chunks.count - 1
             let started = ContinuousClock.now
             try await commit(chunkPlan, chunk, audit: isLast ? [event] : [], store: store, path: path)
