@@ -94,6 +94,11 @@ extension EscrowStore {
     public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
         try await auditEvents(after: sequence, limit: limit).compactMap(AuditTally.init)
     }
+
+    /// The newest checkpoint: the store's chain verifies from it. Nil when nothing was ever archived.
+    public func auditCheckpoint() async throws -> AuditCheckpoint? {
+        try await auditCheckpoints().last
+    }
 }
 
 /// Which records to list.
@@ -226,6 +231,19 @@ public protocol EscrowStore: Sendable {
 
     /// The newest event's sequence and hash, as recorded beside the chain.
     func auditHead() async throws -> AuditHead?
+
+    /// The checkpoint of every archive cut, oldest first; empty when nothing was ever archived. The newest one is
+    /// where the store's chain starts: its events begin at the sequence after it and chain from its hash.
+    func auditCheckpoints() async throws -> [AuditCheckpoint]
+
+    /// Which events a cut before `time` may archive, with ``StoreEngine``'s rule: the longest prefix of the chain
+    /// after the newest checkpoint with every event before `time` and none of an escrow that still has a row.
+    func planAuditArchive(before time: Date) async throws -> AuditArchivePlan
+
+    /// In one transaction: deletes the events `plan` covers, once written to a durable segment that ends at
+    /// `checkpoint`, records the checkpoint, and appends `audit`. Fails, deleting nothing, when another cut moved the
+    /// checkpoint meanwhile or an event of the cut now belongs to a live escrow.
+    func commitAuditArchive(_ plan: AuditArchivePlan, checkpoint: AuditCheckpoint, audit: [AuditDraft]) async throws
 
     func summary(at now: Date) async throws -> StoreSummary
 

@@ -81,6 +81,20 @@ package protocol EscrowWriteTransaction {
     func lockAuditHead() async throws -> AuditHead?
     /// Inserts chained events and records `head`, the last one's sequence and hash.
     func insertAudit(_ events: [AuditEvent], head: AuditHead) async throws
+    /// The audit chain's head as it is now, without locking it; nil before the first event.
+    func auditHead() async throws -> AuditHead?
+    /// The checkpoint of the newest archive cut; nil when nothing was ever archived.
+    func auditCheckpoint() async throws -> AuditCheckpoint?
+    /// The lowest sequence above `sequence` of an event at or after `milliseconds` (since 1970); nil when none.
+    func firstAuditSequence(after sequence: Int64, atOrAfter milliseconds: Int64) async throws -> Int64?
+    /// The lowest sequence above `sequence` of an event of an escrow that still has a row (any state); nil when none.
+    func firstLiveEscrowAuditSequence(after sequence: Int64) async throws -> Int64?
+    /// The stored hash of the event at `sequence`; nil when there is none.
+    func auditHash(at sequence: Int64) async throws -> [UInt8]?
+    /// Deletes the events with a sequence in `range`; returns how many.
+    func deleteAudit(_ range: ClosedRange<Int64>) async throws -> Int
+    /// Records a cut's checkpoint.
+    func insertCheckpoint(_ checkpoint: AuditCheckpoint) async throws
 }
 
 /// What every store decides, written once over ``EscrowWriteTransaction``: capture with replacement, compare-and-set
@@ -372,8 +386,8 @@ package struct AuditChainAppender: Sendable {
 
     package mutating func append(_ draft: AuditDraft) -> AuditEvent {
         let sequence = head.sequence + 1
-        let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft)
+        let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft, encoding: .current)
         head = AuditHead(sequence: sequence, hash: hash)
-        return AuditEvent(sequence: sequence, draft: draft, hash: hash)
+        return AuditEvent(sequence: sequence, draft: draft, hash: hash, encoding: .current)
     }
 }

@@ -1,6 +1,7 @@
 public import EscrowCore
 public import EscrowCrypto
 public import Foundation
+import Logging
 import PostgresNIO
 
 extension PostgresEscrowStore {
@@ -194,6 +195,40 @@ extension PostgresEscrowStore {
             }
         } catch {
             throw database.storeError(error, "read failed")
+        }
+    }
+
+    public func auditCheckpoints() async throws -> [AuditCheckpoint] {
+        try await database.withConnection("read failed") { [logger = database.logger] connection in
+            try await Self.checkpoints(connection, newestOnly: false, logger: logger)
+        }
+    }
+
+    static func checkpoints(
+        _ connection: PostgresConnection,
+        newestOnly: Bool,
+        logger: Logger
+    ) async throws -> [AuditCheckpoint] {
+        let rows = try await connection.query(
+            """
+            SELECT seq, hash, first_seq, event_count, earliest_at, latest_at, archived_at
+            FROM audit_checkpoint ORDER BY seq \(unescaped: newestOnly ? "DESC LIMIT 1" : "")
+            """,
+            logger: logger
+        ).collect()
+        return try rows.map { row in
+            let (sequence, hash, first, count, earliest, latest, archived) = try row.decode(
+                (Int64, Data, Int64, Int64, Int64, Int64, Int64).self
+            )
+            return AuditCheckpoint(
+                sequence: sequence,
+                hash: [UInt8](hash),
+                firstSequence: first,
+                eventCount: count,
+                earliestAt: earliest,
+                latestAt: latest,
+                archivedAt: archived
+            )
         }
     }
 

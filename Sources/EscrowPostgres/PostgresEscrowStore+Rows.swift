@@ -261,7 +261,9 @@ extension PostgresEscrowStore {
         return AuditEvent(
             sequence: try cells[0].decode(Int64.self),
             draft: draft,
-            hash: [UInt8](try cells[9].decode(Data.self))
+            hash: [UInt8](try cells[9].decode(Data.self)),
+            // An encoding this version does not know verifies as v1, and so fails verification.
+            encoding: AuditEncoding(rawValue: Int(truncatingIfNeeded: try cells[10].decode(Int64.self))) ?? .v1
         )
     }
 }

@@ -158,6 +158,24 @@ extension PostgresEscrowStore {
         }
     }
 
+    public func planAuditArchive(before time: Date) async throws -> AuditArchivePlan {
+        try requireWritable()
+        return try await Self.engineTransaction(database, "planning the audit archive failed", durable: false) {
+            try await StoreEngine.planAuditArchive(before: time, in: $0)
+        }
+    }
+
+    public func commitAuditArchive(
+        _ plan: AuditArchivePlan,
+        checkpoint: AuditCheckpoint,
+        audit: [AuditDraft]
+    ) async throws {
+        try requireWritable()
+        try await Self.engineTransaction(database, "archiving audit events failed") {
+            try await StoreEngine.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit, in: $0)
+        }
+    }
+
     /// A no-op. SQLite keeps copies of purged pages in its WAL file until a checkpoint truncates it; PostgreSQL's
     /// copies of a deleted row are dead tuples (until vacuum reuses their space), its WAL and WAL archives, and base
     /// backups: none of them can be cleared from here. What bounds them is key cycling (`keys cycle`): once the

@@ -100,7 +100,27 @@ enum PostgresSchema {
                 )
                 """,
             ]
-        )
+        ),
+        Migration(
+            version: 2,
+            name: "audit archiving: event encodings, archive checkpoints",
+            statements: [
+                // Every event before this migration was hashed in encoding 1; from now on, 2 (see AuditChain). A
+                // constant default: PostgreSQL adds the column without rewriting the table.
+                "ALTER TABLE audit_event ADD COLUMN encoding bigint NOT NULL DEFAULT 1",
+                """
+                CREATE TABLE audit_checkpoint (
+                    seq bigint PRIMARY KEY,
+                    hash bytea NOT NULL,
+                    first_seq bigint NOT NULL,
+                    event_count bigint NOT NULL,
+                    earliest_at bigint NOT NULL,
+                    latest_at bigint NOT NULL,
+                    archived_at bigint NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -165,4 +165,62 @@ struct PostgresWriteTransaction: EscrowWriteTransaction {
             logger: logger
         )
     }
+
+    func auditHead() async throws -> AuditHead? {
+        let rows = try await connection.query("SELECT seq, hash FROM audit_head WHERE singleton = 1", logger: logger)
+            .collect().map { try $0.decode((Int64, Data).self) }
+        guard let (sequence, hash) = rows.first, sequence > 0 else { return nil }
+        return AuditHead(sequence: sequence, hash: [UInt8](hash))
+    }
+
+    func auditCheckpoint() async throws -> AuditCheckpoint? {
+        try await PostgresEscrowStore.checkpoints(connection, newestOnly: true, logger: logger).last
+    }
+
+    func firstAuditSequence(after sequence: Int64, atOrAfter milliseconds: Int64) async throws -> Int64? {
+        try await connection.query(
+            "SELECT seq FROM audit_event WHERE seq > \(sequence) AND at >= \(milliseconds) ORDER BY seq LIMIT 1",
+            logger: logger
+        ).collect().map { try $0.decode(Int64?.self) }.first ?? nil
+    }
+
+    /// One index lookup a live escrow (`audit_event_escrow`): the cost follows the live escrows, not the events.
+    func firstLiveEscrowAuditSequence(after sequence: Int64) async throws -> Int64? {
+        try await connection.query(
+            """
+            SELECT MIN((SELECT MIN(seq) FROM audit_event
+                        WHERE escrow_id = encode(escrow.id, 'hex') AND seq > \(sequence))) FROM escrow
+            """,
+            logger: logger
+        ).collect().map { try $0.decode(Int64?.self) }.first ?? nil
+    }
+
+    func auditHash(at sequence: Int64) async throws -> [UInt8]? {
+        try await connection.query("SELECT hash FROM audit_event WHERE seq = \(sequence)", logger: logger)
+            .collect().map { [UInt8](try $0.decode(Data.self)) }.first
+    }
+
+    func deleteAudit(_ range: ClosedRange<Int64>) async throws -> Int {
+        let rows = try await connection.query(
+            """
+            WITH deleted AS (
+                DELETE FROM audit_event WHERE seq BETWEEN \(range.lowerBound) AND \(range.upperBound) RETURNING 1
+            )
+            SELECT COUNT(*) FROM deleted
+            """,
+            logger: logger
+        ).collect().map { try $0.decode(Int64.self) }
+        return Int(rows.first ?? 0)
+    }
+
+    func insertCheckpoint(_ checkpoint: AuditCheckpoint) async throws {
+        try await connection.query(
+            """
+            INSERT INTO audit_checkpoint (seq, hash, first_seq, event_count, earliest_at, latest_at, archived_at)
+            VALUES (\(checkpoint.sequence), \(Data(checkpoint.hash)), \(checkpoint.firstSequence),
+                \(checkpoint.eventCount), \(checkpoint.earliestAt), \(checkpoint.latestAt), \(checkpoint.archivedAt))
+            """,
+            logger: logger
+        )
+    }
 }

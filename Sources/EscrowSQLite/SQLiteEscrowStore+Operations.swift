@@ -236,6 +236,52 @@ extension SQLiteEscrowStore {
         }
     }
 
+    public func auditCheckpoints() async throws -> [AuditCheckpoint] {
+        try await read { db in try Self.checkpoints(db, newestOnly: false) }
+    }
+
+    public func planAuditArchive(before time: Date) async throws -> AuditArchivePlan {
+        try requireWritable()
+        // Reads only, in one read transaction: the head, the checkpoint and the live escrows are one snapshot, and
+        // writers go on meanwhile (the commit checks again under the write lock).
+        return try await read { db in
+            try InlineTask.run {
+                try await StoreEngine.planAuditArchive(before: time, in: SQLiteWriteTransaction(db: db))
+            }
+        }
+    }
+
+    public func commitAuditArchive(
+        _ plan: AuditArchivePlan,
+        checkpoint: AuditCheckpoint,
+        audit: [AuditDraft]
+    ) async throws {
+        try await write {
+            try await StoreEngine.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit, in: $0)
+        }
+    }
+
+    static func checkpoints(_ db: Database, newestOnly: Bool) throws -> [AuditCheckpoint] {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT seq, hash, first_seq, event_count, earliest_at, latest_at, archived_at
+                    FROM audit_checkpoint ORDER BY seq \(newestOnly ? "DESC LIMIT 1" : "")
+                    """
+            )
+        ).map { row in
+            AuditCheckpoint(
+                sequence: row[0],
+                hash: [UInt8]((row[1] as Data?) ?? Data()),
+                firstSequence: row[2],
+                eventCount: row[3],
+                earliestAt: row[4],
+                latestAt: row[5],
+                archivedAt: row[6]
+            )
+        }
+    }
+
     public func summary(at now: Date) async throws -> StoreSummary {
         countSummaryQuery()
         return try await read { db in

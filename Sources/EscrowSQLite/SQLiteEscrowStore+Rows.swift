@@ -100,7 +100,13 @@ extension SQLiteEscrowStore {
             actor: AuditActor(rawValue: row[7] ?? ""),
             ageMilliseconds: row[8]
         )
-        return AuditEvent(sequence: row[0], draft: draft, hash: [UInt8]((row[9] as Data?) ?? Data()))
+        // An encoding this version does not know verifies as v1, and so fails verification: it was not written here.
+        return AuditEvent(
+            sequence: row[0],
+            draft: draft,
+            hash: [UInt8]((row[9] as Data?) ?? Data()),
+            encoding: (row[10] as Int?).flatMap(AuditEncoding.init(rawValue:)) ?? .v1
+        )
     }
 
 }

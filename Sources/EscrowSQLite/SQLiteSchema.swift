@@ -81,6 +81,25 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v4: audit archiving. Each event records the canonical encoding it was hashed in (1 for every event before
+        // this version, 2 from now on: see AuditChain), and each archive cut its checkpoint: the sequence and hash of
+        // the last event it deleted, where the store's chain now starts.
+        migrator.registerMigration("v4") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE audit_event ADD COLUMN encoding INTEGER NOT NULL DEFAULT 1;
+                    CREATE TABLE audit_checkpoint (
+                        seq INTEGER PRIMARY KEY NOT NULL,
+                        hash BLOB NOT NULL,
+                        first_seq INTEGER NOT NULL,
+                        event_count INTEGER NOT NULL,
+                        earliest_at INTEGER NOT NULL,
+                        latest_at INTEGER NOT NULL,
+                        archived_at INTEGER NOT NULL
+                    ) STRICT;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -133,6 +133,62 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
             .execute(arguments: [head.sequence, Data(head.hash)])
     }
 
+    func auditHead() throws -> AuditHead? {
+        try lockAuditHead()
+    }
+
+    func auditCheckpoint() throws -> AuditCheckpoint? {
+        try SQLiteEscrowStore.checkpoints(db, newestOnly: true).last
+    }
+
+    /// Walks the events from `sequence` on (`+at`: not the time index), so the cost is the events before the time,
+    /// the ones a cut is about to read anyway, not the ones after it.
+    func firstAuditSequence(after sequence: Int64, atOrAfter milliseconds: Int64) throws -> Int64? {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT seq FROM audit_event WHERE seq > ? AND +at >= ? ORDER BY seq LIMIT 1"),
+            arguments: [sequence, milliseconds]
+        )
+    }
+
+    /// One index lookup a live escrow (`audit_event_escrow`): the cost follows the live escrows, not the events.
+    func firstLiveEscrowAuditSequence(after sequence: Int64) throws -> Int64? {
+        try Int64.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT MIN((SELECT MIN(seq) FROM audit_event
+                                WHERE escrow_id = lower(hex(escrow.id)) AND seq > ?1)) FROM escrow
+                    """
+            ),
+            arguments: [sequence]
+        )
+    }
+
+    func auditHash(at sequence: Int64) throws -> [UInt8]? {
+        try Data.fetchOne(db.cachedStatement(sql: "SELECT hash FROM audit_event WHERE seq = ?"), arguments: [sequence])
+            .map { [UInt8]($0) }
+    }
+
+    func deleteAudit(_ range: ClosedRange<Int64>) throws -> Int {
+        try db.execute(
+            sql: "DELETE FROM audit_event WHERE seq BETWEEN ? AND ?",
+            arguments: [range.lowerBound, range.upperBound]
+        )
+        return db.changesCount
+    }
+
+    func insertCheckpoint(_ checkpoint: AuditCheckpoint) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO audit_checkpoint (seq, hash, first_seq, event_count, earliest_at, latest_at, archived_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                checkpoint.sequence, Data(checkpoint.hash), checkpoint.firstSequence, checkpoint.eventCount,
+                checkpoint.earliestAt, checkpoint.latestAt, checkpoint.archivedAt,
+            ]
+        )
+    }
+
     // MARK: - Statements
 
     private static let insertSQL =

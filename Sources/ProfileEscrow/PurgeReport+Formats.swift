@@ -14,7 +14,7 @@ extension PurgeReport: Encodable {
 
     private enum Keys: String, CodingKey {
         case since, until, generatedAt, captured, purged, timeToPurgeSeconds, live, oldestLiveAgeSeconds, overdue
-        case dead, chain, retentionSeconds, timeToPurgeDistribution, purgesByHour
+        case dead, chain, retentionSeconds, timeToPurgeDistribution, purgesByHour, archive
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -35,6 +35,7 @@ extension PurgeReport: Encodable {
         try container.encode(retentionSeconds, forKey: .retentionSeconds)
         try container.encode(distribution.map(BucketJSON.init), forKey: .timeToPurgeDistribution)
         try container.encode(hourly.map(HourJSON.init), forKey: .purgesByHour)
+        try container.encodeIfPresent(archive, forKey: .archive)
     }
 
     /// The time-to-purge buckets as `(upper bound in seconds or nil for the open one, count)`.
@@ -115,7 +116,9 @@ extension PurgeReport: Encodable {
 }
 
 extension PurgeReport.Chain: Encodable {
-    private enum Keys: String, CodingKey { case verified, events, firstBrokenSequence, headHash }
+    private enum Keys: String, CodingKey {
+        case verified, events, firstBrokenSequence, headHash, fromSequence, archiveProblems
+    }
 
     /// `firstBrokenSequence` and `headHash` are `null` when absent.
     public func encode(to encoder: any Encoder) throws {
@@ -124,6 +127,39 @@ extension PurgeReport.Chain: Encodable {
         try container.encode(events, forKey: .events)
         try container.encode(firstBrokenSequence, forKey: .firstBrokenSequence)
         try container.encode(headHash, forKey: .headHash)
+        try container.encode(fromSequence, forKey: .fromSequence)
+        try container.encode(archiveProblems, forKey: .archiveProblems)
+    }
+}
+
+extension PurgeReport.ArchiveCoverage: Encodable {
+    private enum Keys: String, CodingKey {
+        case checkpointSequence, segments, uncoveredFromSequence, uncoveredToSequence, uncoveredFrom, uncoveredUntil
+        case problems
+    }
+
+    /// The `uncovered…` keys are `null` when the period is covered.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(checkpointSequence, forKey: .checkpointSequence)
+        try container.encode(segments, forKey: .segments)
+        try container.encode(uncoveredSequences?.lowerBound, forKey: .uncoveredFromSequence)
+        try container.encode(uncoveredSequences?.upperBound, forKey: .uncoveredToSequence)
+        try container.encode(uncoveredFrom.map(Timestamp.milliseconds), forKey: .uncoveredFrom)
+        try container.encode(uncoveredUntil.map(Timestamp.milliseconds), forKey: .uncoveredUntil)
+        try container.encode(problems, forKey: .problems)
+    }
+
+    /// One sentence for the text and CSV forms.
+    public var sentence: String {
+        guard let sequences = uncoveredSequences else {
+            return "events up to sequence \(checkpointSequence) archived; the period is covered"
+                + (segments.isEmpty ? "" : " (\(segments.count) segment(s) read)")
+        }
+        let from = uncoveredFrom.map(Timestamp.milliseconds) ?? "?"
+        let to = uncoveredUntil.map(Timestamp.milliseconds) ?? "?"
+        return "NOT COVERED: \(from) .. \(to) (sequences \(sequences.lowerBound)-\(sequences.upperBound)) was "
+            + "archived and is in no segment given: pass its segments with --archive"
     }
 }
 
@@ -160,16 +196,24 @@ extension PurgeReport {
             lines.append("    \(entry.idHex)  \(entry.code?.rawValue ?? "-")")
         }
         if dead.count > 50 { lines.append("    ... \(dead.count - 50) more (use --format json)") }
+        if let archive {
+            lines.append("")
+            lines.append("  archive           \(archive.sentence)")
+            if chain == nil { lines += archive.problems.map { "    SEGMENT PROBLEM: \($0)" } }
+        }
         if let chain {
             lines.append("")
+            let from = chain.fromSequence > 1 ? " from sequence \(chain.fromSequence) (the checkpoint)" : ""
             if chain.verified {
-                lines.append("  audit chain       verified, \(chain.events) events, head \(chain.headHash ?? "-")")
-            } else {
                 lines.append(
-                    "  audit chain       BROKEN at sequence \(chain.firstBrokenSequence.map(String.init) ?? "?") "
-                        + "(\(chain.events) events read)"
+                    "  audit chain       verified, \(chain.events) events\(from), head \(chain.headHash ?? "-")"
                 )
+            } else if let broken = chain.firstBrokenSequence {
+                lines.append("  audit chain       BROKEN at sequence \(broken) (\(chain.events) events read\(from))")
+            } else {
+                lines.append("  audit chain       store verified\(from); the archived segments do NOT")
             }
+            for problem in chain.archiveProblems { lines.append("    \(problem)") }
         }
         return lines.joined(separator: "\n") + "\n"
     }
@@ -202,9 +246,12 @@ extension PurgeReport {
             lines.append("chain.events: \(chain.events)")
             lines.append("chain.firstBrokenSequence: \(chain.firstBrokenSequence.map(String.init) ?? "null")")
             lines.append("chain.headHash: \(chain.headHash ?? "null")")
+            lines.append("chain.fromSequence: \(chain.fromSequence)")
+            lines += chain.archiveProblems.map { "chain.archiveProblem: \($0)" }
         } else {
             lines.append("chain.verified: null (not checked: pass --verify)")
         }
+        if let archive { lines.append("archive: \(archive.sentence)") }
         return lines.map { "# " + $0 }.joined(separator: "\n") + "\n"
     }
 

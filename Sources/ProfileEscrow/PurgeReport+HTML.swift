@@ -230,6 +230,15 @@ extension PurgeReport {
 
     private func chainSection() -> String {
         var html = "<section><h2>Audit chain</h2>"
+        if let archive {
+            let verdict = archive.uncoveredSequences == nil && archive.problems.isEmpty ? "" : " bad"
+            html += "<p class=\"verdict\(verdict)\">Archive: \(Self.escape(archive.sentence))</p>"
+            for problem in archive.problems { html += "<p class=\"verdict bad\">\(Self.escape(problem))</p>" }
+        }
+        if let chain, chain.fromSequence > 1 {
+            html += "<p>The store's chain is verified from sequence \(chain.fromSequence), after its checkpoint; "
+            html += "the events before it are in archived segments (<code>profile-escrow audit verify</code>).</p>"
+        }
         guard let chain else {
             return html
                 + "<p class=\"verdict\">Not checked: generate the report with <code>--verify</code>.</p></section>"

@@ -17,6 +17,25 @@ public struct PurgeReport: Sendable, Equatable {
         public var events: Int
         public var firstBrokenSequence: Int64?
         public var headHash: String?
+        /// The first sequence verified: 1, or the one after the store's checkpoint (earlier events were archived, and
+        /// are verified from their segments with `--archive` or `audit verify`).
+        public var fromSequence: Int64 = 1
+        /// Problems of the archived segments read with `--archive` (each names its file and line).
+        public var archiveProblems: [String] = []
+    }
+
+    /// What the report knows of the archived part of the trail.
+    public struct ArchiveCoverage: Sendable, Equatable {
+        /// The store's newest checkpoint: events up to it were moved to segments.
+        public var checkpointSequence: Int64
+        /// The segments read (`--archive`).
+        public var segments: [String]
+        /// Archived events of the period that no segment given holds: not counted. Nil when the period is covered.
+        public var uncoveredSequences: ClosedRange<Int64>?
+        public var uncoveredFrom: Date?
+        public var uncoveredUntil: Date?
+        /// Problems of the segments read (each names its file and line): their counts stop at the first one.
+        public var problems: [String] = []
     }
 
     /// One purge, for the CSV form.
@@ -51,6 +70,8 @@ public struct PurgeReport: Sendable, Equatable {
     public var overdue = 0
     public var dead: [DeadEscrow] = []
     public var chain: Chain?
+    /// Set when events were archived out of the store.
+    public var archive: ArchiveCoverage?
     /// The retention the report was made with (seconds from capture), when known.
     public var retentionSeconds: Double?
     /// Purges by hour and reason, oldest first; hours without a purge left out.
@@ -60,30 +81,96 @@ public struct PurgeReport: Sendable, Equatable {
 
     /// Whether an auditor should be worried: a broken chain or an overdue escrow (exit code 1).
     public var hasProblem: Bool {
-        overdue > 0 || chain.map { !$0.verified } ?? false
+        overdue > 0 || chain.map { !$0.verified } ?? false || !(archive?.problems.isEmpty ?? true)
+    }
+
+    /// Verifies the store's chain from `checkpoint` (the genesis when nil) up to the head read first.
+    public static func verifyStoreChain(
+        _ store: any EscrowStore,
+        from checkpoint: AuditCheckpoint?,
+        pageSize: Int = 20_000
+    ) async throws -> Chain {
+        var verifier = AuditChain.Verifier(from: checkpoint?.head)
+        let head = try await store.auditHead()
+        let end = head?.sequence ?? Int64.max
+        var cursor = checkpoint?.sequence ?? 0
+        while cursor < end {
+            let page = try await store.auditEvents(after: cursor, limit: pageSize)
+            guard let last = page.last else { break }
+            cursor = last.sequence
+            for event in page where event.sequence <= end { verifier.consume(event) }
+        }
+        verifier.finish(head: head)
+        return Chain(
+            verified: verifier.isIntact,
+            events: verifier.eventCount,
+            firstBrokenSequence: verifier.firstBrokenSequence,
+            headHash: verifier.eventCount > 0 ? Hex.encode(verifier.previous) : nil,
+            fromSequence: (checkpoint?.sequence ?? 0) + 1
+        )
     }
 
     /// Builds the report by streaming the audit trail in pages: memory does not depend on the number
     /// of events (time-to-purge percentiles come from an HDR histogram, 3 significant digits; the
     /// maximum is exact).
-    /// - Parameter onPurge: called for each purge in the period, in order (the CSV rows).
+    /// - Parameters:
+    ///   - archives: segment files of the archived events (`--archive`), read for the period before the store's
+    ///     checkpoint; archived events of the period that none of them holds are named in ``archive``.
+    ///   - onPurge: called for each purge in the period, in order (the CSV rows).
     public static func build(
         store: any EscrowStore,
         since: Date? = nil,
         until: Date? = nil,
         verify: Bool,
+        archives: [String] = [],
         retentionSeconds: Double? = nil,
         now: Date = Date(),
         pageSize: Int = 20_000,
         onPurge: ((Purge) -> Void)? = nil
     ) async throws -> PurgeReport {
+        // An archive cut that deletes events while the report streams moves the checkpoint: read again from the new
+        // one (a cut is rare; twice in a row, the report says the chain is broken rather than loop).
+        var attempt = 0
+        while true {
+            attempt += 1
+            let checkpoint = try await store.auditCheckpoint()
+            let report = try await build(
+                store: store,
+                checkpoint: checkpoint,
+                since: since,
+                until: until,
+                verify: verify,
+                archives: archives,
+                retentionSeconds: retentionSeconds,
+                now: now,
+                pageSize: pageSize,
+                onPurge: onPurge
+            )
+            guard verify, report.chain?.verified == false, attempt < 3,
+                try await store.auditCheckpoint()?.sequence != checkpoint?.sequence
+            else { return report }
+        }
+    }
+
+    private static func build(
+        store: any EscrowStore,
+        checkpoint: AuditCheckpoint?,
+        since: Date?,
+        until: Date?,
+        verify: Bool,
+        archives: [String],
+        retentionSeconds: Double?,
+        now: Date,
+        pageSize: Int,
+        onPurge: ((Purge) -> Void)?
+    ) async throws -> PurgeReport {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
         report.retentionSeconds = retentionSeconds
         var hours: [Int64: [PurgeReason: Int]] = [:]
-        var verifier = AuditChain.Verifier()
+        var verifier = AuditChain.Verifier(from: checkpoint?.head)
         var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
         var maximumAge: Int64 = 0
-        var cursor: Int64 = 0
+        var cursor: Int64 = checkpoint?.sequence ?? 0
         // Verified as of the head read first: writers may append while the report streams (the head and its
         // events are written in one transaction, so every event up to it is there); later events wait for the
         // next report instead of looking like a broken end.
@@ -111,6 +198,48 @@ public struct PurgeReport: Sendable, Equatable {
                 return age
             }
         }
+        func emit(_ event: AuditEvent, age: Int64) {
+            let draft = event.draft
+            onPurge?(
+                Purge(
+                    sequence: event.sequence,
+                    at: draft.at,
+                    escrowID: draft.escrowID ?? "",
+                    indexPrefix: draft.indexPrefix ?? "",
+                    reason: draft.detail ?? "",
+                    ageSeconds: Double(age) / 1000,
+                    actor: draft.actor.rawValue
+                )
+            )
+        }
+        var archiveProblems: [String] = []
+        if let checkpoint {
+            let archivedThrough = checkpoint.sequence
+            var verification: AuditArchiveVerification?
+            if !archives.isEmpty {
+                // The segments' events up to the checkpoint (the store holds the rest), in order, before the store's.
+                verification = try await AuditArchiveVerification.verify(
+                    paths: archives,
+                    store: store,
+                    verifyStore: false,
+                    onEvent: { event in
+                        guard event.sequence <= archivedThrough, let tally = AuditTally(event),
+                            let age = count(at: tally.at, kind: tally.kind)
+                        else { return }
+                        emit(event, age: age)
+                    }
+                )
+                archiveProblems = verification?.problems ?? []
+            }
+            report.archive = coverage(
+                of: try await store.auditCheckpoints(),
+                by: verification?.coveredSequences,
+                segments: archives,
+                since: sinceMilliseconds,
+                until: untilMilliseconds
+            )
+            report.archive?.problems = archiveProblems
+        }
         if !verify, onPurge == nil {
             // Counting only: the lean read of the columns counted.
             while true {
@@ -127,18 +256,7 @@ public struct PurgeReport: Sendable, Equatable {
             for event in page where event.sequence <= end {
                 if verify { verifier.consume(event) }
                 guard let tally = AuditTally(event), let age = count(at: tally.at, kind: tally.kind) else { continue }
-                let draft = event.draft
-                onPurge?(
-                    Purge(
-                        sequence: event.sequence,
-                        at: draft.at,
-                        escrowID: draft.escrowID ?? "",
-                        indexPrefix: draft.indexPrefix ?? "",
-                        reason: draft.detail ?? "",
-                        ageSeconds: Double(age) / 1000,
-                        actor: draft.actor.rawValue
-                    )
-                )
+                emit(event, age: age)
             }
         }
         report.hourly = hours.keys.sorted().map {
@@ -154,10 +272,12 @@ public struct PurgeReport: Sendable, Equatable {
         if verify {
             verifier.finish(head: head)
             report.chain = Chain(
-                verified: verifier.isIntact,
+                verified: verifier.isIntact && archiveProblems.isEmpty,
                 events: verifier.eventCount,
                 firstBrokenSequence: verifier.firstBrokenSequence,
-                headHash: verifier.eventCount > 0 ? Hex.encode(verifier.previous) : nil
+                headHash: verifier.eventCount > 0 ? Hex.encode(verifier.previous) : nil,
+                fromSequence: (checkpoint?.sequence ?? 0) + 1,
+                archiveProblems: archiveProblems
             )
         }
         let summary = try await store.summary(at: now)
@@ -166,5 +286,33 @@ public struct PurgeReport: Sendable, Equatable {
         report.overdue = summary.overdue
         report.dead = summary.dead
         return report
+    }
+
+    /// The archived events of the period (between `since` and `until`, milliseconds) that the segments read do not
+    /// hold: the cuts outside `covered`, and the time they span.
+    static func coverage(
+        of checkpoints: [AuditCheckpoint],
+        by covered: ClosedRange<Int64>?,
+        segments: [String],
+        since: Int64?,
+        until: Int64?
+    ) -> ArchiveCoverage? {
+        guard let newest = checkpoints.last else { return nil }
+        var coverage = ArchiveCoverage(checkpointSequence: newest.sequence, segments: segments)
+        let missing = checkpoints.filter { cut in
+            guard let covered else { return true }
+            return !(covered.contains(cut.firstSequence) && covered.contains(cut.sequence))
+        }
+        .filter { cut in
+            // A cut wholly outside the period is not needed.
+            !(since.map { cut.latestAt < $0 } ?? false) && !(until.map { cut.earliestAt > $0 } ?? false)
+        }
+        guard let first = missing.first, let last = missing.last else { return coverage }
+        coverage.uncoveredSequences = first.firstSequence...last.sequence
+        let from = max(missing.map(\.earliestAt).min() ?? 0, since ?? .min)
+        let to = min(missing.map(\.latestAt).max() ?? 0, until ?? .max)
+        coverage.uncoveredFrom = Timestamp.date(unixMilliseconds: from)
+        coverage.uncoveredUntil = Timestamp.date(unixMilliseconds: to)
+        return coverage
     }
 }

@@ -13,7 +13,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         subcommands: [
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self,
-            PurgeReportCommand.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
+            PurgeReportCommand.self, Audit.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
             CrashCheck.self,
         ]
     )

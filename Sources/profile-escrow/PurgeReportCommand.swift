@@ -13,7 +13,20 @@ struct PurgeReportCommand: AsyncParsableCommand {
     @Option(help: "End of the period: an ISO-8601 time, or an age such as 1h.") var until: String?
     @Option(help: "text, json, csv (a `# ` summary block, then one row per purge) or html (a document for an auditor).")
     var format: Format = .text
-    @Flag(help: "Recompute the audit hash chain and name the first broken link.") var verify = false
+    @Flag(
+        help: """
+            Recompute the audit hash chain and name the first broken link. After an archive cut, the store's chain is             verified from its checkpoint (and the segments given with --archive too).
+            """
+    )
+    var verify = false
+    @Option(
+        name: .customLong("archive"),
+        parsing: .upToNextOption,
+        help: """
+            Segment files written by `audit archive`, for a period that reaches before the store's checkpoint;             without them, the report names the archived period it cannot count.
+            """
+    )
+    var archives: [String] = []
 
     enum Format: String, ExpressibleByArgument { case text, json, csv, html }
 
@@ -57,6 +70,7 @@ struct PurgeReportCommand: AsyncParsableCommand {
             since: start,
             until: end,
             verify: verify,
+            archives: archives,
             retentionSeconds: options.escrowConfiguration.retention,
             now: now
         )
@@ -73,13 +87,18 @@ struct PurgeReportCommand: AsyncParsableCommand {
                 since: start,
                 until: end,
                 verify: false,
+                archives: archives,
                 now: now,
                 onPurge: { print(PurgeReport.csvRow($0)) }
             )
         }
         if report.hasProblem {
             if format != .text {
-                let reason = report.chain.map { !$0.verified } ?? false ? "audit chain broken" : "overdue escrows"
+                let reason =
+                    report.chain.map { !$0.verified } ?? false
+                    ? "audit chain broken"
+                    : !(report.archive?.problems.isEmpty ?? true)
+                        ? "archived segments do not verify" : "overdue escrows"
                 FileHandle.standardError.write(Data("problem: \(reason)\n".utf8))
             }
             throw ExitCode(CLIFailure.problem)

@@ -142,6 +142,8 @@ final class ObservedStore: EscrowStore {
         var flushes = 0
         var claims = 0
         var holdingCommits = false
+        /// Archive transactions still allowed before each one fails as if the connection were lost; nil: no limit.
+        var archiveCommitsLeft: Int?
         /// The commits held back, each resumed when the hold ends.
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
@@ -208,6 +210,24 @@ final class ObservedStore: EscrowStore {
         try await inner.auditEvents(after: sequence, limit: limit)
     }
     func auditHead() async throws -> AuditHead? { try await inner.auditHead() }
+    func auditCheckpoints() async throws -> [AuditCheckpoint] { try await inner.auditCheckpoints() }
+    func planAuditArchive(before time: Date) async throws -> AuditArchivePlan {
+        try await inner.planAuditArchive(before: time)
+    }
+    /// From now on, `count` archive transactions go through, and every later one fails before reaching the store.
+    func failArchiveCommits(after count: Int) {
+        state.withLockedValue { $0.archiveCommitsLeft = count }
+    }
+
+    func commitAuditArchive(_ plan: AuditArchivePlan, checkpoint: AuditCheckpoint, audit: [AuditDraft]) async throws {
+        let allowed = state.withLockedValue { state -> Bool in
+            guard let left = state.archiveCommitsLeft else { return true }
+            state.archiveCommitsLeft = max(0, left - 1)
+            return left > 0
+        }
+        guard allowed else { throw EscrowStoreError(.unavailable, "the connection was lost (on purpose)") }
+        try await inner.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit)
+    }
     func summary(at now: Date) async throws -> StoreSummary { try await inner.summary(at: now) }
     func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
         try await inner.purgeMalformed(expiredAt: now, actor: actor)
