@@ -109,8 +109,10 @@ struct ReplayLeaseTests {
         let worker = try fixture.worker(lease: 20, timeout: 8)
         let margin = worker.configuration.leaseMargin  // 0.8 s
         // 0.2 s more than the delivery timeout: enough for the delivery to start, little enough that a deadline
-        // of now + 8 s would end only about 0.2 s before the lease. The deadline of leaseEnd - 0.8 s ends it about
-        // 0.8 s before: the check below leaves 0.45 s for a loaded machine (the whole suite runs in parallel).
+        // of now + 8 s would end only about 0.2 s before the lease, and a deadline of the lease's end after it. The
+        // deadline of leaseEnd - 0.8 s ends it about 0.8 s before. The arithmetic is checked exactly above
+        // (`deliveryBudget`); here, in real time on a machine running the whole suite in parallel (whose scheduling
+        // lag reached 0.7 s), the check is that the exchange was cut short and its outcome recorded within the lease.
         let lease = try #require(
             try await fixture.claim(owner: "w1", limit: 1, lease: 8.2).first
         )
@@ -121,7 +123,7 @@ struct ReplayLeaseTests {
         let ended = Date()
         #expect(fixture.requests(id).count == 1)
         let before = leaseEnd.timeIntervalSince(ended)
-        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 0.45), "ended \(before)s before the lease")
+        #expect(ended <= leaseEnd, "ended \(before)s before the lease (the margin is \(margin) s)")
         let record = try #require(try await fixture.store.record(id: id))
         #expect(record.state == .pending && record.attempts == 1 && record.lastStatus == nil)
         #expect(try await fixture.events(id).last?.detail == "retry")
