@@ -104,16 +104,17 @@ struct ReplayLeaseTests {
     @Test func aDeliveryOnAShortLeaseEndsAMarginBeforeIt() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
-        fixture.stub.respond { _, _ in .delayed(30, .status(200)) }
+        fixture.stub.respond { _, _ in .delayed(40, .status(200)) }
         let id = try #require(try await fixture.capture(0..<1).first)
-        let worker = try fixture.worker(lease: 30, timeout: 15)
-        let margin = worker.configuration.leaseMargin  // 1.5 s
-        // 0.2 s more than the delivery timeout: enough for the delivery to start, little enough that a deadline
-        // of now + 15 s would end only about 0.2 s before the lease. The deadline of leaseEnd - 1.5 s ends it about
-        // 1.5 s before. The check leaves 1 s of that for a loaded machine (the whole suite runs in parallel; its
-        // scheduling lag reached 0.7 s), so the two stay apart; the arithmetic itself is checked exactly above.
+        let worker = try fixture.worker(lease: 40, timeout: 20)
+        let margin = worker.configuration.leaseMargin  // 2 s
+        // 0.6 s more than the delivery timeout: enough for the delivery to start on a loaded machine (less than the
+        // timeout left and it is not sent), little enough that a deadline of now + 20 s would end only about 0.6 s
+        // before the lease. The deadline of leaseEnd - 2 s ends it about 2 s before. The check leaves 1 s of that
+        // for a machine running the whole suite in parallel (its lag reached 0.7 s), so the two stay apart; the
+        // arithmetic itself is checked exactly above.
         let lease = try #require(
-            try await fixture.claim(owner: "w1", limit: 1, lease: 15.2).first
+            try await fixture.claim(owner: "w1", limit: 1, lease: 20.6).first
         )
         let leaseEnd = try #require(lease.leaseExpiresAt)
         // When the delivery, its outcome committed, returned (not when the HTTP client shut down after it).
