@@ -36,7 +36,7 @@ struct ConnectionDeadlineTests {
             }
             let elapsed = ContinuousClock.now - start
             #expect(closed, "the connection was closed")
-            #expect(elapsed < .seconds(3), "within the 1 s body deadline (plus scheduling), not after 5 s")
+            #expect(elapsed < .seconds(4.5), "within the 1 s body deadline (plus a loaded machine's lag), not after 5 s")
         }
     }
 
@@ -52,7 +52,7 @@ struct ConnectionDeadlineTests {
                 closed = !socket.send("X") || socket.isClosed(waiting: .milliseconds(1))
             }
             #expect(closed)
-            #expect(ContinuousClock.now - start < .seconds(3))
+            #expect(ContinuousClock.now - start < .seconds(4.5), "within the 1 s head deadline, not after 5 s")
         }
     }
 
