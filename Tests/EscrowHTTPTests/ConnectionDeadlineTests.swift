@@ -36,7 +36,10 @@ struct ConnectionDeadlineTests {
             }
             let elapsed = ContinuousClock.now - start
             #expect(closed, "the connection was closed")
-            #expect(elapsed < .seconds(4.5), "within the 1 s body deadline (plus a loaded machine's lag), not after 5 s")
+            #expect(
+                elapsed < .seconds(4.5),
+                "within the 1 s body deadline (plus a loaded machine's lag), not after 5 s"
+            )
         }
     }
 
