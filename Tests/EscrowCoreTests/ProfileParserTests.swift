@@ -2,7 +2,7 @@ import Testing
 
 @testable import EscrowCore
 
-@Suite("Profile input parsing (SPEC §3)")
+@Suite("Profile input parsing")
 struct ProfileParserTests {
     static let valid = """
         {

@@ -61,7 +61,7 @@ enum ProfileFixture {
     }
 }
 
-@Suite("Profile validation (SPEC §3)")
+@Suite("Profile validation")
 struct ProfileValidationTests {
     // MARK: userIdentifier
 

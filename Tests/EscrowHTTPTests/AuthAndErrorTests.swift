@@ -170,7 +170,7 @@ struct AuthAndErrorTests {
         #expect(try await harness.liveCount() == 1)
     }
 
-    /// Every SPEC §3 rule and every kind of broken JSON: 400 problem with the rule's code and field,
+    /// Every profile validation rule (docs/http-api.md) and every kind of broken JSON: 400 problem with the rule's code and field,
     /// nothing stored, nothing personal echoed or logged.
     @Test(
         "bad input: 400 problem with code and field, nothing stored",

@@ -10,7 +10,7 @@ import Testing
 
 @testable import ProfileEscrow
 
-/// Each outcome of SPEC §7 against a real HTTP server on loopback (no mocked client).
+/// Each delivery outcome (docs/replay.md) against a real HTTP server on loopback (no mocked client).
 @Suite("Replay worker outcomes", .serialized)
 struct ReplayWorkerTests {
     @Test(arguments: [200, 201, 204, 409])
@@ -270,7 +270,7 @@ struct ReplayWorkerTests {
         fixture.expectClean()
     }
 
-    /// The status line is the backend's outcome (SPEC §7): a `200` heard in time confirms, even when
+    /// The status line is the backend's outcome (docs/replay.md): a `200` heard in time confirms, even when
     /// the deadline cuts off the body that follows it. Delivering again would only send the profile
     /// once more to a backend that said it has it.
     @Test func aConfirmationWhoseBodyIsCutOffStillConfirms() async throws {
@@ -378,7 +378,7 @@ struct ReplayWorkerTests {
         fixture.stub.respond { _, _ in .status(302, headers: ["Location": elsewhere]) }
         let id = try #require(try await fixture.capture(0..<1).first)
         let summary = try await fixture.worker().runOnce()
-        // Not followed; an unexpected status is retried later (SPEC §7 lists 3xx nowhere else).
+        // Not followed; an unexpected status is retried later (docs/replay.md lists 3xx nowhere else).
         #expect(summary.delivered == 1 && summary.retried == 1)
         #expect(fixture.stub.requests.map(\.path) == ["/register"])
         #expect(try await fixture.store.record(id: id)?.lastStatus == 302)
