@@ -42,11 +42,16 @@ extension SQLiteTokenStore {
         }
     }
 
+    /// Served from ``TokenLookupCache`` while the file has not changed since the token was read.
     public func token(hash: [UInt8]) async throws -> AccessTokenRecord? {
-        try await read { db in
+        let version = lookups.currentVersion()
+        if let cached = lookups.record(hash: hash, at: version) { return cached }
+        let record = try await read { db in
             let statement = try db.cachedStatement(sql: "SELECT * FROM access_token WHERE token_hash = ?")
             return try Row.fetchOne(statement, arguments: [Data(hash)]).map(Self.token(from:))
         }
+        if let record { lookups.keep(record, hash: hash, readUnder: version) }
+        return record
     }
 
     static func scopesText(_ scopes: Set<AccessTokenScope>) -> String {

@@ -18,8 +18,8 @@ import Glibc
 /// revocation) back. So a revocation is on disk when the command returns and `secure_delete=ON`. Writes take the file's
 /// lock at once (IMMEDIATE transactions), so two writers never deadlock on a lock upgrade.
 ///
-/// Nothing is cached: every lookup reads the file, so a token added or revoked by another process is
-/// seen by the next request.
+/// A lookup by hash is kept while the file's change counter says nothing was written since
+/// (``TokenLookupCache``), so a token added or revoked by another process is seen by the next request.
 public final class SQLiteTokenStore: AccessTokenStore {
     public struct Configuration: Sendable {
         /// How long a statement waits for a lock held by another connection or process.
@@ -33,12 +33,14 @@ public final class SQLiteTokenStore: AccessTokenStore {
 
     let queue: DatabaseQueue
     let logger: Logger
+    let lookups: TokenLookupCache
 
     /// Opens the token file at `path`, creating it (mode 0600, its directory 0700) when missing.
     public init(path: String, configuration: Configuration = Configuration(), logger: Logger) throws {
         self.path = path
         self.configuration = configuration
         self.logger = logger
+        self.lookups = TokenLookupCache(path: path)
         try Self.createFileIfMissing(path)
 
         var config = GRDB.Configuration()

@@ -5,6 +5,10 @@ import GRDB
 import Logging
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import EscrowSQLite
 
 /// The token file: a real SQLite file in rollback-journal mode, apart from the escrow database.
@@ -30,6 +34,56 @@ struct SQLiteTokenStoreTests {
             hash: [UInt8](repeating: hash, count: 32),
             createdAt: Date(timeIntervalSince1970: 1_700_000_000)
         )
+    }
+
+    /// Lookups are kept between requests (the file's change counter says when to read again): a change by any
+    /// writer is seen by the very next lookup.
+    @Test("a kept lookup is read again after a revocation by another connection, another process, or in WAL mode")
+    func keptLookupsFollowTheFile() async throws {
+        let store = try open()
+        let hash = [UInt8](repeating: 7, count: 32)
+        try await store.addToken(Self.record("registration", [.capture], hash: 7))
+        #expect(try await store.token(hash: hash)?.isRevoked == false)
+        #expect(store.lookups.record(hash: hash, at: store.lookups.currentVersion()) != nil, "the lookup is kept")
+
+        // Another connection (as `tokens revoke` in another process is).
+        let other = try open()
+        #expect(try await other.revokeToken(name: "registration", at: Date(timeIntervalSince1970: 1_700_000_200)))
+        #expect(try await store.token(hash: hash)?.isRevoked == true)
+
+        // Another process, with SQLite's own library, adding a token and revoking it by hand.
+        try await store.addToken(Self.record("second", [.capture], hash: 8))
+        let second = [UInt8](repeating: 8, count: 32)
+        #expect(try await store.token(hash: second)?.isRevoked == false)
+        try Self.python(path, "c.execute('UPDATE access_token SET revoked_at = 1700000300000 WHERE name = ?', ('second',))")
+        #expect(try await store.token(hash: second)?.isRevoked == true)
+
+        // Someone else's WAL mode, in which writes leave the change counter alone: nothing is kept, so the kept
+        // revoked record is not what the next lookup answers.
+        try Self.python(
+            path,
+            "c.execute('PRAGMA journal_mode=WAL'); "
+                + "c.execute('UPDATE access_token SET revoked_at = NULL WHERE name = ?', ('second',))"
+        )
+        #expect(store.lookups.currentVersion() == nil, "a WAL-mode file is never trusted to the cache")
+        #expect(try await store.token(hash: second)?.isRevoked == false)
+    }
+
+    /// Runs `statements` on the file at `path` in a python3 process (SQLite's own library, another process).
+    static func python(_ path: String, _ statements: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10); " + statements
+                + "; c.close()",
+            path,
+        ]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw EscrowStoreError(.failed, "python3 sqlite3 exited \(process.terminationStatus)")
+        }
     }
 
     @Test("add, list, look up by hash, revoke, add a revoked name again")
