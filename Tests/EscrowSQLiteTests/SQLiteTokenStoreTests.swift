@@ -5,11 +5,11 @@ import GRDB
 import Logging
 import Testing
 
+@testable import EscrowSQLite
+
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import EscrowSQLite
 
 /// The token file: a real SQLite file in rollback-journal mode, apart from the escrow database.
 @Suite("SQLite token store")
@@ -55,7 +55,10 @@ struct SQLiteTokenStoreTests {
         try await store.addToken(Self.record("second", [.capture], hash: 8))
         let second = [UInt8](repeating: 8, count: 32)
         #expect(try await store.token(hash: second)?.isRevoked == false)
-        try Self.python(path, "c.execute('UPDATE access_token SET revoked_at = 1700000300000 WHERE name = ?', ('second',))")
+        try Self.python(
+            path,
+            "c.execute('UPDATE access_token SET revoked_at = 1700000300000 WHERE name = ?', ('second',))"
+        )
         #expect(try await store.token(hash: second)?.isRevoked == true)
 
         // Someone else's WAL mode, in which writes leave the change counter alone: nothing is kept, so the kept
