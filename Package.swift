@@ -78,7 +78,11 @@ let package = Package(
         ),
         .target(
             name: "EscrowCore",
-            dependencies: ["EscrowCrypto"],
+            dependencies: [
+                "EscrowCrypto",
+                // The group commit's lock: pthread-backed, which ThreadSanitizer understands.
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Key custody engines (OpenBao/Vault Transit over HTTP, PKCS#11 tokens): EscrowCrypto stays free of both.

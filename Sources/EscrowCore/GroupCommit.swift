@@ -1,5 +1,5 @@
 package import Dispatch
-package import Synchronization
+package import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -78,7 +78,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     @usableFromInline let gatherStep: Duration = .microseconds(250)
     @usableFromInline let maximumGather: Duration = .milliseconds(2)
 
-    @usableFromInline let state: Mutex<State>
+    @usableFromInline let state: NIOLockedValueBox<State>
     @usableFromInline let writer: Writer
     @usableFromInline let queue: DispatchQueue?
 
@@ -87,7 +87,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         self.maximumBatch = maximumBatch
         self.bound = bound
         self.writer = writer
-        self.state = Mutex(State())
+        self.state = NIOLockedValueBox(State())
         if case .blocking(let label, _) = writer {
             queue = DispatchQueue(label: label)
         } else {
@@ -96,7 +96,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     /// Items queued and not yet taken by a commit.
-    package var queuedCount: Int { state.withLock { $0.pending.count } }
+    package var queuedCount: Int { state.withLockedValue { $0.pending.count } }
 
     /// Queues one item and waits until the batch that holds it is committed; `deadline` bounds an asynchronous
     /// writer's batch (by default, ``bound`` from now).
@@ -104,7 +104,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     package func submit(_ item: Item, deadline: ContinuousClock.Instant? = nil) async throws -> Output {
         let deadline = deadline ?? ContinuousClock.now + bound
         return try await withCheckedThrowingContinuation { continuation in
-            let startDrain = state.withLock { state -> Bool in
+            let startDrain = state.withLockedValue { state -> Bool in
                 state.pending.append(Waiting(item: item, deadline: deadline, continuation: continuation))
                 guard !state.draining else { return false }
                 state.draining = true
@@ -134,7 +134,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     @inlinable
     func nextBatch(gather: Bool) -> [Waiting]? {
         if gather { self.gather() }
-        return state.withLock { state -> [Waiting]? in
+        return state.withLockedValue { state -> [Waiting]? in
             let batch = Array(state.pending.prefix(maximumBatch))
             state.pending.removeFirst(batch.count)
             guard !batch.isEmpty else {
@@ -157,13 +157,13 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// which none arrived, when a full batch is queued, or after ``maximumGather``.
     @inlinable
     func gather() {
-        var queued = state.withLock { $0.pending.count }
+        var queued = state.withLockedValue { $0.pending.count }
         guard queued > 0 else { return }
         let start = ContinuousClock.now
         let stepMicroseconds = UInt32(gatherStep.components.attoseconds / 1_000_000_000_000)
         while queued < maximumBatch, ContinuousClock.now - start < maximumGather {
             usleep(stepMicroseconds)
-            let now = state.withLock { $0.pending.count }
+            let now = state.withLockedValue { $0.pending.count }
             if now == queued { return }
             queued = now
         }

@@ -1,6 +1,6 @@
 import EscrowCore
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -37,19 +37,19 @@ final class TokenLookupCache: Sendable {
     static let capacity = 1_024
 
     private let path: String
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     init(path: String) {
         self.path = path
     }
 
     deinit {
-        state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
+        state.withLockedValue { if $0.descriptor >= 0 { close($0.descriptor) } }
     }
 
     /// The file's change counter now; nil when it cannot be read or the file is in WAL mode.
     func currentVersion() -> Version? {
-        state.withLock { state -> Version? in
+        state.withLockedValue { state -> Version? in
             if state.descriptor < 0 { state.descriptor = open(path, O_RDONLY | O_CLOEXEC) }
             guard state.descriptor >= 0 else { return nil }
             var header = [UInt8](repeating: 0, count: 28)
@@ -62,7 +62,7 @@ final class TokenLookupCache: Sendable {
     /// The cached record for `hash` when the file is as it was when it was read; nil otherwise.
     func record(hash: [UInt8], at version: Version?) -> AccessTokenRecord? {
         guard let version else { return nil }
-        return state.withLock { state in
+        return state.withLockedValue { state in
             guard state.version == version else {
                 state.version = nil
                 state.entries = [:]
@@ -75,7 +75,7 @@ final class TokenLookupCache: Sendable {
     /// Keeps `record`, read under `version` (read before the query).
     func keep(_ record: AccessTokenRecord, hash: [UInt8], readUnder version: Version?) {
         guard let version else { return }
-        state.withLock { state in
+        state.withLockedValue { state in
             if state.version != version || state.entries.count >= Self.capacity {
                 state.version = version
                 state.entries = [:]

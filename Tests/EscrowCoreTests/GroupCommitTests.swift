@@ -3,7 +3,6 @@ import EscrowCore
 import EscrowCrypto
 import EscrowTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 /// The group commit's contract, with a write step the test controls: who shares a commit, how many at most,
@@ -46,6 +45,19 @@ struct GroupCommitTests {
         }
     }
 
+    /// True the first time only.
+    final class LockedFlag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var first = true
+
+        func takeFirst() -> Bool {
+            lock.withLock {
+                defer { first = false }
+                return first
+            }
+        }
+    }
+
     /// A group commit whose writer runs `write` and, for the first commit, waits for `gate` first when given.
     static func batcher(
         _ mode: Mode,
@@ -60,15 +72,12 @@ struct GroupCommitTests {
                 writer: .blocking(label: "test.group-commit") { items in write(items) }
             )
         case .async:
-            let firstCommit = Mutex(true)
+            let firstCommit = LockedFlag()
             return CaptureBatcher(
                 maximumBatch: maximumBatch,
                 writer: .async { items, _ in
                     let results = write(items)
-                    let isFirst = firstCommit.withLock { first in
-                        defer { first = false }
-                        return first
-                    }
+                    let isFirst = firstCommit.takeFirst()
                     if let gate, isFirst { await gate.waitAsync() }
                     return results
                 }
