@@ -17,6 +17,7 @@ public enum StoreConformance {
         public var escrows: any EscrowStore
         public var notifications: any NotificationLog
         public var tokens: any AccessTokenStore
+        public var signIns: any SignInStore
         /// Damages the stored row of escrow `id` in the store's own SQL.
         public var damage: @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
 
@@ -24,11 +25,13 @@ public enum StoreConformance {
             escrows: any EscrowStore,
             notifications: any NotificationLog,
             tokens: any AccessTokenStore,
+            signIns: any SignInStore,
             damage: @escaping @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
         ) {
             self.escrows = escrows
             self.notifications = notifications
             self.tokens = tokens
+            self.signIns = signIns
             self.damage = damage
         }
     }
@@ -85,7 +88,7 @@ public enum StoreConformance {
         Check(name: "malformed rows go through the lifecycle", run: malformedRows),
         Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
         Check(name: "bearer tokens", run: bearerTokens),
-    ]
+    ] + signInChecks
 }
 
 /// A broken expectation, with what was expected.
