@@ -1,3 +1,4 @@
+public import EscrowCrypto
 public import Foundation
 
 /// A web sign-in attempt as a store holds it: hashes of its state, nonce and browser binding (never the secrets),
@@ -52,13 +53,20 @@ public struct SignInTicket: Sendable, Equatable {
 }
 
 /// What a callback asks of ``SignInStore/completeSignIn(_:capture:actor:lifecycle:)``.
-public struct SignInCompletionRequest: Sendable, Equatable {
+public struct SignInCompletionRequest: Sendable {
     public var stateHash: [UInt8]
     public var bindingHash: [UInt8]
     public var now: Date
-    public var ticket: SignInTicket
+    /// The ticket to issue, given the id of the escrow that holds the profile (nil when none was captured); made in
+    /// the transaction, after the capture.
+    public var ticket: @Sendable (EscrowID?) -> SignInTicket
 
-    public init(stateHash: [UInt8], bindingHash: [UInt8], now: Date, ticket: SignInTicket) {
+    public init(
+        stateHash: [UInt8],
+        bindingHash: [UInt8],
+        now: Date,
+        ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
+    ) {
         self.stateHash = stateHash
         self.bindingHash = bindingHash
         self.now = now

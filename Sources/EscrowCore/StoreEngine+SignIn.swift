@@ -15,8 +15,9 @@ package protocol SignInWriteTransaction: EscrowWriteTransaction {
 }
 
 extension StoreEngine {
-    /// A callback's completion in the caller's transaction: the attempt is read locked, checked, marked used with
-    /// its ticket, and only then the profile captured, so two callbacks with one state never both capture.
+    /// A callback's completion in the caller's transaction: the attempt is read locked and checked, the profile
+    /// captured, and the attempt marked used with its ticket (which names the escrow), so two callbacks with one
+    /// state never both capture.
     package static func completeSignIn(
         _ request: SignInCompletionRequest,
         capture item: CaptureItem?,
@@ -24,13 +25,17 @@ extension StoreEngine {
     ) async throws -> SignInCompletion {
         guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
         guard attempt.isLive(at: request.now) else { return .expired(attempt) }
-        guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else { return .bindingMismatch(attempt) }
-        guard try await transaction.useSignInAttempt(stateHash: attempt.stateHash, at: request.now, ticket: request.ticket)
-        else { return .expired(attempt) }
+        guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else {
+            return .bindingMismatch(attempt)
+        }
+        var outcome: CaptureOutcome?
+        if let item { outcome = try await capture([item], in: transaction).first }
+        let ticket = request.ticket(outcome?.record.id)
+        // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
+        guard try await transaction.useSignInAttempt(stateHash: attempt.stateHash, at: request.now, ticket: ticket)
+        else { throw EscrowStoreError(.failed, "the sign-in attempt was used during its completion; try again") }
         var used = attempt
         used.usedAt = request.now
-        guard let item else { return .completed(used, nil) }
-        return .completed(used, try await capture([item], in: transaction).first)
+        return .completed(used, outcome)
     }
-
 }

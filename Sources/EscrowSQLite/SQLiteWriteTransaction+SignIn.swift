@@ -76,7 +76,10 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
     }
 
     func deleteSignInAttempts(expiredAt now: Date) throws -> Int {
-        try db.execute(sql: "DELETE FROM signin_attempt WHERE purge_at <= ?", arguments: [Timestamp.unixMilliseconds(now)])
+        try db.execute(
+            sql: "DELETE FROM signin_attempt WHERE purge_at <= ?",
+            arguments: [Timestamp.unixMilliseconds(now)]
+        )
         return db.changesCount
     }
 }

@@ -184,7 +184,7 @@ struct SignInFixture {
             stateHash: attempt.stateHash,
             bindingHash: attempt.bindingHash,
             now: now,
-            ticket: ticket(number, at: now)
+            ticket: { _ in ticket(number, at: now) }
         )
     }
 }

@@ -63,9 +63,10 @@ public enum StoreConformance {
         }
     }
 
-    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``), key
+    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``,
+    /// ``SignInStore``), key
     /// retirement, per-escrow audit history, and malformed rows.
-    public static let all: [Check] = coreChecks + archiveChecks
+    public static let all: [Check] = coreChecks + signInChecks + archiveChecks
 
     static let coreChecks: [Check] = [
         Check(name: "capture stores and reads back", escrows: captureReadsBack),
@@ -88,7 +89,7 @@ public enum StoreConformance {
         Check(name: "malformed rows go through the lifecycle", run: malformedRows),
         Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
         Check(name: "bearer tokens", run: bearerTokens),
-    ] + signInChecks
+    ]
 }
 
 /// A broken expectation, with what was expected.
