@@ -169,12 +169,18 @@ struct AppleSignInRoutes: Sendable {
             completion = try await complete(attempt, bindingHash, now, ticket, profile, result)
         } catch {
             // Nothing acknowledged: the browser keeps the form and posts it again.
-            context.logger.error("a sign-in could not be escrowed; the browser will retry", metadata: ["error": "\(error)"])
+            context.logger.error(
+                "a sign-in could not be escrowed; the browser will retry",
+                metadata: ["error": "\(error)"]
+            )
             return SignInPages.retry(form, action: configuration.callbackURL)
         }
         switch completion {
         case .completed:
-            context.logger.info("sign-in completed", metadata: ["signin.profile": "\(profile == nil ? "none" : "escrowed")"])
+            context.logger.info(
+                "sign-in completed",
+                metadata: ["signin.profile": "\(profile == nil ? "none" : "escrowed")"]
+            )
             return Self.redirect(returnURL, ["ticket": ticket], clearCookie: true)
         case .expired:
             return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
@@ -263,7 +269,12 @@ struct AppleSignInRoutes: Sendable {
         guard let ticket = (try? StrictJSON.parse(body))?["ticket"]?.stringValue, !ticket.isEmpty,
             ticket.utf8.count <= 256
         else {
-            throw Problem(.badRequest, code: "invalid_ticket", detail: "the body must be {\"ticket\": \"…\"}", field: "ticket")
+            throw Problem(
+                .badRequest,
+                code: "invalid_ticket",
+                detail: "the body must be {\"ticket\": \"…\"}",
+                field: "ticket"
+            )
         }
         let now = escrow.configuration.clock.now()
         guard let redemption = try await signIns.redeemSignInTicket(ticketHash: Self.hash(ticket), at: now),
@@ -287,7 +298,11 @@ struct AppleSignInRoutes: Sendable {
     }
 
     /// `303` to the registered return URL with one parameter (the ticket, or an error code).
-    static func redirect(_ returnURL: String, _ parameters: KeyValuePairs<String, String>, clearCookie: Bool) -> Response {
+    static func redirect(
+        _ returnURL: String,
+        _ parameters: KeyValuePairs<String, String>,
+        clearCookie: Bool
+    ) -> Response {
         let separator = returnURL.contains("?") ? "&" : "?"
         let query = parameters.map { "\($0.key)=\(SignInForm.encode($0.value))" }.joined(separator: "&")
         var headers: HTTPFields = [

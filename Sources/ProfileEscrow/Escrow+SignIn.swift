@@ -29,7 +29,9 @@ extension Escrow {
             }
             logger.debug(
                 "escrow captured at a web sign-in",
-                metadata: ["escrow.id": "\(outcome.record.id)", "escrow.index": "\(outcome.record.blindIndex.prefixHex)"]
+                metadata: [
+                    "escrow.id": "\(outcome.record.id)", "escrow.index": "\(outcome.record.blindIndex.prefixHex)",
+                ]
             )
         }
         return completion
