@@ -235,6 +235,22 @@ struct SignInTests {
         }
     }
 
+    @Test("the retention sweep deletes attempts past their life; their callback is then unknown")
+    func sweep() async throws {
+        let flow = try await SignInFlow()
+        try await flow.harness.app().test(.live) { client async throws in
+            let start = try await flow.start(client)
+            let form = try await flow.form(start, user: SignInFlow.userJSON(1))
+            _ = try await flow.harness.escrow.sweep()
+            let stateHash = Hashing.blake2b256(Array(start.state.utf8))
+            #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) != nil, "live: kept")
+            flow.harness.clock.offset = 600
+            _ = try await flow.harness.escrow.sweep()
+            #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) == nil, "expired: swept")
+            #expect(try await flow.callback(client, form, cookie: start.cookie).status == .badRequest)
+        }
+    }
+
     @Test("an unknown return name is refused with 400, never redirected")
     func unknownReturn() async throws {
         let flow = try await SignInFlow()
