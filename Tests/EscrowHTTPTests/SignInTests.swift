@@ -82,7 +82,14 @@ struct SignInTests {
             let again = try await flow.callback(client, form, cookie: start.cookie)
             #expect(again.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
             #expect(try await flow.captures() == 1, "one capture whatever the reloads")
-            try flow.expectNothingSecretLogged([form["code"]!, form["id_token"]!, form["state"]!, ticket])
+            let secrets = [form["code"]!, form["id_token"]!, form["state"]!, start.nonce, ticket, start.cookie]
+            try flow.expectNothingSecretLogged(secrets)
+            for file in flow.harness.fixture.storeFiles() {
+                for secret in secrets + ["Fakegiven", "fakesignin", "testsignin"] {
+                    let cut = String(secret.split(separator: "=").last ?? "")
+                    #expect(!file.bytes.contains(bytes: Array(cut.utf8)), "no secret in clear in \(file.name)")
+                }
+            }
         }
     }
 
@@ -248,6 +255,31 @@ struct SignInTests {
             _ = try await flow.harness.escrow.sweep()
             #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) == nil, "expired: swept")
             #expect(try await flow.callback(client, form, cookie: start.cookie).status == .badRequest)
+        }
+    }
+
+    @Test("a ticket past its 5 minutes is gone; a callback from a foreign origin is refused")
+    func ticketExpiryAndOrigin() async throws {
+        let flow = try await SignInFlow()
+        try await flow.harness.app().test(.live) { client async throws in
+            let start = try await flow.start(client)
+            let form = try await flow.form(start, user: SignInFlow.userJSON(1))
+            var headers: HTTPFields = [
+                .contentType: "application/x-www-form-urlencoded", .origin: "https://evil.example",
+            ]
+            headers[.cookie] = start.cookie
+            let foreign = try await client.execute(
+                uri: "/v1/apple/signin/callback",
+                method: .post,
+                headers: headers,
+                body: ByteBuffer(string: "state=\(SignInForm.encode(start.state))")
+            )
+            #expect(foreign.status == .badRequest)
+            #expect(try await flow.captures() == 0)
+            let callback = try await flow.callback(client, form, cookie: start.cookie)
+            let ticket = try #require(SignInFlow.query(callback.headers[.location] ?? "")["ticket"])
+            flow.harness.clock.offset = 300
+            #expect(try await flow.redeem(client, ticket).status == .gone, "the code's own life is over")
         }
     }
 
