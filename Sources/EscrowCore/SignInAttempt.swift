@@ -34,8 +34,12 @@ public struct SignInAttempt: Sendable, Equatable {
         self.usedAt = usedAt
     }
 
-    /// Whether a callback may still use it at `now`.
-    public func isLive(at now: Date) -> Bool { usedAt == nil && now < expiresAt }
+    /// Whether a callback first received at `time` may still use it.
+    public func isLive(at time: Date) -> Bool { usedAt == nil && time < expiresAt }
+
+    /// How long after its expiry an unused attempt is kept: a callback first received in time, whose resubmission
+    /// waited for the store, is judged by when it was first received for this long (seconds).
+    public static let resubmissionGrace: Double = 30 * 60
 }
 
 /// The single-use ticket a completed sign-in issues: its hash, and the sign-in's result sealed under a key only the
@@ -57,6 +61,9 @@ public struct SignInCompletionRequest: Sendable {
     public var stateHash: [UInt8]
     public var bindingHash: [UInt8]
     public var now: Date
+    /// When the service first received the callback: the attempt must have been live then. `now`, unless a
+    /// resubmission carries the service's stamp of an earlier receipt.
+    public var receivedAt: Date
     /// The ticket to issue, given the id of the escrow that holds the profile (nil when none was captured); made in
     /// the transaction, after the capture.
     public var ticket: @Sendable (EscrowID?) -> SignInTicket
@@ -65,11 +72,13 @@ public struct SignInCompletionRequest: Sendable {
         stateHash: [UInt8],
         bindingHash: [UInt8],
         now: Date,
+        receivedAt: Date? = nil,
         ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
     ) {
         self.stateHash = stateHash
         self.bindingHash = bindingHash
         self.now = now
+        self.receivedAt = receivedAt ?? now
         self.ticket = ticket
     }
 }

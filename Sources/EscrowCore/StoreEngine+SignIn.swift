@@ -24,7 +24,7 @@ extension StoreEngine {
         in transaction: some SignInWriteTransaction
     ) async throws -> SignInCompletion {
         guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
-        guard attempt.isLive(at: request.now) else { return .expired(attempt) }
+        guard attempt.isLive(at: request.receivedAt) else { return .expired(attempt) }
         guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else {
             return .bindingMismatch(attempt)
         }

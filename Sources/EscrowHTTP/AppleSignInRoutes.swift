@@ -114,18 +114,28 @@ struct AppleSignInRoutes: Sendable {
             return SignInPages.badRequest("The sign-in form is malformed.")
         }
         let now = escrow.configuration.clock.now()
+        let stateHash = Self.hash(state)
+        // A resubmission from the 503 page is judged by when the service first received the form.
+        let stamp = form[SignInStamp.field].flatMap {
+            SignInStamp.verify($0, escrow, stateHash: stateHash, form: form, now: now)
+        }
+        let receivedAt = stamp?.receivedAt ?? now
         let attempt: SignInAttempt?
         do {
-            attempt = try await signIns.signInAttempt(stateHash: Self.hash(state))
+            attempt = try await signIns.signInAttempt(stateHash: stateHash)
         } catch {
             context.logger.error("a sign-in callback could not read its attempt", metadata: ["error": "\(error)"])
-            return SignInPages.retry(form, action: configuration.callbackURL)
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: false)
+            )
         }
         guard let attempt, let returnURL = configuration.returns[attempt.returnName] else {
             context.logger.info("sign-in callback refused: unknown state")
             return SignInPages.unknownAttempt()
         }
-        guard attempt.isLive(at: now) else {
+        guard attempt.isLive(at: receivedAt) else {
             return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
         }
         let bindingHash = request.cookies[Self.cookieName].map { Self.hash($0.value) } ?? []
@@ -148,7 +158,7 @@ struct AppleSignInRoutes: Sendable {
                 idToken,
                 clientID: configuration.clientID,
                 nonceHash: attempt.nonceHash,
-                now: now
+                now: stamp?.tokenVerified == true ? receivedAt : now
             )
         } catch {
             context.logger.info("sign-in callback refused: \(error.reason)")
@@ -166,14 +176,18 @@ struct AppleSignInRoutes: Sendable {
         ]
         let completion: SignInCompletion
         do {
-            completion = try await complete(attempt, bindingHash, now, ticket, profile, result)
+            completion = try await complete(attempt, bindingHash, now, receivedAt, ticket, profile, result)
         } catch {
-            // Nothing acknowledged: the browser keeps the form and posts it again.
+            // Nothing acknowledged: the browser keeps the form and posts it again, stamped with this first receipt.
             context.logger.error(
                 "a sign-in could not be escrowed; the browser will retry",
                 metadata: ["error": "\(error)"]
             )
-            return SignInPages.retry(form, action: configuration.callbackURL)
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: true)
+            )
         }
         switch completion {
         case .completed:
@@ -197,12 +211,18 @@ struct AppleSignInRoutes: Sendable {
         _ attempt: SignInAttempt,
         _ bindingHash: [UInt8],
         _ now: Date,
+        _ receivedAt: Date,
         _ ticket: String,
         _ profile: Profile?,
         _ result: [String: JSONValue]
     ) async throws -> SignInCompletion {
         let expiresAt = now.addingTimeInterval(configuration.ticketLifetime.inSeconds)
-        let request = SignInCompletionRequest(stateHash: attempt.stateHash, bindingHash: bindingHash, now: now) { id in
+        let request = SignInCompletionRequest(
+            stateHash: attempt.stateHash,
+            bindingHash: bindingHash,
+            now: now,
+            receivedAt: receivedAt
+        ) { id in
             var result = result
             result["escrowId"] = .string(id?.hex)
             var plaintext = JSONResponse.encode(result)
@@ -214,6 +234,16 @@ struct AppleSignInRoutes: Sendable {
             )
         }
         return try await escrow.completeSignIn(request, profile: profile, in: signIns, actor: .apple)
+    }
+
+    /// The 503 page: the form as received, with the service's stamp of its first receipt in place of any other.
+    private func retryPage(_ form: SignInForm, stateHash: [UInt8], stamp: SignInStamp) -> Response {
+        let fields = form.fields.filter { $0.name != SignInStamp.field }
+        let encoded = stamp.encoded(escrow, stateHash: stateHash, form: SignInForm(fields: fields))
+        return SignInPages.retry(
+            SignInForm(fields: fields + [(SignInStamp.field, encoded)]),
+            action: configuration.callbackURL
+        )
     }
 
     /// The profile to escrow from Apple's `user` field (untrusted: at most 4 KiB, parsed strictly), with the

@@ -6,6 +6,8 @@ struct SignInForm: Sendable {
 
     subscript(name: String) -> String? { fields.first { $0.name == name }?.value }
 
+    init(fields: [(name: String, value: String)]) { self.fields = fields }
+
     init?(_ body: [UInt8]) {
         var fields: [(name: String, value: String)] = []
         for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {

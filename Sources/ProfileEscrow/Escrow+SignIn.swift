@@ -3,6 +3,9 @@ import EscrowCrypto
 import Logging
 
 extension Escrow {
+    /// A MAC under this deployment's keyring (see `Keyring.serviceStamp`), for the web sign-in's resubmission stamps.
+    package func serviceStamp(_ message: [UInt8]) -> [UInt8] { keyring.serviceStamp(message) }
+
     /// Completes a web sign-in in `signIns` (the store that holds the escrows): seals `profile`, when given, as a
     /// verified capture, and in one transaction uses the attempt, stores its ticket and captures. Durable before it
     /// returns; nothing is captured unless the attempt was live and its binding matched.

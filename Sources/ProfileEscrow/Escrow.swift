@@ -293,7 +293,10 @@ public final class Escrow: Sendable {
         if purged > 0 { logger.info("swept expired escrows", metadata: ["count": "\(purged)"]) }
         // Web sign-in attempts past their life and their ticket's: hashes and sealed bytes only, no audit event.
         if let signIns = store as? any SignInStore {
-            let attempts = try await signIns.sweepSignInAttempts(at: now)
+            // Kept for the resubmission grace past their expiry: a callback received in time may still complete.
+            let attempts = try await signIns.sweepSignInAttempts(
+                at: now.addingTimeInterval(-SignInAttempt.resubmissionGrace)
+            )
             if attempts > 0 { logger.info("swept expired sign-in attempts", metadata: ["count": "\(attempts)"]) }
         }
         return purged

@@ -226,17 +226,31 @@ struct SignInTests {
             let page = down.text
             #expect(page.contains("<button type=\"submit\">"))
             #expect(page.contains("action=\"\(SignInFlow.callbackURL)\""))
-            for (name, value) in form {
-                #expect(page.contains("name=\"\(name)\" value=\"\(SignInPages.escape(value))\""), "\(name) kept")
-            }
+            let resubmission = SignInFlow.hiddenFields(page)
+            for (name, value) in form { #expect(resubmission[name] == value, "\(name) kept") }
+            #expect(resubmission["pe_stamp"] != nil, "stamped with its first receipt")
             let nonce = try #require(down.headers[.contentSecurityPolicy]?.split(separator: "'nonce-").last?.prefix(22))
             #expect(page.contains("<script nonce=\"\(nonce)\">"), "the script runs under the page's CSP")
             #expect(try await flow.captures() == 0)
-            // The store is back: the page's re-submission (the same form, the same cookie) goes through, once.
+            // The store is back after the attempt's life: the page's re-submission (the same form, the service's stamp,
+            // the same cookie) is judged by its first receipt and goes through, once; the bare form or a changed stamp
+            // is judged now, and refused.
             store.failing.withLockedValue { $0 = false }
-            let retried = try await flow.callback(client, form, cookie: start.cookie)
+            flow.harness.clock.offset = 700
+            let bare = try await flow.callback(client, form, cookie: start.cookie)
+            #expect(bare.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
+            var tampered = resubmission
+            tampered["pe_stamp"] = tampered["pe_stamp"]!.replacingOccurrences(of: ".1.", with: ".0.")
+            let changed = try await flow.callback(client, tampered, cookie: start.cookie)
+            #expect(changed.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
+            var otherForm = resubmission
+            otherForm["user"] = SignInFlow.userJSON(2)
+            let moved = try await flow.callback(client, otherForm, cookie: start.cookie)
+            #expect(moved.headers[.location] == SignInFlow.returnURL + "?error=signin_expired", "bound to the form")
+            #expect(try await flow.captures() == 0)
+            let retried = try await flow.callback(client, resubmission, cookie: start.cookie)
             #expect(retried.headers[.location]?.hasPrefix(SignInFlow.returnURL + "?ticket=") == true)
-            let twice = try await flow.callback(client, form, cookie: start.cookie)
+            let twice = try await flow.callback(client, resubmission, cookie: start.cookie)
             #expect(twice.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
             #expect(try await flow.captures() == 1)
         }
@@ -253,7 +267,13 @@ struct SignInTests {
             #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) != nil, "live: kept")
             flow.harness.clock.offset = 600
             _ = try await flow.harness.escrow.sweep()
-            #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) == nil, "expired: swept")
+            #expect(
+                try await flow.harness.store.signInAttempt(stateHash: stateHash) != nil,
+                "expired, kept for a resubmission's grace"
+            )
+            flow.harness.clock.offset = 600 + SignInAttempt.resubmissionGrace
+            _ = try await flow.harness.escrow.sweep()
+            #expect(try await flow.harness.store.signInAttempt(stateHash: stateHash) == nil, "then swept")
             #expect(try await flow.callback(client, form, cookie: start.cookie).status == .badRequest)
         }
     }
@@ -280,6 +300,27 @@ struct SignInTests {
             let ticket = try #require(SignInFlow.query(callback.headers[.location] ?? "")["ticket"])
             flow.harness.clock.offset = 300
             #expect(try await flow.redeem(client, ticket).status == .gone, "the code's own life is over")
+        }
+    }
+
+    @Test("a stamp is honoured for 30 minutes after the first receipt, not longer")
+    func stampWindow() async throws {
+        let flow = try await SignInFlow()
+        let store = FailingSignInStore(flow.harness.store)
+        try await flow.harness.app(signIns: store).test(.live) { client async throws in
+            let start = try await flow.start(client)
+            store.failing.withLockedValue { $0 = true }
+            let down = try await flow.callback(
+                client,
+                try await flow.form(start, user: SignInFlow.userJSON(1)),
+                cookie: start.cookie
+            )
+            let resubmission = SignInFlow.hiddenFields(down.text)
+            store.failing.withLockedValue { $0 = false }
+            flow.harness.clock.offset = SignInAttempt.resubmissionGrace + 1
+            let late = try await flow.callback(client, resubmission, cookie: start.cookie)
+            #expect(late.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
+            #expect(try await flow.captures() == 0)
         }
     }
 
@@ -413,6 +454,22 @@ struct SignInFlow {
         for secret in secrets + ["Fakegiven", "Fakefamily", "fakesignin", "fakeother", "testsignin"] {
             #expect(!logged.contains(secret), "nothing secret or personal logged")
         }
+    }
+
+    /// The hidden fields of the 503 page's form, as the browser posts them again.
+    static func hiddenFields(_ page: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        let pattern = try! NSRegularExpression(pattern: "<input type=\"hidden\" name=\"([^\"]*)\" value=\"([^\"]*)\">")
+        let range = NSRange(page.startIndex..., in: page)
+        for match in pattern.matches(in: page, range: range) {
+            let name = String(page[Range(match.range(at: 1), in: page)!])
+            let value = String(page[Range(match.range(at: 2), in: page)!])
+                .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&#39;", with: "'")
+                .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+                .replacingOccurrences(of: "&amp;", with: "&")
+            fields[name] = value
+        }
+        return fields
     }
 
     static func query(_ url: String) -> [String: String] {
