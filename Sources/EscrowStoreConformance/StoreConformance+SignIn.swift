@@ -9,6 +9,7 @@ extension StoreConformance {
         Check(name: "sign-in attempt is created and read back", run: signInCreated),
         Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
         Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
+        Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
     ]
@@ -63,6 +64,33 @@ extension StoreConformance {
             lifecycle: EscrowLifecycle()
         )
         try expect(unknown == .unknown, "an unknown state: \(unknown)")
+    }
+
+    static func signInConcurrentCallbacks(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = subject.signIns
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let records = try (0..<8).map { try Fixture().record(user: $0, at: fixture.start) }
+        let completions = try await withThrowingTaskGroup(of: SignInCompletion.self) { group in
+            for (number, record) in records.enumerated() {
+                group.addTask {
+                    try await store.completeSignIn(
+                        fixture.request(attempt, at: fixture.start, ticket: number),
+                        capture: record,
+                        actor: .http(token: "signin"),
+                        lifecycle: EscrowLifecycle()
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let completed = completions.filter { if case .completed = $0 { true } else { false } }
+        try expect(completed.count == 1, "one callback completes: \(completions)")
+        try expect(completions.count - completed.count == 7, "the others find it used")
+        let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
+        try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture")
     }
 
     static func signInRefusals(_ make: MakeSubject) async throws {
