@@ -29,7 +29,17 @@ extension StoreEngine {
             return .bindingMismatch(attempt)
         }
         var outcome: CaptureOutcome?
-        if let item { outcome = try await capture([item], in: transaction).first }
+        if let item, let captured = try await capture([item], in: transaction).first {
+            outcome = captured
+            let draft = AuditDraft(
+                type: .signinCaptured,
+                at: request.now,
+                escrowID: captured.record.id.hex,
+                indexPrefix: captured.record.blindIndex.prefixHex,
+                actor: item.actor
+            )
+            try await append([draft], transaction)
+        }
         let ticket = request.ticket(outcome?.record.id)
         // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
         guard try await transaction.useSignInAttempt(stateHash: attempt.stateHash, at: request.now, ticket: ticket)

@@ -57,6 +57,12 @@ extension StoreConformance {
         try expect(try await subject.escrows.record(id: other.id) == nil, "a second use captures nothing")
         let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
         try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture audited")
+        try expect(
+            events.map(\.draft.type) == [.captured, .signinCaptured]
+                && events.allSatisfy { $0.draft.escrowID == record.id.hex },
+            "the capture, then signin-captured, of that escrow: \(events.map(\.draft.type))"
+        )
+        try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with sign-in events")
         let unknown = try await store.completeSignIn(
             fixture.request(fixture.attempt(9), at: now, ticket: 3),
             capture: nil,
