@@ -80,6 +80,7 @@ struct AppleSignInRoutes: Sendable {
             .referrerPolicy: "no-referrer",
         ]
         headers[.setCookie] = Self.bindingCookie(binding, maxAge: Int(configuration.attemptLifetime.inSeconds))
+        SignInMetrics.signIn("started")
         return Response(status: .found, headers: headers)
     }
 
@@ -92,7 +93,9 @@ struct AppleSignInRoutes: Sendable {
     // MARK: - Callback
 
     func callback(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        try anonymous.admit("apple-signin-callback")
+        // Rate-limited, a callback is not refused but answered with the page that posts it again: a 429 would lose the
+        // profile the form holds.
+        let admitted = anonymous.acquire("apple-signin-callback") == nil
         let mediaType = request.headers[.contentType]?.split(separator: ";").first
             .map { $0.trimmingSpaces().lowercased() }
         guard mediaType == "application/x-www-form-urlencoded" else {
@@ -120,6 +123,13 @@ struct AppleSignInRoutes: Sendable {
             SignInStamp.verify($0, escrow, stateHash: stateHash, form: form, now: now)
         }
         let receivedAt = stamp?.receivedAt ?? now
+        guard admitted else {
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: false)
+            )
+        }
         let attempt: SignInAttempt?
         do {
             attempt = try await signIns.signInAttempt(stateHash: stateHash)
@@ -133,6 +143,7 @@ struct AppleSignInRoutes: Sendable {
         }
         guard let attempt, let returnURL = configuration.returns[attempt.returnName] else {
             context.logger.info("sign-in callback refused: unknown state")
+            SignInMetrics.signIn("unknown_state")
             return SignInPages.unknownAttempt()
         }
         guard attempt.isLive(at: receivedAt) else {
@@ -201,6 +212,7 @@ struct AppleSignInRoutes: Sendable {
         case .bindingMismatch:
             return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
         case .unknown:
+            SignInMetrics.signIn("unknown_state")
             return SignInPages.unknownAttempt()
         }
     }
@@ -238,6 +250,7 @@ struct AppleSignInRoutes: Sendable {
 
     /// The 503 page: the form as received, with the service's stamp of its first receipt in place of any other.
     private func retryPage(_ form: SignInForm, stateHash: [UInt8], stamp: SignInStamp) -> Response {
+        SignInMetrics.signIn("retry_page")
         let fields = form.fields.filter { $0.name != SignInStamp.field }
         let encoded = stamp.encoded(escrow, stateHash: stateHash, form: SignInForm(fields: fields))
         return SignInPages.retry(
@@ -310,9 +323,11 @@ struct AppleSignInRoutes: Sendable {
         guard let redemption = try await signIns.redeemSignInTicket(ticketHash: Self.hash(ticket), at: now),
             var plaintext = TicketSeal.open(redemption.sealedResult, ticket: Array(ticket.utf8))
         else {
+            SignInMetrics.redeem("gone")
             throw Self.ticketGone
         }
         defer { RequestBodyReader.zero(&plaintext) }
+        SignInMetrics.redeem("redeemed")
         return JSONResponse.make(.ok, bytes: plaintext)
     }
 
@@ -335,6 +350,8 @@ struct AppleSignInRoutes: Sendable {
     ) -> Response {
         let separator = returnURL.contains("?") ? "&" : "?"
         let query = parameters.map { "\($0.key)=\(SignInForm.encode($0.value))" }.joined(separator: "&")
+        // The outcome: `completed` for a ticket, else the error code (never the ticket).
+        SignInMetrics.signIn(parameters.first?.key == "ticket" ? "completed" : parameters.first?.value ?? "completed")
         var headers: HTTPFields = [
             .location: returnURL + separator + query, .cacheControl: "no-store", .referrerPolicy: "no-referrer",
         ]

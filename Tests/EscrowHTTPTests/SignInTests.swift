@@ -327,6 +327,24 @@ struct SignInTests {
         }
     }
 
+    @Test("a rate-limited callback is answered with the page that posts it again, never a 429")
+    func rateLimitedCallback() async throws {
+        var limited = try await SignInFlow()
+        limited.harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 1)
+        let flow = limited
+        try await flow.harness.app().test(.live) { client async throws in
+            let start = try await flow.start(client)
+            let form = try await flow.form(start, user: SignInFlow.userJSON(1))
+            var forged = form
+            forged["state"] = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
+            #expect(try await flow.callback(client, forged, cookie: start.cookie).status == .badRequest)
+            let limited = try await flow.callback(client, form, cookie: start.cookie)
+            #expect(limited.status == .serviceUnavailable)
+            #expect(SignInFlow.hiddenFields(limited.text)["user"] == form["user"], "the browser keeps the profile")
+            #expect(try await flow.captures() == 0)
+        }
+    }
+
     @Test("an unknown return name is refused with 400, never redirected")
     func unknownReturn() async throws {
         let flow = try await SignInFlow()
