@@ -135,10 +135,22 @@ struct AppleSignInRoutes: Sendable {
             attempt = try await signIns.signInAttempt(stateHash: stateHash)
         } catch {
             context.logger.error("a sign-in callback could not read its attempt", metadata: ["error": "\(error)"])
+            // Whether the id_token is valid now (all but its nonce, which does not age): the resubmission is then
+            // judged by this time for the token too.
+            var tokenVerified = false
+            if stamp == nil, let idToken = form["id_token"] {
+                let valid = try? await apple.verifySignInToken(
+                    idToken,
+                    clientID: configuration.clientID,
+                    nonceHash: nil,
+                    now: now
+                )
+                tokenVerified = valid != nil
+            }
             return retryPage(
                 form,
                 stateHash: stateHash,
-                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: false)
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: tokenVerified)
             )
         }
         guard let attempt, let returnURL = configuration.returns[attempt.returnName] else {

@@ -29,11 +29,12 @@ struct AppleSignInIdentity: Sendable {
 
 extension AppleVerifier {
     /// Checks a web flow's id_token: signature, `iss`, `aud` exactly `clientID` (the Services ID: native bundle IDs
-    /// are for the API's verified capture), `exp`, `iat`, and a `nonce` whose hash is the attempt's.
+    /// are for the API's verified capture), `exp`, `iat`, and a `nonce` whose hash is the attempt's (nil checks all
+    /// but the nonce: when the attempt cannot be read, whether the token was valid at that time).
     func verifySignInToken(
         _ token: String,
         clientID: String,
-        nonceHash: [UInt8],
+        nonceHash: [UInt8]?,
         now: Date
     ) async throws(Rejection) -> AppleSignInIdentity {
         let claims: AppleSignInClaims = try await verifySignature(token)
@@ -41,8 +42,10 @@ extension AppleVerifier {
         guard claims.aud.value == [clientID] else { throw Rejection(reason: "wrong audience") }
         guard claims.exp.value.timeIntervalSince(now) > -leeway else { throw Rejection(reason: "expired") }
         guard claims.iat.value.timeIntervalSince(now) <= leeway else { throw Rejection(reason: "issued in the future") }
-        guard let nonce = claims.nonce, Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
-        else { throw Rejection(reason: "nonce does not match") }
+        if let nonceHash {
+            guard let nonce = claims.nonce, Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
+            else { throw Rejection(reason: "nonce does not match") }
+        }
         if let code = claims.real_user_status, Self.realUserStatus(code) == nil {
             throw Rejection(reason: "real_user_status invalid")
         }

@@ -306,6 +306,29 @@ struct SignInTests {
         }
     }
 
+    @Test("with the store not answering even reads: the page's stamp vouches for the id_token of its first receipt")
+    func storeUnreadable() async throws {
+        let flow = try await SignInFlow()
+        let store = FailingSignInStore(flow.harness.store)
+        try await flow.harness.app(signIns: store).test(.live) { client async throws in
+            let start = try await flow.start(client)
+            let form = try await flow.form(start, user: SignInFlow.userJSON(1))
+            store.failing.withLockedValue { $0 = true }
+            store.failingReads.withLockedValue { $0 = true }
+            let down = try await flow.callback(client, form, cookie: start.cookie)
+            #expect(down.status == .serviceUnavailable)
+            let resubmission = SignInFlow.hiddenFields(down.text)
+            #expect(resubmission["pe_stamp"]?.contains(".1.") == true, "the token verified at the first receipt")
+            store.failing.withLockedValue { $0 = false }
+            store.failingReads.withLockedValue { $0 = false }
+            // Past the attempt's life and the id_token's (10 minutes): judged by the first receipt.
+            flow.harness.clock.offset = 900
+            let retried = try await flow.callback(client, resubmission, cookie: start.cookie)
+            #expect(retried.headers[.location]?.hasPrefix(SignInFlow.returnURL + "?ticket=") == true)
+            #expect(try await flow.captures() == 1)
+        }
+    }
+
     @Test("a stamp is honoured for 30 minutes after the first receipt, not longer")
     func stampWindow() async throws {
         let flow = try await SignInFlow()
@@ -504,6 +527,8 @@ struct SignInFlow {
 final class FailingSignInStore: SignInStore {
     let base: SQLiteEscrowStore
     let failing = NIOLockedValueBox(false)
+    /// Reads fail too: the store does not answer at all.
+    let failingReads = NIOLockedValueBox(false)
 
     init(_ base: SQLiteEscrowStore) { self.base = base }
 
@@ -517,7 +542,8 @@ final class FailingSignInStore: SignInStore {
     }
 
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt? {
-        try await base.signInAttempt(stateHash: stateHash)
+        if failingReads.withLockedValue({ $0 }) { throw EscrowStoreError(.unavailable, "the test's store is down") }
+        return try await base.signInAttempt(stateHash: stateHash)
     }
 
     func completeSignIn(
