@@ -19,7 +19,10 @@ extension SQLiteEscrowStore: SignInStore {
         lifecycle: EscrowLifecycle
     ) async throws -> SignInCompletion {
         let item = record.map { CaptureItem(record: $0, actor: actor, lifecycle: lifecycle) }
-        return try await write { try await StoreEngine.completeSignIn(request, capture: item, in: $0) }
+        let completion = try await write { try await StoreEngine.completeSignIn(request, capture: item, in: $0) }
+        // A replaced escrow's bytes leave the WAL as after any purge.
+        if case .completed(_, .replaced?) = completion { try await purgedOne() }
+        return completion
     }
 
     public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {

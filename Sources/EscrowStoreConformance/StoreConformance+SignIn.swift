@@ -10,6 +10,7 @@ extension StoreConformance {
         Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
         Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
         Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
+        Check(name: "a sign-in's capture replaces the user's held escrow", run: signInReplaces),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
     ]
@@ -97,6 +98,29 @@ extension StoreConformance {
         try expect(completions.count - completed.count == 7, "the others find it used")
         let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
         try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture")
+    }
+
+    static func signInReplaces(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let fixture = SignInFixture()
+        let records = Fixture()  // one keyring: the same user's blind index
+        let held = try records.record(user: 1, content: "old", at: fixture.start)
+        _ = try await subject.escrows.capture(held, actor: .library)
+        let attempt = fixture.attempt(1)
+        try await subject.signIns.createSignInAttempt(attempt)
+        let record = try records.record(user: 1, content: "new", at: fixture.start)
+        let completion = try await subject.signIns.completeSignIn(
+            fixture.request(attempt, at: fixture.start, ticket: 1),
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(_, .replaced(let stored, let previous)) = completion else {
+            throw ConformanceFailure("the held escrow is replaced")
+        }
+        try expect(stored.id == record.id && previous == held.id, "the new escrow replaces the held one")
+        try expect(try await subject.escrows.record(id: held.id) == nil, "the held one is purged")
+        try expect(try await subject.escrows.record(blindIndex: record.blindIndex)?.id == record.id, "one live escrow")
     }
 
     static func signInRefusals(_ make: MakeSubject) async throws {
