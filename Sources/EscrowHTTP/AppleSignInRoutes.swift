@@ -79,7 +79,10 @@ struct AppleSignInRoutes: Sendable {
             .location: configuration.authorizeURL + separator + query, .cacheControl: "no-store",
             .referrerPolicy: "no-referrer",
         ]
-        headers[.setCookie] = Self.bindingCookie(binding, maxAge: Int(configuration.attemptLifetime.inSeconds))
+        // The cookie outlives the attempt by the resubmission grace: a form first received in time, posted again from
+        // the 503 page later, still carries it.
+        let cookieLife = configuration.attemptLifetime.inSeconds + SignInAttempt.resubmissionGrace
+        headers[.setCookie] = Self.bindingCookie(binding, maxAge: Int(cookieLife))
         SignInMetrics.signIn("started")
         return Response(status: .found, headers: headers)
     }

@@ -35,7 +35,7 @@ struct SignInTests {
             #expect(query["scope"] == "name email")
             #expect((query["state"]?.count ?? 0) >= 43 && (query["nonce"]?.count ?? 0) >= 43)
             let cookie = try #require(start.response.headers[.setCookie])
-            for attribute in ["__Host-pe-signin=", "HttpOnly", "Secure", "SameSite=None", "Path=/"] {
+            for attribute in ["__Host-pe-signin=", "HttpOnly", "Secure", "SameSite=None", "Path=/", "Max-Age=2400"] {
                 #expect(cookie.contains(attribute), "binding cookie has \(attribute)")
             }
             #expect(start.response.headers[.cacheControl] == "no-store")
