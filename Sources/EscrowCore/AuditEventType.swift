@@ -21,4 +21,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, Cus
     public static let keysRetired = AuditEventType(rawValue: "keys-retired")
     /// The keyring's master secret keys moved into, out of or within custody (an external engine that wraps them).
     public static let keysCustodyChanged = AuditEventType(rawValue: "keys-custody-changed")
+    /// A web sign-in's callback escrowed the profile (after its `captured`, in the same transaction): the escrow id,
+    /// never the state, code or ticket.
+    public static let signinCaptured = AuditEventType(rawValue: "signin-captured")
 }

@@ -118,6 +118,28 @@ public final class Keyring: Sendable {
         return BlindIndex(bytes: output)!
     }
 
+    /// A 32-byte MAC of `message` for the HTTP service's own short-lived stamps (a web sign-in's resubmission page):
+    /// `crypto_generichash` keyed with the row key over `"PES1" || message`. The row key is in public-only keyrings
+    /// too, so every node of a deployment makes and checks the same stamps, across restarts.
+    public func serviceStamp(_ message: [UInt8]) -> [UInt8] {
+        Sodium.ensureInitialized()
+        let input = Array("PES1".utf8) + message
+        var output = [UInt8](repeating: 0, count: 32)
+        Hashing.withContiguousBytes(input) { message in
+            rowKey.withUnsafeBytes { key in
+                _ = crypto_generichash(
+                    &output,
+                    output.count,
+                    message.baseAddress,
+                    UInt64(message.count),
+                    key.baseAddress,
+                    key.count
+                )
+            }
+        }
+        return output
+    }
+
     /// A 32-byte tag that is equal for equal content of the same user: `crypto_generichash` keyed with the row key
     /// over `"PEC1" || blindIndex || plaintext`. Lets a capture of the same content be recognised without opening.
     public func contentTag(blindIndex: BlindIndex, plaintext: SecretBytes) -> [UInt8] {

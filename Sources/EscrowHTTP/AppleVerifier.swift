@@ -109,7 +109,7 @@ public final class AppleVerifier: Sendable {
         return claims
     }
 
-    private func verifySignature<Claims: JWTPayload>(_ token: String) async throws(Rejection) -> Claims {
+    func verifySignature<Claims: JWTPayload>(_ token: String) async throws(Rejection) -> Claims {
         guard token.utf8.count <= 8 * 1024, jwks.checkHeader(of: token) else {
             throw Rejection(reason: "header: unknown kid or algorithm not allowed")
         }

@@ -29,6 +29,7 @@ public enum EscrowHTTPApplication {
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
+        signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
@@ -38,6 +39,7 @@ public enum EscrowHTTPApplication {
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
+            signIns: signIns,
             registry: registry,
             configuration: configuration,
             draining: draining
@@ -68,6 +70,7 @@ public enum EscrowHTTPApplication {
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
+        signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil
@@ -84,6 +87,7 @@ public enum EscrowHTTPApplication {
             escrow: escrow,
             auth: auth,
             notifications: notifications,
+            signIns: signIns,
             anonymous: anonymous,
             configuration: configuration
         )

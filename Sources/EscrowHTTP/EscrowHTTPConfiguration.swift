@@ -11,6 +11,8 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var anonymousRateLimit = RateLimit(requestsPerSecond: 50, burst: 100)
     /// Verified capture and Apple notifications, when an audience and a JWKS are configured.
     public var apple: AppleVerifier?
+    /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.
+    public var signIn: AppleSignInConfiguration?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
     /// The largest request body (16 KiB).

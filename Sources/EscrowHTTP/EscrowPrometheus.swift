@@ -40,6 +40,9 @@ public enum EscrowPrometheus {
         "profile_escrow_custody_up":
             "1 when the keyring's custody engine unwrapped it at the last start or reload, else 0.",
         "profile_escrow_custody_failures_total": "Keyring unwraps the custody engine failed or refused, by code.",
+        "profile_escrow_signins_total":
+            "Web sign-ins: started, completed, answered with the resubmission page, or refused, by outcome.",
+        "profile_escrow_signin_redeems_total": "Web sign-in ticket redeems, by outcome (redeemed or gone).",
     ]
 
     /// The factory to bootstrap `MetricsSystem` with: Hummingbird's names and labels renamed.

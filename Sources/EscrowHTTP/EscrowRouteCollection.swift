@@ -15,7 +15,9 @@ public import ProfileEscrow
 /// ```
 ///
 /// The routes are relative: `escrows`, `escrows/{userIdentifier}` and its `replay`, `confirm` and `requeue`,
-/// and `apple/notifications` when a notification log is given (`serve` mounts them at `/v1`). Errors inside them
+/// `apple/notifications` when a notification log is given, and `apple/signin`, `apple/signin/callback` and
+/// `apple/signin/tickets/redeem` when a sign-in store, ``EscrowHTTPConfiguration/signIn`` and
+/// ``EscrowHTTPConfiguration/apple`` are (`serve` mounts them at `/v1`). Errors inside them
 /// are answered as `application/problem+json`; callers authenticate with the bearer tokens of `tokens`. The
 /// operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
 public enum EscrowRouteCollection {
@@ -23,6 +25,7 @@ public enum EscrowRouteCollection {
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: (any NotificationLog)? = nil,
+        signIns: (any SignInStore)? = nil,
         configuration: EscrowHTTPConfiguration = EscrowHTTPConfiguration(),
         context: Context.Type = Context.self
     ) -> RouteCollection<Context> {
@@ -33,6 +36,7 @@ public enum EscrowRouteCollection {
             escrow: escrow,
             auth: BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit)),
             notifications: notifications,
+            signIns: signIns,
             anonymous: RateLimiter(limit: configuration.anonymousRateLimit),
             configuration: configuration
         )
@@ -44,6 +48,7 @@ public enum EscrowRouteCollection {
         escrow: Escrow,
         auth: BearerAuthenticator,
         notifications: (any NotificationLog)?,
+        signIns: (any SignInStore)? = nil,
         anonymous: RateLimiter,
         configuration: EscrowHTTPConfiguration
     ) {
@@ -58,6 +63,17 @@ public enum EscrowRouteCollection {
                 escrow: escrow,
                 apple: configuration.apple,
                 log: notifications,
+                maximumBodySize: configuration.maximumBodySize,
+                anonymous: anonymous
+            ).register(on: routes)
+        }
+        if let signIns, let apple = configuration.apple, let signIn = configuration.signIn {
+            AppleSignInRoutes(
+                escrow: escrow,
+                signIns: signIns,
+                apple: apple,
+                configuration: signIn,
+                auth: auth,
                 maximumBodySize: configuration.maximumBodySize,
                 anonymous: anonymous
             ).register(on: routes)

@@ -20,6 +20,9 @@ public struct EscrowServer: Sendable {
     public let escrow: Escrow
     public let tokens: any AccessTokenStore
     public let notifications: any NotificationLog
+    /// Web sign-in attempts (the escrow store's own); the sign-in routes are served when this and
+    /// ``EscrowHTTPConfiguration/signIn`` are set.
+    public let signIns: (any SignInStore)?
     public let registry: PrometheusCollectorRegistry
     public let configuration: EscrowHTTPConfiguration
     /// The replay worker's settings; nil runs the HTTP API alone.
@@ -32,6 +35,7 @@ public struct EscrowServer: Sendable {
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: any NotificationLog,
+        signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         worker: ReplayWorker.Configuration?,
@@ -41,6 +45,7 @@ public struct EscrowServer: Sendable {
         self.escrow = escrow
         self.tokens = tokens
         self.notifications = notifications
+        self.signIns = signIns
         self.registry = registry
         self.configuration = configuration
         self.worker = worker
@@ -56,6 +61,7 @@ public struct EscrowServer: Sendable {
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
+            signIns: signIns,
             registry: registry,
             configuration: configuration,
             draining: draining,

@@ -121,6 +121,32 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        Migration(
+            version: 3,
+            name: "web sign-in attempts",
+            statements: [
+                // Only hashes of the state, nonce, browser binding and ticket; the ticket's result sealed under a key
+                // only the ticket gives. A row lives until `purge_at`: the attempt's expiry, or once used, the later
+                // of it and its ticket's.
+                """
+                CREATE TABLE signin_attempt (
+                    state_hash bytea PRIMARY KEY,
+                    nonce_hash bytea NOT NULL,
+                    binding_hash bytea NOT NULL,
+                    return_name text NOT NULL,
+                    created_at bigint NOT NULL,
+                    expires_at bigint NOT NULL,
+                    used_at bigint,
+                    ticket_hash bytea UNIQUE,
+                    ticket_expires_at bigint,
+                    ticket_result bytea,
+                    redeemed_at bigint,
+                    purge_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX signin_attempt_purge ON signin_attempt (purge_at)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -340,7 +340,7 @@ extension SQLiteEscrowStore {
 
     // MARK: - Plumbing
 
-    private func purgedOne() async throws {
+    func purgedOne() async throws {
         if configuration.checkpointAfterPurge { try await flushPurged() }
     }
 

@@ -100,6 +100,30 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v5: web sign-in attempts. Only hashes of the state, nonce, browser binding and ticket are stored; the
+        // ticket's result is sealed under a key only the ticket gives. A row lives until `purge_at`: the attempt's
+        // expiry, or once used, the later of it and its ticket's.
+        migrator.registerMigration("v5") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE signin_attempt (
+                        state_hash BLOB PRIMARY KEY NOT NULL,
+                        nonce_hash BLOB NOT NULL,
+                        binding_hash BLOB NOT NULL,
+                        return_name TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER,
+                        ticket_hash BLOB UNIQUE,
+                        ticket_expires_at INTEGER,
+                        ticket_result BLOB,
+                        redeemed_at INTEGER,
+                        purge_at INTEGER NOT NULL
+                    ) STRICT;
+                    CREATE INDEX signin_attempt_purge ON signin_attempt(purge_at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -17,6 +17,7 @@ public enum StoreConformance {
         public var escrows: any EscrowStore
         public var notifications: any NotificationLog
         public var tokens: any AccessTokenStore
+        public var signIns: any SignInStore
         /// Damages the stored row of escrow `id` in the store's own SQL.
         public var damage: @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
 
@@ -24,11 +25,13 @@ public enum StoreConformance {
             escrows: any EscrowStore,
             notifications: any NotificationLog,
             tokens: any AccessTokenStore,
+            signIns: any SignInStore,
             damage: @escaping @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
         ) {
             self.escrows = escrows
             self.notifications = notifications
             self.tokens = tokens
+            self.signIns = signIns
             self.damage = damage
         }
     }
@@ -60,9 +63,10 @@ public enum StoreConformance {
         }
     }
 
-    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``), key
+    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``,
+    /// ``SignInStore``), key
     /// retirement, per-escrow audit history, and malformed rows.
-    public static let all: [Check] = coreChecks + archiveChecks
+    public static let all: [Check] = coreChecks + signInChecks + archiveChecks
 
     static let coreChecks: [Check] = [
         Check(name: "capture stores and reads back", escrows: captureReadsBack),

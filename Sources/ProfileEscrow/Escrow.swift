@@ -291,6 +291,14 @@ public final class Escrow: Sendable {
         // Rows too broken to be records (quarantined as dead) are past retention too: purged by the store.
         purged += try await store.purgeMalformed(expiredAt: now, actor: actor)
         if purged > 0 { logger.info("swept expired escrows", metadata: ["count": "\(purged)"]) }
+        // Web sign-in attempts past their life and their ticket's: hashes and sealed bytes only, no audit event.
+        if let signIns = store as? any SignInStore {
+            // Kept for the resubmission grace past their expiry: a callback received in time may still complete.
+            let attempts = try await signIns.sweepSignInAttempts(
+                at: now.addingTimeInterval(-SignInAttempt.resubmissionGrace)
+            )
+            if attempts > 0 { logger.info("swept expired sign-in attempts", metadata: ["count": "\(attempts)"]) }
+        }
         return purged
     }
 

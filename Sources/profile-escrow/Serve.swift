@@ -50,6 +50,7 @@ struct Serve: AsyncParsableCommand {
     var drainDelay: String?
     @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
     var appleJWKS: String?
+    @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
 
@@ -84,6 +85,11 @@ struct Serve: AsyncParsableCommand {
         if audiences.isEmpty != (jwksPath == nil) {
             throw ValidationError(
                 "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
+            )
+        }
+        if try signIn.configuration(environment) != nil, jwksPath == nil {
+            throw ValidationError(
+                "web sign-in verifies Apple's id_token: it needs --apple-audience and --apple-jwks too"
             )
         }
         for (name, value) in [("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue)]
@@ -146,6 +152,13 @@ struct Serve: AsyncParsableCommand {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
         }
+        configuration.signIn = try signIn.configuration(environment)
+        if let signIn = configuration.signIn {
+            logger.notice(
+                "web sign-in on: /v1/apple/signin",
+                metadata: ["signin.returns": "\(signIn.returns.keys.sorted().joined(separator: ","))"]
+            )
+        }
 
         if try await tokens.store.tokens().allSatisfy(\.isRevoked) {
             logger.warning(
@@ -160,6 +173,7 @@ struct Serve: AsyncParsableCommand {
             escrow: escrow,
             tokens: tokens.store,
             notifications: opened.notifications,
+            signIns: opened.signIns,
             registry: registry,
             configuration: configuration,
             worker: workerConfiguration,

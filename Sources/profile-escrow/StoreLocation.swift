@@ -22,6 +22,9 @@ enum StoreLocation {
     struct Opened: Sendable {
         let store: any EscrowStore
         let notifications: any NotificationLog
+        /// Web sign-in attempts, in the same database as the escrows (a callback's capture and its attempt's use are
+        /// one transaction).
+        let signIns: any SignInStore
         /// The tokens in the same database (PostgreSQL), or nil: beside a SQLite store they live in their own file
         /// (``TokenStoreOptions``).
         let tokens: (any AccessTokenStore)?
@@ -42,6 +45,7 @@ enum StoreLocation {
             return Opened(
                 store: store,
                 notifications: store,
+                signIns: store,
                 tokens: nil,
                 metadata: [
                     "sqlite.version": "\(Serve.version(store.sqliteVersion))",
@@ -57,6 +61,7 @@ enum StoreLocation {
             return Opened(
                 store: store,
                 notifications: store,
+                signIns: store,
                 tokens: store,
                 metadata: [
                     "postgres.url": "\(store.url)",

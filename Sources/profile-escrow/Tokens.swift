@@ -29,7 +29,7 @@ struct Tokens: AsyncParsableCommand {
         @Option(
             name: .customLong("scope"),
             parsing: .upToNextOption,
-            help: "One or more of: capture, read, replay, confirm, erase, metrics."
+            help: "One or more of: capture, read, replay, confirm, erase, metrics, signin."
         )
         var scopes: [String] = []
 

@@ -58,13 +58,15 @@ struct HTTPHarness {
         self.tokens = tokens
     }
 
-    func app() -> EscrowHTTPApplication.App {
+    /// The app, with web sign-in attempts in `signIns` (default: the fixture's store).
+    func app(signIns: (any SignInStore)? = nil) -> EscrowHTTPApplication.App {
         var configuration = configuration
         configuration.port = 0
         return EscrowHTTPApplication.build(
             escrow: fixture.escrow,
             tokens: tokenStore,
             notifications: fixture.store,
+            signIns: signIns ?? fixture.store,
             registry: registry,
             configuration: configuration,
             logger: fixture.logger

@@ -18,6 +18,7 @@ struct PostgresConformanceTests {
                     escrows: store,
                     notifications: store,
                     tokens: store,
+                    signIns: store,
                     damage: { id, damage in
                         let assignment =
                             switch damage {

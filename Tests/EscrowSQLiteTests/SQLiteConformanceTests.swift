@@ -20,6 +20,7 @@ struct SQLiteConformanceTests {
                 escrows: store,
                 notifications: store,
                 tokens: try SQLiteTokenStore(path: directory.path + "/tokens.sqlite", logger: Logger(label: "test")),
+                signIns: store,
                 damage: { id, damage in
                     let assignment =
                         switch damage {

@@ -46,6 +46,38 @@ struct OperatorConventionTests {
         #expect(replay.status == 2 && replay.stderr.contains("PROFILE_ESCROW_METRICS_PORT"))
     }
 
+    @Test("web sign-in options: incomplete, malformed or open-redirect values are usage errors (exit 2)")
+    func signInOptions() throws {
+        let base = [
+            "PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring,
+            "PROFILE_ESCROW_BACKEND_URL": "http://127.0.0.1:9/", "PROFILE_ESCROW_WEBHOOK_SECRET": Self.secret,
+            "PROFILE_ESCROW_APPLE_AUDIENCE": "invalid.example.web", "PROFILE_ESCROW_APPLE_JWKS": "/nonexistent",
+        ]
+        let complete = [
+            "PROFILE_ESCROW_SIGNIN_CLIENT_ID": "invalid.example.web",
+            "PROFILE_ESCROW_SIGNIN_CALLBACK_URL": "https://escrow.example.invalid/v1/apple/signin/callback",
+            "PROFILE_ESCROW_SIGNIN_RETURN": "app=https://app.example.invalid/signed-in",
+        ]
+        for (variable, value, named) in [
+            ("PROFILE_ESCROW_SIGNIN_RETURN", "", "--signin-return"),
+            ("PROFILE_ESCROW_SIGNIN_RETURN", "app=http://app.example.invalid/", "--signin-return app"),
+            ("PROFILE_ESCROW_SIGNIN_RETURN", "app=https://a.example.invalid/,app=https://b.example.invalid/", "twice"),
+            ("PROFILE_ESCROW_SIGNIN_CALLBACK_URL", "/v1/apple/signin/callback", "--signin-callback-url"),
+            ("PROFILE_ESCROW_SIGNIN_TTL", "soon", "PROFILE_ESCROW_SIGNIN_TTL"),
+        ] {
+            var environment = base.merging(complete) { $1 }
+            environment[variable] = value
+            let result = try run(["serve"], environment: environment)
+            #expect(result.status == 2, "\(variable)=\(value): \(result.stderr)")
+            #expect(result.stderr.contains(named), "\(named) named: \(result.stderr)")
+        }
+        var withoutKeys = base.merging(complete) { $1 }
+        withoutKeys["PROFILE_ESCROW_APPLE_AUDIENCE"] = nil
+        withoutKeys["PROFILE_ESCROW_APPLE_JWKS"] = nil
+        let result = try run(["serve"], environment: withoutKeys)
+        #expect(result.status == 2 && result.stderr.contains("--apple-jwks"), "\(result.stderr)")
+    }
+
     @Test("global options before the subcommand, and --version")
     func globalOptionsFirst() throws {
         #expect(try run(["--keyring", keyring, "keys", "init"]).status == 0)

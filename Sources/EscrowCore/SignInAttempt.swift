@@ -1,0 +1,136 @@
+public import EscrowCrypto
+public import Foundation
+
+/// A web sign-in attempt as a store holds it: hashes of its state, nonce and browser binding (never the secrets),
+/// the name of the return URL, its life, and once used, the hash of the ticket it issued with the ticket's sealed
+/// result.
+public struct SignInAttempt: Sendable, Equatable {
+    /// The attempt's key: a hash of its `state`.
+    public var stateHash: [UInt8]
+    public var nonceHash: [UInt8]
+    public var bindingHash: [UInt8]
+    /// The name of the return URL the sign-in ends at (never the URL itself: the allow-list holds those).
+    public var returnName: String
+    public var createdAt: Date
+    public var expiresAt: Date
+    /// When the callback used it; nil while it is live.
+    public var usedAt: Date?
+
+    public init(
+        stateHash: [UInt8],
+        nonceHash: [UInt8],
+        bindingHash: [UInt8],
+        returnName: String,
+        createdAt: Date,
+        expiresAt: Date,
+        usedAt: Date? = nil
+    ) {
+        self.stateHash = stateHash
+        self.nonceHash = nonceHash
+        self.bindingHash = bindingHash
+        self.returnName = returnName
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.usedAt = usedAt
+    }
+
+    /// Whether a callback first received at `time` may still use it.
+    public func isLive(at time: Date) -> Bool { usedAt == nil && time < expiresAt }
+
+    /// How long after its expiry an unused attempt is kept: a callback first received in time, whose resubmission
+    /// waited for the store, is judged by when it was first received for this long (seconds).
+    public static let resubmissionGrace: Double = 30 * 60
+}
+
+/// The single-use ticket a completed sign-in issues: its hash, and the sign-in's result sealed under a key only the
+/// ticket gives (a copy of the database reveals neither).
+public struct SignInTicket: Sendable, Equatable {
+    public var ticketHash: [UInt8]
+    public var sealedResult: [UInt8]
+    public var expiresAt: Date
+
+    public init(ticketHash: [UInt8], sealedResult: [UInt8], expiresAt: Date) {
+        self.ticketHash = ticketHash
+        self.sealedResult = sealedResult
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What a callback asks of ``SignInStore/completeSignIn(_:capture:actor:lifecycle:)``.
+public struct SignInCompletionRequest: Sendable {
+    public var stateHash: [UInt8]
+    public var bindingHash: [UInt8]
+    public var now: Date
+    /// When the service first received the callback: the attempt must have been live then. `now`, unless a
+    /// resubmission carries the service's stamp of an earlier receipt.
+    public var receivedAt: Date
+    /// The ticket to issue, given the id of the escrow that holds the profile (nil when none was captured); made in
+    /// the transaction, after the capture.
+    public var ticket: @Sendable (EscrowID?) -> SignInTicket
+
+    public init(
+        stateHash: [UInt8],
+        bindingHash: [UInt8],
+        now: Date,
+        receivedAt: Date? = nil,
+        ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
+    ) {
+        self.stateHash = stateHash
+        self.bindingHash = bindingHash
+        self.now = now
+        self.receivedAt = receivedAt ?? now
+        self.ticket = ticket
+    }
+}
+
+/// What a callback's completion did.
+public enum SignInCompletion: Sendable, Equatable {
+    /// The attempt is now used and its ticket issued; the capture's outcome, when a profile was given.
+    case completed(SignInAttempt, CaptureOutcome?)
+    /// No attempt has this state.
+    case unknown
+    /// The attempt exists but is used or past its expiry: nothing captured.
+    case expired(SignInAttempt)
+    /// The browser binding does not match: nothing captured, the attempt left live for its own browser.
+    case bindingMismatch(SignInAttempt)
+}
+
+/// A redeemed ticket: the sign-in's sealed result and where it ends; given once.
+public struct SignInRedemption: Sendable, Equatable {
+    public var sealedResult: [UInt8]
+    public var returnName: String
+
+    public init(sealedResult: [UInt8], returnName: String) {
+        self.sealedResult = sealedResult
+        self.returnName = returnName
+    }
+}
+
+/// Where web sign-in attempts live, beside the escrows: a callback's capture and the use of its attempt are one
+/// transaction, so a reload of the callback never captures twice.
+///
+/// The `EscrowStoreConformance` module holds the checks every implementation must pass.
+public protocol SignInStore: Sendable {
+    /// Stores a new attempt; fails when one with the same state hash exists.
+    func createSignInAttempt(_ attempt: SignInAttempt) async throws
+
+    /// The attempt with this state hash, used or not; nil when none is stored.
+    func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
+
+    /// In one transaction: when the attempt is live at `request.now` and its binding matches, marks it used, stores
+    /// the ticket, and captures `record` (when given) as ``EscrowStore/capture(_:actor:lifecycle:)`` does. Durable
+    /// before it returns.
+    func completeSignIn(
+        _ request: SignInCompletionRequest,
+        capture record: EscrowRecord?,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> SignInCompletion
+
+    /// The ticket's sealed result, once: a ticket redeemed before, past its expiry or unknown gives nil. The sealed
+    /// result is erased as it is given.
+    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption?
+
+    /// Deletes every attempt past its expiry at `now` whose ticket, if any, is past its own; returns how many.
+    func sweepSignInAttempts(at now: Date) async throws -> Int
+}

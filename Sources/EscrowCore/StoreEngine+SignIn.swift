@@ -1,0 +1,51 @@
+import EscrowCrypto
+package import Foundation
+
+/// The statements a store runs for web sign-in attempts, inside an ``EscrowWriteTransaction``.
+package protocol SignInWriteTransaction: EscrowWriteTransaction {
+    func insertSignInAttempt(_ attempt: SignInAttempt) async throws
+    /// The attempt with this state hash, locked until the transaction ends where the store locks rows.
+    func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
+    /// Marks a live attempt used and stores its ticket; returns false when it was used already.
+    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) async throws -> Bool
+    /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`.
+    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption?
+    /// Deletes attempts past their expiry, and past their ticket's when used; returns how many.
+    func deleteSignInAttempts(expiredAt now: Date) async throws -> Int
+}
+
+extension StoreEngine {
+    /// A callback's completion in the caller's transaction: the attempt is read locked and checked, the profile
+    /// captured, and the attempt marked used with its ticket (which names the escrow), so two callbacks with one
+    /// state never both capture.
+    package static func completeSignIn(
+        _ request: SignInCompletionRequest,
+        capture item: CaptureItem?,
+        in transaction: some SignInWriteTransaction
+    ) async throws -> SignInCompletion {
+        guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
+        guard attempt.isLive(at: request.receivedAt) else { return .expired(attempt) }
+        guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else {
+            return .bindingMismatch(attempt)
+        }
+        var outcome: CaptureOutcome?
+        if let item, let captured = try await capture([item], in: transaction).first {
+            outcome = captured
+            let draft = AuditDraft(
+                type: .signinCaptured,
+                at: request.now,
+                escrowID: captured.record.id.hex,
+                indexPrefix: captured.record.blindIndex.prefixHex,
+                actor: item.actor
+            )
+            try await append([draft], transaction)
+        }
+        let ticket = request.ticket(outcome?.record.id)
+        // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
+        guard try await transaction.useSignInAttempt(stateHash: attempt.stateHash, at: request.now, ticket: ticket)
+        else { throw EscrowStoreError(.failed, "the sign-in attempt was used during its completion; try again") }
+        var used = attempt
+        used.usedAt = request.now
+        return .completed(used, outcome)
+    }
+}

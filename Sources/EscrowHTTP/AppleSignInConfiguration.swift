@@ -1,0 +1,35 @@
+import Foundation
+
+/// Web sign-in (`/v1/apple/signin…`): ProfileEscrow is the redirect URI registered with Apple, so Apple's one-time
+/// `user` form field is escrowed where it lands. Needs ``EscrowHTTPConfiguration/apple`` for Apple's keys.
+public struct AppleSignInConfiguration: Sendable {
+    /// The Services ID the web flow signs in with: the only audience the callback accepts.
+    public var clientID: String
+    /// The public URL of `POST /v1/apple/signin/callback`, as registered with Apple.
+    public var callbackURL: String
+    /// Return name → the app's URL the browser is sent to at the end (exact match: never an open redirect).
+    public var returns: [String: String]
+    /// Apple's authorize page (configurable for tests).
+    public var authorizeURL = "https://appleid.apple.com/auth/authorize"
+    /// How long an attempt lives (default 10 minutes).
+    public var attemptLifetime: Duration = .seconds(600)
+    /// How long a ticket may be redeemed (default 5 minutes: the authorization code's own life).
+    public var ticketLifetime: Duration = .seconds(300)
+    /// The largest `user` form field (4 KiB).
+    public var maximumUserSize = 4 * 1024
+
+    public init(clientID: String, callbackURL: String, returns: [String: String]) {
+        self.clientID = clientID
+        self.callbackURL = callbackURL
+        self.returns = returns
+    }
+
+    /// The origin of ``authorizeURL`` (`scheme://host[:port]`), the only `Origin` the callback accepts when one is
+    /// sent.
+    var authorizeOrigin: String? {
+        guard let components = URLComponents(string: authorizeURL), let scheme = components.scheme,
+            let host = components.host
+        else { return nil }
+        return components.port.map { "\(scheme)://\(host):\($0)" } ?? "\(scheme)://\(host)"
+    }
+}

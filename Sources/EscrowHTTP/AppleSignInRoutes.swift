@@ -1,0 +1,376 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+import Hummingbird
+import Logging
+import ProfileEscrow
+
+/// `/v1/apple/signin…`: the web flow with Apple's `form_post`. The service is the redirect URI registered with
+/// Apple: it verifies the callback, escrows the one-time `user` field durably, and only then sends the browser on to
+/// the app with a single-use ticket, which the app's backend redeems server to server.
+///
+/// No code, id_token, state, nonce, binding or ticket is ever logged; the ticket appears in one URL only, the final
+/// redirect's.
+struct AppleSignInRoutes: Sendable {
+    let escrow: Escrow
+    let signIns: any SignInStore
+    let apple: AppleVerifier
+    let configuration: AppleSignInConfiguration
+    let auth: BearerAuthenticator
+    let maximumBodySize: Int
+    /// No token for the browser's routes: one shared bucket a route.
+    let anonymous: RateLimiter
+
+    static let cookieName = "__Host-pe-signin"
+
+    static let ticketGone = Problem(
+        .gone,
+        code: "ticket_gone",
+        detail: "the ticket is unknown, already redeemed or expired"
+    )
+
+    /// The routes relative to where they are mounted (`/v1` in `serve`).
+    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
+        router.get("apple/signin") { request, context in try await start(request, context) }
+        router.post("apple/signin/callback") { request, context in try await callback(request, context) }
+        router.post("apple/signin/tickets/redeem") { request, context in try await redeem(request, context) }
+    }
+
+    // MARK: - Start
+
+    func start(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        try anonymous.admit("apple-signin")
+        let requested = request.uri.queryParameters["return"].map(String.init)
+        guard let returnName = resolveReturn(requested) else {
+            return SignInPages.badRequest("The sign-in names no return URL this service knows.")
+        }
+        let now = escrow.configuration.clock.now()
+        let state = Self.secret()
+        let nonce = Self.secret()
+        let binding = Self.secret()
+        let attempt = SignInAttempt(
+            stateHash: Self.hash(state),
+            nonceHash: Self.hash(nonce),
+            bindingHash: Self.hash(binding),
+            returnName: returnName,
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(configuration.attemptLifetime.inSeconds)
+        )
+        do {
+            try await signIns.createSignInAttempt(attempt)
+        } catch {
+            context.logger.error("a sign-in attempt could not be stored", metadata: ["error": "\(error)"])
+            return SignInPages.page(
+                .serviceUnavailable,
+                title: "Sign-in unavailable",
+                body: "<p>Sign-in is unavailable for a moment. Please try again shortly.</p>",
+                scriptNonce: nil,
+                extraHeaders: [.retryAfter: "5"]
+            )
+        }
+        let query = [
+            ("client_id", configuration.clientID), ("redirect_uri", configuration.callbackURL),
+            ("response_type", "code id_token"), ("response_mode", "form_post"), ("scope", "name email"),
+            ("state", state), ("nonce", nonce),
+        ]
+        .map { "\($0.0)=\(SignInForm.encode($0.1))" }.joined(separator: "&")
+        let separator = configuration.authorizeURL.contains("?") ? "&" : "?"
+        var headers: HTTPFields = [
+            .location: configuration.authorizeURL + separator + query, .cacheControl: "no-store",
+            .referrerPolicy: "no-referrer",
+        ]
+        // The cookie outlives the attempt by the resubmission grace: a form first received in time, posted again from
+        // the 503 page later, still carries it.
+        let cookieLife = configuration.attemptLifetime.inSeconds + SignInAttempt.resubmissionGrace
+        headers[.setCookie] = Self.bindingCookie(binding, maxAge: Int(cookieLife))
+        SignInMetrics.signIn("started")
+        return Response(status: .found, headers: headers)
+    }
+
+    /// The registered return name asked for; without one, the only one registered.
+    func resolveReturn(_ requested: String?) -> String? {
+        guard let requested else { return configuration.returns.count == 1 ? configuration.returns.keys.first : nil }
+        return configuration.returns[requested] == nil ? nil : requested
+    }
+
+    // MARK: - Callback
+
+    func callback(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        // Rate-limited, a callback is not refused but answered with the page that posts it again: a 429 would lose the
+        // profile the form holds.
+        let admitted = anonymous.acquire("apple-signin-callback") == nil
+        let mediaType = request.headers[.contentType]?.split(separator: ";").first
+            .map { $0.trimmingSpaces().lowercased() }
+        guard mediaType == "application/x-www-form-urlencoded" else {
+            throw Problem(
+                .unsupportedMediaType,
+                code: "unsupported_media_type",
+                detail: "the body must be application/x-www-form-urlencoded",
+                headers: [.accept: "application/x-www-form-urlencoded"]
+            )
+        }
+        if let origin = request.headers[.origin], origin != "null", let expected = configuration.authorizeOrigin,
+            origin != expected, !configuration.callbackURL.hasPrefix(origin + "/")
+        {
+            return SignInPages.badRequest("The sign-in came from an unexpected origin.")
+        }
+        var body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        defer { RequestBodyReader.zero(&body) }
+        guard let form = SignInForm(body), let state = form["state"], !state.isEmpty else {
+            return SignInPages.badRequest("The sign-in form is malformed.")
+        }
+        let now = escrow.configuration.clock.now()
+        let stateHash = Self.hash(state)
+        // A resubmission from the 503 page is judged by when the service first received the form.
+        let stamp = form[SignInStamp.field].flatMap {
+            SignInStamp.verify($0, escrow, stateHash: stateHash, form: form, now: now)
+        }
+        let receivedAt = stamp?.receivedAt ?? now
+        guard admitted else {
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: false)
+            )
+        }
+        let attempt: SignInAttempt?
+        do {
+            attempt = try await signIns.signInAttempt(stateHash: stateHash)
+        } catch {
+            context.logger.error("a sign-in callback could not read its attempt", metadata: ["error": "\(error)"])
+            // Whether the id_token is valid now (all but its nonce, which does not age): the resubmission is then
+            // judged by this time for the token too.
+            var tokenVerified = false
+            if stamp == nil, let idToken = form["id_token"] {
+                let valid = try? await apple.verifySignInToken(
+                    idToken,
+                    clientID: configuration.clientID,
+                    nonceHash: nil,
+                    now: now
+                )
+                tokenVerified = valid != nil
+            }
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: tokenVerified)
+            )
+        }
+        guard let attempt, let returnURL = configuration.returns[attempt.returnName] else {
+            context.logger.info("sign-in callback refused: unknown state")
+            SignInMetrics.signIn("unknown_state")
+            return SignInPages.unknownAttempt()
+        }
+        guard attempt.isLive(at: receivedAt) else {
+            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
+        }
+        let bindingHash = request.cookies[Self.cookieName].map { Self.hash($0.value) } ?? []
+        guard Hashing.constantTimeEqual(bindingHash, attempt.bindingHash) else {
+            // Never cleared here: the cookie may be the real user's, for a live attempt of their own.
+            context.logger.info("sign-in callback refused: browser binding does not match")
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
+        }
+        if let error = form["error"] {
+            let code = error == "user_cancelled_authorize" ? error : "signin_invalid"
+            context.logger.info("sign-in ended at Apple", metadata: ["signin.error": "\(code)"])
+            return Self.redirect(returnURL, ["error": code], clearCookie: true)
+        }
+        guard let idToken = form["id_token"], let code = form["code"], !code.isEmpty else {
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: true)
+        }
+        let identity: AppleSignInIdentity
+        do {
+            identity = try await apple.verifySignInToken(
+                idToken,
+                clientID: configuration.clientID,
+                nonceHash: attempt.nonceHash,
+                now: stamp?.tokenVerified == true ? receivedAt : now
+            )
+        } catch {
+            context.logger.info("sign-in callback refused: \(error.reason)")
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: true)
+        }
+        let (profile, refusal) = profile(form["user"], identity)
+        let ticket = Self.secret()
+        let result: [String: JSONValue] = [
+            "userIdentifier": .string(identity.userIdentifier), "authorizationCode": .string(code),
+            "email": .string(identity.email),
+            "emailVerified": identity.emailVerified.map { .bool($0) } ?? .null,
+            "isPrivateEmail": identity.isPrivateEmail.map { .bool($0) } ?? .null,
+            "realUserStatus": .string(identity.realUserStatus.flatMap(AppleVerifier.realUserStatus)?.rawValue),
+            "return": .string(attempt.returnName), "profileRefused": .string(refusal),
+        ]
+        let completion: SignInCompletion
+        do {
+            completion = try await complete(attempt, bindingHash, now, receivedAt, ticket, profile, result)
+        } catch {
+            // Nothing acknowledged: the browser keeps the form and posts it again, stamped with this first receipt.
+            context.logger.error(
+                "a sign-in could not be escrowed; the browser will retry",
+                metadata: ["error": "\(error)"]
+            )
+            return retryPage(
+                form,
+                stateHash: stateHash,
+                stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: true)
+            )
+        }
+        switch completion {
+        case .completed:
+            context.logger.info(
+                "sign-in completed",
+                metadata: ["signin.profile": "\(profile == nil ? "none" : "escrowed")"]
+            )
+            return Self.redirect(returnURL, ["ticket": ticket], clearCookie: true)
+        case .expired:
+            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
+        case .bindingMismatch:
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
+        case .unknown:
+            SignInMetrics.signIn("unknown_state")
+            return SignInPages.unknownAttempt()
+        }
+    }
+
+    /// Completes the attempt with the capture in one transaction; the ticket's result, sealed under the ticket, names
+    /// the escrow that holds the profile.
+    private func complete(
+        _ attempt: SignInAttempt,
+        _ bindingHash: [UInt8],
+        _ now: Date,
+        _ receivedAt: Date,
+        _ ticket: String,
+        _ profile: Profile?,
+        _ result: [String: JSONValue]
+    ) async throws -> SignInCompletion {
+        let expiresAt = now.addingTimeInterval(configuration.ticketLifetime.inSeconds)
+        let request = SignInCompletionRequest(
+            stateHash: attempt.stateHash,
+            bindingHash: bindingHash,
+            now: now,
+            receivedAt: receivedAt
+        ) { id in
+            var result = result
+            result["escrowId"] = .string(id?.hex)
+            var plaintext = JSONResponse.encode(result)
+            defer { RequestBodyReader.zero(&plaintext) }
+            return SignInTicket(
+                ticketHash: Self.hash(ticket),
+                sealedResult: TicketSeal.seal(plaintext, ticket: Array(ticket.utf8)),
+                expiresAt: expiresAt
+            )
+        }
+        return try await escrow.completeSignIn(request, profile: profile, in: signIns, actor: .apple)
+    }
+
+    /// The 503 page: the form as received, with the service's stamp of its first receipt in place of any other.
+    private func retryPage(_ form: SignInForm, stateHash: [UInt8], stamp: SignInStamp) -> Response {
+        SignInMetrics.signIn("retry_page")
+        let fields = form.fields.filter { $0.name != SignInStamp.field }
+        let encoded = stamp.encoded(escrow, stateHash: stateHash, form: SignInForm(fields: fields))
+        return SignInPages.retry(
+            SignInForm(fields: fields + [(SignInStamp.field, encoded)]),
+            action: configuration.callbackURL
+        )
+    }
+
+    /// The profile to escrow from Apple's `user` field (untrusted: at most 4 KiB, parsed strictly), with the
+    /// id_token's `sub` and its `email`, which wins over the field's; or the code why none is, when a field was sent.
+    func profile(_ user: String?, _ identity: AppleSignInIdentity) -> (Profile?, String?) {
+        guard let user else { return (nil, nil) }
+        guard user.utf8.count <= configuration.maximumUserSize else { return (nil, "user_too_large") }
+        guard let value = try? StrictJSON.parse(Array(user.utf8)), case .object(let members) = value else {
+            return (nil, "user_invalid_json")
+        }
+        var given: String?
+        var family: String?
+        var email: String?
+        for member in members {
+            switch member.key {
+            case "name":
+                guard case .object(let parts) = member.value else { return (nil, "user_invalid") }
+                for part in parts {
+                    guard let text = part.value.stringValue else { return (nil, "user_invalid") }
+                    switch part.key {
+                    case "firstName": given = text
+                    case "lastName": family = text
+                    default: return (nil, "user_invalid")
+                    }
+                }
+            case "email":
+                guard let text = member.value.stringValue else { return (nil, "user_invalid") }
+                email = text
+            default: return (nil, "user_invalid")
+            }
+        }
+        let name = given == nil && family == nil ? nil : PersonName(givenName: given, familyName: family)
+        do {
+            let profile = try Profile(
+                userIdentifier: identity.userIdentifier,
+                fullName: name,
+                email: identity.email ?? email,
+                isPrivateEmail: identity.email == nil ? nil : identity.isPrivateEmail,
+                realUserStatus: identity.realUserStatus.flatMap(AppleVerifier.realUserStatus)
+            )
+            return (profile, nil)
+        } catch {
+            return (nil, error.code.rawValue)
+        }
+    }
+
+    // MARK: - Redeem
+
+    func redeem(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        _ = try await auth.authorize(request, scope: .signin)
+        try RequestBodyReader.requireJSON(request)
+        let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
+        guard let ticket = (try? StrictJSON.parse(body))?["ticket"]?.stringValue, !ticket.isEmpty,
+            ticket.utf8.count <= 256
+        else {
+            throw Problem(
+                .badRequest,
+                code: "invalid_ticket",
+                detail: "the body must be {\"ticket\": \"…\"}",
+                field: "ticket"
+            )
+        }
+        let now = escrow.configuration.clock.now()
+        guard let redemption = try await signIns.redeemSignInTicket(ticketHash: Self.hash(ticket), at: now),
+            var plaintext = TicketSeal.open(redemption.sealedResult, ticket: Array(ticket.utf8))
+        else {
+            SignInMetrics.redeem("gone")
+            throw Self.ticketGone
+        }
+        defer { RequestBodyReader.zero(&plaintext) }
+        SignInMetrics.redeem("redeemed")
+        return JSONResponse.make(.ok, bytes: plaintext)
+    }
+
+    // MARK: - Helpers
+
+    /// 32 random bytes in base64url: 256 bits.
+    static func secret() -> String { AccessTokens.base64URL(Hashing.randomBytes(count: 32)) }
+
+    static func hash(_ secret: String) -> [UInt8] { Hashing.blake2b256(Array(secret.utf8)) }
+
+    static func bindingCookie(_ value: String, maxAge: Int) -> String {
+        "\(cookieName)=\(value); Max-Age=\(maxAge); Path=/; Secure; HttpOnly; SameSite=None"
+    }
+
+    /// `303` to the registered return URL with one parameter (the ticket, or an error code).
+    static func redirect(
+        _ returnURL: String,
+        _ parameters: KeyValuePairs<String, String>,
+        clearCookie: Bool
+    ) -> Response {
+        let separator = returnURL.contains("?") ? "&" : "?"
+        let query = parameters.map { "\($0.key)=\(SignInForm.encode($0.value))" }.joined(separator: "&")
+        // The outcome: `completed` for a ticket, else the error code (never the ticket).
+        SignInMetrics.signIn(parameters.first?.key == "ticket" ? "completed" : parameters.first?.value ?? "completed")
+        var headers: HTTPFields = [
+            .location: returnURL + separator + query, .cacheControl: "no-store", .referrerPolicy: "no-referrer",
+        ]
+        if clearCookie { headers[.setCookie] = bindingCookie("", maxAge: 0) }
+        return Response(status: .seeOther, headers: headers)
+    }
+}

@@ -1,0 +1,67 @@
+/// Apple's form_post body (`application/x-www-form-urlencoded`), parsed strictly: every field once, valid
+/// percent-encoding and UTF-8, or no form at all.
+struct SignInForm: Sendable {
+    /// The fields in the order they came, for a page that submits the same form again.
+    let fields: [(name: String, value: String)]
+
+    subscript(name: String) -> String? { fields.first { $0.name == name }?.value }
+
+    init(fields: [(name: String, value: String)]) { self.fields = fields }
+
+    init?(_ body: [UInt8]) {
+        var fields: [(name: String, value: String)] = []
+        for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count == 2 ? parts[1] : [])
+            else { return nil }
+            guard !fields.contains(where: { $0.name == name }) else { return nil }
+            fields.append((name, value))
+        }
+        self.fields = fields
+    }
+
+    /// Decodes `+` and `%XX`; nil for a broken escape or bytes that are not UTF-8.
+    static func decode(_ bytes: some Collection<UInt8>) -> String? {
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var iterator = bytes.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "+"): output.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                output.append(high << 4 | low)
+            default: output.append(byte)
+            }
+        }
+        return String(validating: output, as: UTF8.self)
+    }
+
+    static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Percent-encodes a query or form value: only unreserved characters stay as they are.
+    static func encode(_ value: String) -> String {
+        var output = ""
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                output.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                output += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
+            }
+        }
+        return output
+    }
+}

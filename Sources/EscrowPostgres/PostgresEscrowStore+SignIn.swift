@@ -1,0 +1,75 @@
+public import EscrowCore
+public import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresEscrowStore: SignInStore {
+    public func createSignInAttempt(_ attempt: SignInAttempt) async throws {
+        try requireWritable()
+        try await Self.engineTransaction(database, "creating a sign-in attempt failed") {
+            try await $0.insertSignInAttempt(attempt)
+        }
+    }
+
+    public func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt? {
+        let logger = database.logger
+        return try await database.withConnection("read failed") { connection in
+            try await Self.signInAttempt(connection, stateHash: stateHash, forUpdate: false, logger: logger)
+        }
+    }
+
+    /// One transaction of its own, outside the group commit: the attempt's use and the capture commit together.
+    public func completeSignIn(
+        _ request: SignInCompletionRequest,
+        capture record: EscrowRecord?,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> SignInCompletion {
+        try requireWritable()
+        let item = record.map { CaptureItem(record: $0, actor: actor, lifecycle: lifecycle) }
+        return try await Self.engineTransaction(database, "completing a sign-in failed") {
+            try await StoreEngine.completeSignIn(request, capture: item, in: $0)
+        }
+    }
+
+    public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+        try requireWritable()
+        return try await Self.engineTransaction(database, "redeeming a sign-in ticket failed") {
+            try await $0.redeemSignInTicket(ticketHash: ticketHash, at: now)
+        }
+    }
+
+    public func sweepSignInAttempts(at now: Date) async throws -> Int {
+        try requireWritable()
+        return try await Self.engineTransaction(database, "sweeping sign-in attempts failed") {
+            try await $0.deleteSignInAttempts(expiredAt: now)
+        }
+    }
+
+    static func signInAttempt(
+        _ connection: PostgresConnection,
+        stateHash: [UInt8],
+        forUpdate: Bool,
+        logger: Logger
+    ) async throws -> SignInAttempt? {
+        let lock = forUpdate ? " FOR UPDATE" : ""
+        let rows = try await connection.query(
+            """
+            SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at
+            FROM signin_attempt WHERE state_hash = \(Data(stateHash))\(unescaped: lock)
+            """,
+            logger: logger
+        ).collect().map { try $0.decode((Data, Data, Data, String, Int64, Int64, Int64?).self) }
+        return rows.first.map { row in
+            SignInAttempt(
+                stateHash: [UInt8](row.0),
+                nonceHash: [UInt8](row.1),
+                bindingHash: [UInt8](row.2),
+                returnName: row.3,
+                createdAt: Timestamp.date(unixMilliseconds: row.4),
+                expiresAt: Timestamp.date(unixMilliseconds: row.5),
+                usedAt: date(row.6)
+            )
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import EscrowCore
+import Foundation
+import PostgresNIO
+
+/// Web sign-in attempts in PostgreSQL: a callback locks its attempt's row (`FOR UPDATE`), so two nodes receiving the
+/// same callback complete it once.
+extension PostgresWriteTransaction: SignInWriteTransaction {
+    func insertSignInAttempt(_ attempt: SignInAttempt) async throws {
+        let expires = PostgresEscrowStore.ms(attempt.expiresAt)
+        try await connection.query(
+            """
+            INSERT INTO signin_attempt (state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at,
+                purge_at)
+            VALUES (\(Data(attempt.stateHash)), \(Data(attempt.nonceHash)), \(Data(attempt.bindingHash)),
+                \(attempt.returnName), \(PostgresEscrowStore.ms(attempt.createdAt)), \(expires), \(expires))
+            """,
+            logger: logger
+        )
+    }
+
+    func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt? {
+        try await PostgresEscrowStore.signInAttempt(connection, stateHash: stateHash, forUpdate: true, logger: logger)
+    }
+
+    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) async throws -> Bool {
+        let ticketExpires = PostgresEscrowStore.ms(ticket.expiresAt)
+        let rows = try await connection.query(
+            """
+            UPDATE signin_attempt SET used_at = \(PostgresEscrowStore.ms(now)), ticket_hash = \(Data(ticket.ticketHash)),
+                ticket_expires_at = \(ticketExpires), ticket_result = \(Data(ticket.sealedResult)),
+                purge_at = GREATEST(expires_at, \(ticketExpires))
+            WHERE state_hash = \(Data(stateHash)) AND used_at IS NULL
+            RETURNING 1
+            """,
+            logger: logger
+        ).collect()
+        return rows.count == 1
+    }
+
+    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+        let now = PostgresEscrowStore.ms(now)
+        let rows = try await connection.query(
+            """
+            SELECT ticket_result, return_name FROM signin_attempt
+            WHERE ticket_hash = \(Data(ticketHash)) AND redeemed_at IS NULL AND ticket_result IS NOT NULL
+                AND ticket_expires_at > \(now)
+            FOR UPDATE
+            """,
+            logger: logger
+        ).collect().map { try $0.decode((Data, String).self) }
+        guard let (result, returnName) = rows.first else { return nil }
+        try await connection.query(
+            """
+            UPDATE signin_attempt SET redeemed_at = \(now), ticket_result = NULL
+            WHERE ticket_hash = \(Data(ticketHash))
+            """,
+            logger: logger
+        )
+        return SignInRedemption(sealedResult: [UInt8](result), returnName: returnName)
+    }
+
+    func deleteSignInAttempts(expiredAt now: Date) async throws -> Int {
+        let rows = try await connection.query(
+            """
+            WITH deleted AS (DELETE FROM signin_attempt WHERE purge_at <= \(PostgresEscrowStore.ms(now)) RETURNING 1)
+            SELECT COUNT(*) FROM deleted
+            """,
+            logger: logger
+        ).collect().map { try $0.decode(Int64.self) }
+        return Int(rows.first ?? 0)
+    }
+}

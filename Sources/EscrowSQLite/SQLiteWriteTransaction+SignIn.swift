@@ -1,0 +1,85 @@
+import EscrowCore
+import Foundation
+import GRDB
+
+/// Web sign-in attempts in SQLite: `BEGIN IMMEDIATE` already serializes every writer, so reads need no lock.
+extension SQLiteWriteTransaction: SignInWriteTransaction {
+    static let signInColumns =
+        "state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at"
+
+    func insertSignInAttempt(_ attempt: SignInAttempt) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                """,
+            arguments: [
+                Data(attempt.stateHash), Data(attempt.nonceHash), Data(attempt.bindingHash), attempt.returnName,
+                Timestamp.unixMilliseconds(attempt.createdAt), Timestamp.unixMilliseconds(attempt.expiresAt),
+                Timestamp.unixMilliseconds(attempt.expiresAt),
+            ]
+        )
+    }
+
+    func signInAttempt(stateHash: [UInt8]) throws -> SignInAttempt? {
+        try Self.signInAttempt(db, stateHash: stateHash)
+    }
+
+    static func signInAttempt(_ db: Database, stateHash: [UInt8]) throws -> SignInAttempt? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(signInColumns) FROM signin_attempt WHERE state_hash = ?"),
+            arguments: [Data(stateHash)]
+        ).map { row in
+            SignInAttempt(
+                stateHash: [UInt8](row["state_hash"] as Data),
+                nonceHash: [UInt8](row["nonce_hash"] as Data),
+                bindingHash: [UInt8](row["binding_hash"] as Data),
+                returnName: row["return_name"],
+                createdAt: Timestamp.date(unixMilliseconds: row["created_at"]),
+                expiresAt: Timestamp.date(unixMilliseconds: row["expires_at"]),
+                usedAt: (row["used_at"] as Int64?).map { Timestamp.date(unixMilliseconds: $0) }
+            )
+        }
+    }
+
+    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) throws -> Bool {
+        try db.execute(
+            sql: """
+                UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?,
+                    purge_at = MAX(expires_at, ?)
+                WHERE state_hash = ? AND used_at IS NULL
+                """,
+            arguments: [
+                Timestamp.unixMilliseconds(now), Data(ticket.ticketHash), Timestamp.unixMilliseconds(ticket.expiresAt),
+                Data(ticket.sealedResult), Timestamp.unixMilliseconds(ticket.expiresAt), Data(stateHash),
+            ]
+        )
+        return db.changesCount == 1
+    }
+
+    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) throws -> SignInRedemption? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT ticket_result, return_name FROM signin_attempt
+                    WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_result IS NOT NULL
+                        AND ticket_expires_at > ?
+                    """,
+                arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
+            )
+        else { return nil }
+        try db.execute(
+            sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE ticket_hash = ?",
+            arguments: [Timestamp.unixMilliseconds(now), Data(ticketHash)]
+        )
+        return SignInRedemption(sealedResult: [UInt8](row["ticket_result"] as Data), returnName: row["return_name"])
+    }
+
+    func deleteSignInAttempts(expiredAt now: Date) throws -> Int {
+        try db.execute(
+            sql: "DELETE FROM signin_attempt WHERE purge_at <= ?",
+            arguments: [Timestamp.unixMilliseconds(now)]
+        )
+        return db.changesCount
+    }
+}

@@ -1,0 +1,248 @@
+import EscrowCore
+import EscrowCrypto
+import Foundation
+
+/// Web sign-in attempts: created and read back as hashes, used once (with the callback's capture in the same
+/// transaction), refused past their expiry or from another browser, their tickets redeemed once, and swept.
+extension StoreConformance {
+    static let signInChecks: [Check] = [
+        Check(name: "sign-in attempt is created and read back", run: signInCreated),
+        Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
+        Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
+        Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
+        Check(name: "a sign-in's capture replaces the user's held escrow", run: signInReplaces),
+        Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
+        Check(name: "expired sign-in attempts are swept", run: signInSweep),
+    ]
+
+    static func signInCreated(_ make: MakeSubject) async throws {
+        let store = try await make().signIns
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        try expect(try await store.signInAttempt(stateHash: attempt.stateHash) == attempt, "read back as stored")
+        try expect(try await store.signInAttempt(stateHash: fixture.hash("state-0")) == nil, "an unknown state: nil")
+        var failed = false
+        do { try await store.createSignInAttempt(attempt) } catch { failed = true }
+        try expect(failed, "a second attempt with the same state hash is refused")
+    }
+
+    static func signInUsedOnce(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = subject.signIns
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let record = try Fixture().record(user: 1, at: fixture.start)
+        let now = fixture.start.addingTimeInterval(60)
+        let first = try await store.completeSignIn(
+            fixture.request(attempt, at: now, ticket: 1),
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(let used, .created(let captured)) = first else {
+            throw ConformanceFailure("the first callback completes and captures: \(first)")
+        }
+        try expect(used.usedAt == now && captured.id == record.id, "used at the callback's time, the record captured")
+        try expect(try await subject.escrows.record(id: record.id)?.id == record.id, "the capture is stored")
+        try expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == now, "stored as used")
+        let other = try Fixture().record(user: 2, at: fixture.start)
+        let second = try await store.completeSignIn(
+            fixture.request(attempt, at: now, ticket: 2),
+            capture: other,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .expired = second else { throw ConformanceFailure("a second use is refused: \(second)") }
+        try expect(try await subject.escrows.record(id: other.id) == nil, "a second use captures nothing")
+        let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
+        try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture audited")
+        try expect(
+            events.map(\.draft.type) == [.captured, .signinCaptured]
+                && events.allSatisfy { $0.draft.escrowID == record.id.hex },
+            "the capture, then signin-captured, of that escrow: \(events.map(\.draft.type))"
+        )
+        try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with sign-in events")
+        let unknown = try await store.completeSignIn(
+            fixture.request(fixture.attempt(9), at: now, ticket: 3),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(unknown == .unknown, "an unknown state: \(unknown)")
+    }
+
+    static func signInConcurrentCallbacks(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = subject.signIns
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let records = try (0..<8).map { try Fixture().record(user: $0, at: fixture.start) }
+        let completions = try await withThrowingTaskGroup(of: SignInCompletion.self) { group in
+            for (number, record) in records.enumerated() {
+                group.addTask {
+                    try await store.completeSignIn(
+                        fixture.request(attempt, at: fixture.start, ticket: number),
+                        capture: record,
+                        actor: .http(token: "signin"),
+                        lifecycle: EscrowLifecycle()
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let completed = completions.filter { if case .completed = $0 { true } else { false } }
+        try expect(completed.count == 1, "one callback completes: \(completions)")
+        try expect(completions.count - completed.count == 7, "the others find it used")
+        let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
+        try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture")
+    }
+
+    static func signInReplaces(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let fixture = SignInFixture()
+        let records = Fixture()  // one keyring: the same user's blind index
+        let held = try records.record(user: 1, content: "old", at: fixture.start)
+        _ = try await subject.escrows.capture(held, actor: .library)
+        let attempt = fixture.attempt(1)
+        try await subject.signIns.createSignInAttempt(attempt)
+        let record = try records.record(user: 1, content: "new", at: fixture.start)
+        let completion = try await subject.signIns.completeSignIn(
+            fixture.request(attempt, at: fixture.start, ticket: 1),
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(_, .replaced(let stored, let previous)) = completion else {
+            throw ConformanceFailure("the held escrow is replaced")
+        }
+        try expect(stored.id == record.id && previous == held.id, "the new escrow replaces the held one")
+        try expect(try await subject.escrows.record(id: held.id) == nil, "the held one is purged")
+        try expect(try await subject.escrows.record(blindIndex: record.blindIndex)?.id == record.id, "one live escrow")
+    }
+
+    static func signInRefusals(_ make: MakeSubject) async throws {
+        let store = try await make().signIns
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        var otherBrowser = fixture.request(attempt, at: fixture.start, ticket: 1)
+        otherBrowser.bindingHash = fixture.hash("binding-other")
+        let mismatch = try await store.completeSignIn(
+            otherBrowser,
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(mismatch == .bindingMismatch(attempt), "another browser's binding is refused: \(mismatch)")
+        try expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == nil, "and it stays live")
+        let late = try await store.completeSignIn(
+            fixture.request(attempt, at: attempt.expiresAt, ticket: 1),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(late == .expired(attempt), "at its expiry the attempt is refused: \(late)")
+        let inTime = try await store.completeSignIn(
+            fixture.request(attempt, at: attempt.expiresAt.addingTimeInterval(-1), ticket: 1),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(_, nil) = inTime else {
+            throw ConformanceFailure("a second before its expiry, without a profile, it completes: \(inTime)")
+        }
+    }
+
+    static func signInTicketOnce(_ make: MakeSubject) async throws {
+        let store = try await make().signIns
+        let fixture = SignInFixture()
+        for number in 1...2 {
+            let attempt = fixture.attempt(number)
+            try await store.createSignInAttempt(attempt)
+            let request = fixture.request(attempt, at: fixture.start, ticket: number)
+            _ = try await store.completeSignIn(
+                request,
+                capture: nil,
+                actor: .http(token: "signin"),
+                lifecycle: EscrowLifecycle()
+            )
+        }
+        let ticket = fixture.ticket(1, at: fixture.start)
+        let redeemed = try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
+        try expect(
+            redeemed == SignInRedemption(sealedResult: ticket.sealedResult, returnName: "app"),
+            "the first redeem gives the sealed result: \(String(describing: redeemed))"
+        )
+        let again = try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
+        try expect(again == nil, "a second redeem gives nothing")
+        let unknown = try await store.redeemSignInTicket(ticketHash: fixture.hash("ticket-0"), at: fixture.start)
+        try expect(unknown == nil, "an unknown ticket gives nothing")
+        let late = fixture.ticket(2, at: fixture.start)
+        try expect(
+            try await store.redeemSignInTicket(ticketHash: late.ticketHash, at: late.expiresAt) == nil,
+            "a ticket at its expiry gives nothing"
+        )
+    }
+
+    static func signInSweep(_ make: MakeSubject) async throws {
+        let store = try await make().signIns
+        let fixture = SignInFixture()
+        let unused = fixture.attempt(1)
+        let used = fixture.attempt(2)
+        try await store.createSignInAttempt(unused)
+        try await store.createSignInAttempt(used)
+        // Used at the last second of its life: its ticket outlives it by 299 seconds.
+        let usedAt = used.expiresAt.addingTimeInterval(-1)
+        _ = try await store.completeSignIn(
+            fixture.request(used, at: usedAt, ticket: 2),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(try await store.sweepSignInAttempts(at: unused.expiresAt.addingTimeInterval(-1)) == 0, "none yet")
+        try expect(try await store.sweepSignInAttempts(at: unused.expiresAt) == 1, "the unused one at its expiry")
+        try expect(try await store.signInAttempt(stateHash: unused.stateHash) == nil, "gone")
+        try expect(try await store.signInAttempt(stateHash: used.stateHash) != nil, "the used one waits for its ticket")
+        let ticketExpiry = fixture.ticket(2, at: usedAt).expiresAt
+        try expect(try await store.sweepSignInAttempts(at: ticketExpiry) == 1, "the used one at its ticket's expiry")
+        try expect(try await store.signInAttempt(stateHash: used.stateHash) == nil, "gone too")
+    }
+}
+
+/// Attempts and tickets with hashes of fake secrets, at whole milliseconds.
+struct SignInFixture {
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func hash(_ secret: String) -> [UInt8] { Hashing.blake2b256(Array(secret.utf8)) }
+
+    func attempt(_ number: Int) -> SignInAttempt {
+        SignInAttempt(
+            stateHash: hash("state-\(number)"),
+            nonceHash: hash("nonce-\(number)"),
+            bindingHash: hash("binding-\(number)"),
+            returnName: "app",
+            createdAt: start,
+            expiresAt: start.addingTimeInterval(600)
+        )
+    }
+
+    func ticket(_ number: Int, at now: Date) -> SignInTicket {
+        SignInTicket(
+            ticketHash: hash("ticket-\(number)"),
+            sealedResult: Array("sealed-result-\(number)".utf8),
+            expiresAt: now.addingTimeInterval(300)
+        )
+    }
+
+    func request(_ attempt: SignInAttempt, at now: Date, ticket number: Int) -> SignInCompletionRequest {
+        SignInCompletionRequest(
+            stateHash: attempt.stateHash,
+            bindingHash: attempt.bindingHash,
+            now: now,
+            ticket: { _ in ticket(number, at: now) }
+        )
+    }
+}

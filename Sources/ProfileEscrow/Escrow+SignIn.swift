@@ -1,0 +1,42 @@
+public import EscrowCore
+import EscrowCrypto
+import Logging
+
+extension Escrow {
+    /// A MAC under this deployment's keyring (see `Keyring.serviceStamp`), for the web sign-in's resubmission stamps.
+    package func serviceStamp(_ message: [UInt8]) -> [UInt8] { keyring.serviceStamp(message) }
+
+    /// Completes a web sign-in in `signIns` (the store that holds the escrows): seals `profile`, when given, as a
+    /// verified capture, and in one transaction uses the attempt, stores its ticket and captures. Durable before it
+    /// returns; nothing is captured unless the attempt was live and its binding matched.
+    public func completeSignIn(
+        _ request: SignInCompletionRequest,
+        profile: Profile?,
+        in signIns: any SignInStore,
+        actor: AuditActor
+    ) async throws -> SignInCompletion {
+        let record = try profile.map { try sealedRecord($0, verified: true, now: request.now) }
+        let completion = try await signIns.completeSignIn(
+            request,
+            capture: record,
+            actor: actor,
+            lifecycle: lifecycle
+        )
+        if case .completed(_, let outcome?) = completion {
+            switch outcome {
+            case .created: EscrowMetrics.captured()
+            case .replaced:
+                EscrowMetrics.captured()
+                EscrowMetrics.purged(.replaced)
+            case .unchanged: break
+            }
+            logger.debug(
+                "escrow captured at a web sign-in",
+                metadata: [
+                    "escrow.id": "\(outcome.record.id)", "escrow.index": "\(outcome.record.blindIndex.prefixHex)",
+                ]
+            )
+        }
+        return completion
+    }
+}
