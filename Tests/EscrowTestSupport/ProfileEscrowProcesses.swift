@@ -1,5 +1,8 @@
+public import AsyncHTTPClient
 public import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
 
 #if canImport(Glibc)
 import Glibc
@@ -56,6 +59,34 @@ public final class ProfileEscrowProcesses: Sendable {
             ]
         )
     }
+
+    /// Starts `serve --no-worker` under `name` on a free port and waits until `/healthz` answers; returns the port.
+    /// A node that exits before it is healthy (another process took the port between ``freePort()`` and its bind, as
+    /// an outgoing connection of a test running in parallel can) is started again on another port, at most three
+    /// times; then this throws with the end of its log.
+    public func startHealthyCaptureNode(_ name: String, client: HTTPClient) async throws -> Int {
+        var lastLog = ""
+        for _ in 0..<3 {
+            let port = try freePort()
+            let process = try startCaptureNode(name, port: port)
+            do {
+                try await eventually("serve on port \(port) to be healthy", within: 60, every: .milliseconds(100)) {
+                    guard process.isRunning else { throw ExitedEarly() }
+                    let response = try? await client.execute(
+                        HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"),
+                        timeout: .seconds(1)
+                    )
+                    return response?.status == .ok
+                }
+                return port
+            } catch is ExitedEarly {
+                lastLog = logs.last.map { String(ProfileEscrowCLI.text(atPath: $0).suffix(2_000)) } ?? ""
+            }
+        }
+        throw TimedOut(what: "serve to start (it exited three times; its last log ends: \(lastLog))")
+    }
+
+    private struct ExitedEarly: Error {}
 
     /// Sends `signal` (SIGKILL by default) to the process started as `name` and waits for its end; returns it.
     @discardableResult

@@ -20,7 +20,6 @@ struct ServeSignInTests {
         ]
         let jwksPath = cli.directory.path + "/apple-jwks.json"
         try JSONSerialization.data(withJSONObject: jwks).write(to: URL(fileURLWithPath: jwksPath))
-        let port = try freePort()
         let processes = ProfileEscrowProcesses(
             directory: cli.directory.path,
             environment: [
@@ -33,13 +32,12 @@ struct ServeSignInTests {
             ]
         )
         defer { processes.killAll() }
-        try processes.startCaptureNode("serve", port: port)
         let client = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: HTTPClient.Configuration(redirectConfiguration: .disallow)
         )
         do {
-            try await waitUntilHealthy(client, port: port)
+            let port = try await processes.startHealthyCaptureNode("serve", client: client)
             let start = try await client.execute(
                 HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/apple/signin"),
                 timeout: .seconds(30)
