@@ -39,14 +39,26 @@ package struct AppleJWKS: Sendable {
                 guard declared == nil || declared == "RS256", let n = entry["n"]?.stringValue,
                     let e = entry["e"]?.stringValue
                 else { continue }
-                let key = try Insecure.RSA.PublicKey(modulus: n, exponent: e)
+                let key: Insecure.RSA.PublicKey
+                do {
+                    key = try Insecure.RSA.PublicKey(modulus: n, exponent: e)
+                } catch {
+                    throw LoadError(description: "the JWKS file's RSA key \(kid) is not a valid public key (\(error))")
+                }
                 await keys.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))
                 algorithms[kid] = "RS256"
             case "EC":
                 guard declared == nil || declared == "ES256", entry["crv"]?.stringValue == "P-256",
                     let x = entry["x"]?.stringValue, let y = entry["y"]?.stringValue
                 else { continue }
-                let key = try ES256PublicKey(parameters: (x, y))
+                let key: ES256PublicKey
+                do {
+                    key = try ES256PublicKey(parameters: (x, y))
+                } catch {
+                    throw LoadError(
+                        description: "the JWKS file's EC key \(kid) is not a valid P-256 public key (\(error))"
+                    )
+                }
                 await keys.add(ecdsa: key, kid: JWKIdentifier(string: kid))
                 algorithms[kid] = "ES256"
             default:

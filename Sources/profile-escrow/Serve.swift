@@ -118,8 +118,9 @@ struct Serve: AsyncParsableCommand {
         let keyring = try await options.loadKeyring(createIfDefault: false)
         // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
-        // Bearer tokens are looked up at every request (no cache): `tokens add` and `tokens revoke` change them
-        // beside this process (their own rollback-journal file, or the PostgreSQL database) and take effect at once.
+        // Bearer tokens are looked up at every request: `tokens add` and `tokens revoke` change them beside this process
+        // (their own rollback-journal file, or the PostgreSQL database) and take effect at the next request (a SQLite
+        // token file's lookups are kept only while its change counter stays the same).
         let tokens = try await tokenStore.open(options, beside: opened)
         let escrow = Escrow(
             store: opened.store,

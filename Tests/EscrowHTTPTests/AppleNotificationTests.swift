@@ -209,6 +209,17 @@ struct AppleNotificationTests {
         } catch {
             #expect("\(error)".contains("duplicate key"))
         }
+        // An RSA key whose modulus is even (no RSA modulus is): refused at load, naming the key.
+        let evenModulus = "wA" + String(repeating: "A", count: 340)
+        let brokenKey = Array(
+            #"{"keys":[{"kty":"RSA","kid":"broken-kid","alg":"RS256","n":"\#(evenModulus)","e":"AQAB"}]}"#.utf8
+        )
+        do {
+            _ = try await AppleVerifier(jwksJSON: brokenKey, audiences: [AppleTestKeys.audience])
+            Issue.record("a JWKS file with an unusable RSA key was accepted")
+        } catch {
+            #expect("\(error)".contains("RSA key broken-kid is not a valid public key"), "\(error)")
+        }
         #expect(
             AppleNotificationEvent(json: #"{"type":"email-enabled","sub":"a","is_private_email":"true"}"#)?
                 .isPrivateEmail == true

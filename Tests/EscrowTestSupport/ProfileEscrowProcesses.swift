@@ -80,7 +80,10 @@ public final class ProfileEscrowProcesses: Sendable {
                 }
                 return port
             } catch is ExitedEarly {
-                lastLog = logs.last.map { String(ProfileEscrowCLI.text(atPath: $0).suffix(2_000)) } ?? ""
+                process.waitUntilExit()
+                let how = process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited with status"
+                lastLog = "\(how) \(process.terminationStatus); "
+                    + (logs.last.map { String(ProfileEscrowCLI.text(atPath: $0).suffix(20_000)) } ?? "")
             }
         }
         throw TimedOut(what: "serve to start (it exited three times; its last log ends: \(lastLog))")

@@ -12,9 +12,11 @@ struct ServeSignInTests {
     func startAndCallbackServed() async throws {
         let cli = CLITests()
         #expect(try cli.run(["keys", "init"]).status == 0)
-        // A JWKS file with one RSA public key (a random modulus: no token is verified in this test).
+        // A JWKS file with one RSA public key (a random modulus: no token is verified in this test). Odd, as an RSA
+        // modulus is: an even one is refused when the file is loaded, and serve would not start.
         var modulus = (0..<256).map { _ in UInt8.random(in: 0...255) }
         modulus[0] |= 0x80
+        modulus[255] |= 0x01
         let jwks = [
             "keys": [["kty": "RSA", "kid": "test-kid", "alg": "RS256", "n": Self.base64URL(modulus), "e": "AQAB"]]
         ]
