@@ -179,6 +179,22 @@ public final class AuditSegmentEncoder {
     }
 }
 
+extension AuditSegmentEncoder {
+    /// The checkpoint of a cut whose events this encoder wrote: `plan`'s range, the last hash, the count and the times;
+    /// `milliseconds`: when the cut was made (since 1970).
+    package func checkpoint(of plan: AuditArchivePlan, archivedAt milliseconds: Int64) -> AuditCheckpoint {
+        AuditCheckpoint(
+            sequence: plan.lastSequence,
+            hash: lastHash,
+            firstSequence: plan.firstSequence,
+            eventCount: count,
+            earliestAt: earliestAt,
+            latestAt: latestAt,
+            archivedAt: milliseconds
+        )
+    }
+}
+
 /// Verifies one segment file as its lines stream past, on its own: the header, each event's place in the sequence,
 /// the hash it chains from and its own hash recomputed from its fields, and the trailer (count, last hash, and the
 /// hash of the file). The first problem is kept, naming the file, the line and the sequence.

@@ -124,18 +124,21 @@ public final class Keyring: Sendable {
     public func serviceStamp(_ message: [UInt8]) -> [UInt8] {
         Sodium.ensureInitialized()
         let input = Array("PES1".utf8) + message
+        return Hashing.withContiguousBytes(input) { rowKeyedHash($0) }
+    }
+
+    /// `crypto_generichash` (32 bytes) of `message`, keyed with the row key.
+    private func rowKeyedHash(_ message: UnsafeRawBufferPointer) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)
-        Hashing.withContiguousBytes(input) { message in
-            rowKey.withUnsafeBytes { key in
-                _ = crypto_generichash(
-                    &output,
-                    output.count,
-                    message.baseAddress,
-                    UInt64(message.count),
-                    key.baseAddress,
-                    key.count
-                )
-            }
+        rowKey.withUnsafeBytes { key in
+            _ = crypto_generichash(
+                &output,
+                output.count,
+                message.baseAddress,
+                UInt64(message.count),
+                key.baseAddress,
+                key.count
+            )
         }
         return output
     }
@@ -151,20 +154,7 @@ public final class Keyring: Sendable {
             writer.append(blindIndex.bytes)
             plaintext.withUnsafeBytes { writer.append($0) }
         }
-        var output = [UInt8](repeating: 0, count: 32)
-        input.withUnsafeBytes { message in
-            rowKey.withUnsafeBytes { key in
-                _ = crypto_generichash(
-                    &output,
-                    output.count,
-                    message.baseAddress,
-                    UInt64(message.count),
-                    key.baseAddress,
-                    key.count
-                )
-            }
-        }
-        return output
+        return input.withUnsafeBytes { rowKeyedHash($0) }
     }
 
     func masterKey(version: UInt32) -> MasterKey? {

@@ -45,15 +45,7 @@ extension StoreConformance {
         for line in lines { verifier.consume(line.dropLast()) }
         verifier.finish()
         try expect(verifier.isIntact, "the segment verifies: \(verifier.failure ?? "")")
-        let checkpoint = AuditCheckpoint(
-            sequence: plan.lastSequence,
-            hash: encoder.lastHash,
-            firstSequence: plan.firstSequence,
-            eventCount: encoder.count,
-            earliestAt: encoder.earliestAt,
-            latestAt: encoder.latestAt,
-            archivedAt: Timestamp.unixMilliseconds(now)
-        )
+        let checkpoint = encoder.checkpoint(of: plan, archivedAt: Timestamp.unixMilliseconds(now))
         let event = AuditDraft(
             type: .auditArchived,
             at: now,

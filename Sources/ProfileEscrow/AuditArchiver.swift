@@ -122,15 +122,7 @@ public enum AuditArchiver {
             try? FileManager.default.removeItem(atPath: partial)
             throw error
         }
-        let checkpoint = AuditCheckpoint(
-            sequence: plan.lastSequence,
-            hash: encoder.lastHash,
-            firstSequence: plan.firstSequence,
-            eventCount: encoder.count,
-            earliestAt: encoder.earliestAt,
-            latestAt: encoder.latestAt,
-            archivedAt: Timestamp.unixMilliseconds(now)
-        )
+        let checkpoint = encoder.checkpoint(of: plan, archivedAt: Timestamp.unixMilliseconds(now))
         let event = AuditDraft(
             type: .auditArchived,
             at: now,
