@@ -104,17 +104,17 @@ struct ReplayLeaseTests {
     @Test func aDeliveryOnAShortLeaseEndsAMarginBeforeIt() async throws {
         let fixture = try await ReplayFixture()
         defer { Task { await fixture.stub.stop() } }
-        fixture.stub.respond { _, _ in .delayed(40, .status(200)) }
+        fixture.stub.respond { _, _ in .delayed(60, .status(200)) }
         let id = try #require(try await fixture.capture(0..<1).first)
-        let worker = try fixture.worker(lease: 40, timeout: 20)
-        let margin = worker.configuration.leaseMargin  // 2 s
-        // 0.6 s more than the delivery timeout: enough for the delivery to start on a loaded machine (less than the
-        // timeout left and it is not sent), little enough that a deadline of now + 20 s would end only about 0.6 s
-        // before the lease. The deadline of leaseEnd - 2 s ends it about 2 s before. The check leaves 1 s of that
-        // for a machine running the whole suite in parallel (its lag reached 0.7 s), so the two stay apart; the
-        // arithmetic itself is checked exactly above.
+        let worker = try fixture.worker(lease: 60, timeout: 40)
+        let margin = worker.configuration.leaseMargin  // 4 s
+        // 1.5 s more than the delivery timeout: enough for the delivery to start on a machine running the whole suite
+        // in parallel (with less than the timeout left it is not sent; 0.6 s was too little once), little enough that
+        // a deadline of now + 40 s would end only about 1.5 s before the lease. The deadline of leaseEnd - 4 s ends it
+        // about 4 s before. The check leaves 1.5 s of that for the machine's lag, so the two stay apart; the
+        // arithmetic itself is checked exactly above. (Real time: about 37 s.)
         let lease = try #require(
-            try await fixture.claim(owner: "w1", limit: 1, lease: 20.6).first
+            try await fixture.claim(owner: "w1", limit: 1, lease: 41.5).first
         )
         let leaseEnd = try #require(lease.leaseExpiresAt)
         // When the delivery, its outcome committed, returned (not when the HTTP client shut down after it).
@@ -124,7 +124,7 @@ struct ReplayLeaseTests {
         }
         #expect(fixture.requests(id).count == 1)
         let before = leaseEnd.timeIntervalSince(ended)
-        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 1.0), "ended \(before)s before the lease")
+        #expect(ended <= leaseEnd.addingTimeInterval(-margin + 1.5), "ended \(before)s before the lease")
         let record = try #require(try await fixture.store.record(id: id))
         #expect(record.state == .pending && record.attempts == 1 && record.lastStatus == nil)
         #expect(try await fixture.events(id).last?.detail == "retry")
