@@ -329,28 +329,22 @@ struct AuditArchiveTests {
         defer { Task { await stub.stop() } }
         stub.respond { _, _ in .status(200) }
         let port = try freePort()
-        let process = Process()
-        process.executableURL = ProfileEscrowCLI.binary
-        process.arguments = [
-            "serve", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000", "--backend", stub.url,
-            "--concurrency", "4", "--poll-interval", "50ms", "--backoff-base", "50ms",
-        ]
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
-        environment.merge(base) { $1 }
-        environment["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
-        process.environment = environment
-        let log = folder + "/serve.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardOutput = FileHandle(forWritingAtPath: log)
-        process.standardError = FileHandle(forWritingAtPath: log)
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let processes = ProfileEscrowProcesses(
+            directory: folder,
+            environment: base.merging(["PROFILE_ESCROW_WEBHOOK_SECRET": secret]) { $1 }
+        )
+        defer { processes.killAll() }
+        let process = try processes.start(
+            "serve",
+            [
+                "serve", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000", "--backend", stub.url,
+                "--concurrency", "4", "--poll-interval", "50ms", "--backoff-base", "50ms",
+            ]
+        )
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = http.shutdown() }
         let url = "http://127.0.0.1:\(port)"
-        try await eventually("serve to answer", within: 60) {
-            (try? await http.execute(HTTPClientRequest(url: url + "/healthz"), timeout: .seconds(1)).status) == .ok
-        }
+        try await waitUntilHealthy(http, port: port)
 
         let acknowledged = NIOLockedValueBox<[String]>([])
         let segments = NIOLockedValueBox<[String]>([])
