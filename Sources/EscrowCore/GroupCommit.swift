@@ -79,19 +79,23 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     @usableFromInline let maximumGather: Duration = .milliseconds(2)
 
     @usableFromInline let state: NIOLockedValueBox<State>
-    @usableFromInline let writer: Writer
-    @usableFromInline let queue: DispatchQueue?
+    /// Where the drain runs: on its own serial queue with the blocking writer, or in a task with the asynchronous one.
+    @usableFromInline
+    enum Drain: Sendable {
+        case queue(DispatchQueue, @Sendable ([Item]) -> Results)
+        case task(@Sendable ([Item], ContinuousClock.Instant) async -> Results)
+    }
+
+    @usableFromInline let drain: Drain
 
     package init(maximumBatch: Int = 256, bound: Duration = .seconds(5), writer: Writer) {
         precondition(maximumBatch > 0)
         self.maximumBatch = maximumBatch
         self.bound = bound
-        self.writer = writer
         self.state = NIOLockedValueBox(State())
-        if case .blocking(let label, _) = writer {
-            queue = DispatchQueue(label: label)
-        } else {
-            queue = nil
+        switch writer {
+        case .blocking(let label, let write): drain = .queue(DispatchQueue(label: label), write)
+        case .async(let write): drain = .task(write)
         }
     }
 
@@ -111,16 +115,16 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 return true
             }
             guard startDrain else { return }
-            switch writer {
-            case .blocking(_, let write):
-                queue?.async {
+            switch drain {
+            case .queue(let queue, let write):
+                queue.async {
                     var round = 0
                     while let batch = self.nextBatch(gather: round > 0) {
                         round += 1
                         self.answer(batch, write(batch.map(\.item)))
                     }
                 }
-            case .async(let write):
+            case .task(let write):
                 Task {
                     while let batch = self.nextBatch(gather: false) {
                         self.answer(batch, await write(batch.map(\.item), batch[0].deadline))

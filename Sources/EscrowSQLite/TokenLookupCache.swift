@@ -49,14 +49,16 @@ final class TokenLookupCache: Sendable {
 
     /// The file's change counter now; nil when it cannot be read or the file is in WAL mode.
     func currentVersion() -> Version? {
-        state.withLockedValue { state -> Version? in
+        // The descriptor is opened once and closed only by deinit: the read itself needs no lock.
+        let descriptor = state.withLockedValue { state -> Int32 in
             if state.descriptor < 0 { state.descriptor = open(path, O_RDONLY | O_CLOEXEC) }
-            guard state.descriptor >= 0 else { return nil }
-            var header = [UInt8](repeating: 0, count: 28)
-            guard pread(state.descriptor, &header, header.count, 0) == header.count else { return nil }
-            guard header[18] == 1, header[19] == 1 else { return nil }  // not a rollback-journal file
-            return header[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            return state.descriptor
         }
+        guard descriptor >= 0 else { return nil }
+        var header = [UInt8](repeating: 0, count: 28)
+        guard pread(descriptor, &header, header.count, 0) == header.count else { return nil }
+        guard header[18] == 1, header[19] == 1 else { return nil }  // not a rollback-journal file
+        return header[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
     /// The cached record for `hash` when the file is as it was when it was read; nil otherwise.

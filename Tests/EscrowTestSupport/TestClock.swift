@@ -1,4 +1,3 @@
-import Dispatch
 public import EscrowCore
 public import Foundation
 import NIOConcurrencyHelpers
@@ -118,21 +117,17 @@ public final class TestClock: WallClock {
         private let clock: TestClock
         private let id: Int
         private let action: @Sendable () -> Void
-        /// The real-time side: a dispatch timer re-armed by each schedule.
-        private nonisolated(unsafe) let realTime: any DispatchSourceTimer
+        /// The real-time side: the system clock's own re-armable timer.
+        private let realTime: any WallClockTimer
 
         init(clock: TestClock, id: Int, action: @escaping @Sendable () -> Void) {
             self.clock = clock
             self.id = id
             self.action = action
-            realTime = DispatchSource.makeTimerSource(queue: .global())
-            realTime.setEventHandler { [clock, id] in clock.fire(id) }
-            realTime.schedule(deadline: .distantFuture)
-            realTime.activate()
+            realTime = SystemWallClock().makeTimer { [clock, id] in clock.fire(id) }
         }
 
         deinit {
-            realTime.cancel()
             cancel()
         }
 
@@ -141,11 +136,11 @@ public final class TestClock: WallClock {
             let action = action
             let due = clock.now().addingTimeInterval(seconds)
             clock.state.withLockedValue { $0.timers[id] = (due, action) }
-            realTime.schedule(deadline: .now() + .nanoseconds(Int(seconds * 1e9)))
+            realTime.schedule(after: duration)
         }
 
         func cancel() {
-            realTime.schedule(deadline: .distantFuture)
+            realTime.cancel()
             clock.state.withLockedValue { $0.timers[id] = nil }
         }
     }
