@@ -270,7 +270,8 @@ struct AppleSignInRoutes: Sendable {
         let encoded = stamp.encoded(escrow, stateHash: stateHash, form: SignInForm(fields: fields))
         return SignInPages.retry(
             SignInForm(fields: fields + [(SignInStamp.field, encoded)]),
-            action: configuration.callbackURL
+            action: configuration.callbackURL,
+            returnOrigins: configuration.returnOrigins
         )
     }
 
