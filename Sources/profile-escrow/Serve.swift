@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import EscrowCore
 import EscrowCrypto
 import EscrowHTTP
@@ -38,9 +39,12 @@ struct Serve: AsyncParsableCommand {
     var metricsTokenFlag = false
     @Option(
         name: .customLong("apple-audience"),
-        help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE)."
+        help: """
+            Apple client ids (bundle ID, Services ID), repeated or comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE, \
+            comma-separated).
+            """
     )
-    var appleAudience: String?
+    var appleAudience: [String] = []
     @Option(
         help: """
             How long /readyz answers 503 after SIGTERM before the server stops taking requests \
@@ -48,18 +52,33 @@ struct Serve: AsyncParsableCommand {
             """
     )
     var drainDelay: String?
-    @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
+    @Option(
+        name: .customLong("apple-jwks"),
+        help: "Apple's keys from this JWKS file instead of the URL (env PROFILE_ESCROW_APPLE_JWKS)."
+    )
     var appleJWKS: String?
+    @Option(
+        name: .customLong("apple-jwks-url"),
+        help: """
+            Where Apple's keys are fetched, cached per Cache-Control and fetched again on an unknown kid \
+            (env PROFILE_ESCROW_APPLE_JWKS_URL; default https://appleid.apple.com/auth/keys).
+            """
+    )
+    var appleJWKSURL: String?
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
 
     var environment: OptionEnvironment { .process }
     var audiences: Set<String> {
-        let text = (try? environment.value(appleAudience, "apple-audience")) ?? ""
-        return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        let values = appleAudience.isEmpty ? [environment.text("apple-audience") ?? ""] : appleAudience
+        return Set(
+            values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        )
     }
     var jwksPath: String? { try? environment.value(appleJWKS, "apple-jwks") }
+    var jwksURLText: String? { try? environment.value(appleJWKSURL, "apple-jwks-url") }
     var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
     var portValue: Int { (try? environment.value(port, "port")) ?? 8080 }
     var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
@@ -82,15 +101,27 @@ struct Serve: AsyncParsableCommand {
             _ = try WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)
         }
         guard (0...65535).contains(portValue) else { throw ValidationError("--port: must be 0-65535") }
-        if audiences.isEmpty != (jwksPath == nil) {
+        if audiences.isEmpty, jwksPath != nil || jwksURLText != nil {
             throw ValidationError(
-                "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
+                "--apple-jwks and --apple-jwks-url need --apple-audience (PROFILE_ESCROW_APPLE_AUDIENCE): the client ids"
             )
         }
-        if try signIn.configuration(environment) != nil, jwksPath == nil {
-            throw ValidationError(
-                "web sign-in verifies Apple's id_token: it needs --apple-audience and --apple-jwks too"
-            )
+        if jwksPath != nil, jwksURLText != nil {
+            throw ValidationError("give Apple's keys as --apple-jwks (a file) or --apple-jwks-url, not both")
+        }
+        if let jwksURLText { try SignInOptions.requireWebURL(jwksURLText, "--apple-jwks-url") }
+        if let signIn = try signIn.configuration(environment) {
+            guard !audiences.isEmpty else {
+                throw ValidationError(
+                    """
+                    web sign-in verifies Apple's id_token: it needs --apple-audience too (with the keys from \
+                    --apple-jwks-url, default Apple's, or an --apple-jwks file)
+                    """
+                )
+            }
+            guard audiences.contains(signIn.clientID) else {
+                throw ValidationError("--signin-client-id must also be one of the --apple-audience values")
+            }
         }
         for (name, value) in [("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue)]
         where !(value > 0 && value.isFinite) {
@@ -149,9 +180,23 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
+        // Apple's keys: a file, or fetched (and shut down after the server) from a URL.
+        var keyClient: HTTPClient?
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
+        } else if !audiences.isEmpty {
+            let url = jwksURLText.flatMap(URL.init(string:)) ?? AppleKeyFetcher.appleURL
+            let client = AppleKeyFetcher.makeClient(logger: logger)
+            keyClient = client
+            let fetcher = AppleKeyFetcher(AppleKeyFetcher.Configuration(url: url), client: client, logger: logger)
+            // Not fatal: without keys every token is refused until a later fetch succeeds (logged).
+            await fetcher.refresh()
+            configuration.apple = AppleVerifier(fetcher: fetcher, audiences: audiences)
+            logger.notice(
+                "verified capture on: identity tokens are required",
+                metadata: ["apple.jwks.url": "\(url.absoluteString)"]
+            )
         }
         configuration.signIn = try signIn.configuration(environment)
         if let signIn = configuration.signIn {
@@ -181,7 +226,13 @@ struct Serve: AsyncParsableCommand {
             keyringPath: options.keyringPath,
             logger: logger
         )
-        try await server.run()
+        do {
+            try await server.run()
+        } catch {
+            try? await keyClient?.shutdown()
+            throw error
+        }
+        try await keyClient?.shutdown()
         try await tokens.close()
         try await opened.close()
         logger.notice("stopped")

@@ -177,14 +177,19 @@ def apple():
     fake.close()
 
 
-def signin_node(folder: Folder, apple: FakeApple, *extra: str) -> Node:
-    """A serve node with web sign-in against the stand-in (its JWKS file), the replay worker off."""
-    jwks = folder.root / "apple-jwks.json"
-    jwks.write_text(json.dumps(apple.jwks()))
+def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool = False) -> Node:
+    """A serve node with web sign-in against the stand-in, the replay worker off. Apple's keys are fetched from the
+    stand-in's JWKS URL, or read from a file."""
+    if jwks_file:
+        path = folder.root / "apple-jwks.json"
+        path.write_text(json.dumps(apple.jwks()))
+        keys = ["--apple-jwks", str(path)]
+    else:
+        keys = ["--apple-jwks-url", f"{apple.origin}/auth/keys"]
     node = Node(folder, "--no-worker")
     node.args += [
-        "--apple-audience", f"{BUNDLE_ID},{CLIENT_ID}",
-        "--apple-jwks", str(jwks),
+        "--apple-audience", BUNDLE_ID, "--apple-audience", CLIENT_ID,
+        *keys,
         "--signin-client-id", CLIENT_ID,
         "--signin-callback-url", f"{node.url}/v1/apple/signin/callback",
         "--signin-return", f"app={apple.origin}/app/signed-in",
@@ -266,6 +271,7 @@ def test_full_flow_captures_durably_and_redeems_once(folder, nodes, browser, app
     assert result["userIdentifier"] == apple.sub
     assert result["escrowId"] == listed[0]["escrowId"]
     assert result["return"] == "app"
+    assert apple.jwks_fetches == 1, "Apple's keys fetched once, at start, and cached (max-age=3600)"
     status_code, _, body = redeem(node, token, ticket)
     assert status_code == 410, body
     assert json.loads(body)["code"] == "ticket_gone"
@@ -278,7 +284,7 @@ def test_full_flow_captures_durably_and_redeems_once(folder, nodes, browser, app
 
 
 def test_cancelled_authorization_captures_nothing(folder, nodes, browser, apple):
-    node = signin_node(folder, apple)
+    node = signin_node(folder, apple, jwks_file=True)
     nodes.append(node.start())
     apple.mode = "cancel"
     browser.get(node.url + "/v1/apple/signin")  # one return URL: `return` may be omitted
