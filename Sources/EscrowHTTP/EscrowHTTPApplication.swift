@@ -25,6 +25,10 @@ public enum EscrowHTTPApplication {
     /// - Parameter registry: where `/metrics` reads from. The process that bootstraps `MetricsSystem`
     ///   with ``EscrowPrometheus/factory(registry:)`` over the same registry also exports the library's
     ///   counters, named by Prometheus convention.
+    ///
+    /// With ``EscrowHTTPConfiguration/publicPort`` set, this is the internal listener only (the token-guarded routes
+    /// and the operational ones); ``buildPublic(escrow:tokens:notifications:signIns:configuration:logger:)`` is the
+    /// other.
     public static func build(
         escrow: Escrow,
         tokens: any AccessTokenStore,
@@ -42,8 +46,58 @@ public enum EscrowHTTPApplication {
             signIns: signIns,
             registry: registry,
             configuration: configuration,
-            draining: draining
+            draining: draining,
+            surface: configuration.publicPort == nil ? .all : .internalAPI
         )
+        return application(router, host: configuration.host, port: configuration.port, configuration, logger)
+    }
+
+    /// The public listener of ``EscrowHTTPConfiguration/publicPort``: web sign-in's start and callback, Apple
+    /// notifications and `/healthz`, nothing token-guarded.
+    public static func buildPublic(
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: any NotificationLog,
+        signIns: (any SignInStore)? = nil,
+        configuration: EscrowHTTPConfiguration,
+        logger: Logger
+    ) -> App {
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: AccessLogMiddleware())
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: MetricsMiddleware())
+        let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
+        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        EscrowRouteCollection.register(
+            on: router.group("/v1"),
+            escrow: escrow,
+            auth: auth,
+            notifications: notifications,
+            signIns: signIns,
+            anonymous: anonymous,
+            configuration: configuration,
+            surface: .publicAPI
+        )
+        router.get("/healthz") { _, _ in
+            try anonymous.admit("healthz")
+            return JSONResponse.make(.ok, ["status": "ok"])
+        }
+        return application(
+            router,
+            host: configuration.publicHost ?? configuration.host,
+            port: configuration.publicPort ?? 0,
+            configuration,
+            logger
+        )
+    }
+
+    private static func application(
+        _ router: Router<BasicRequestContext>,
+        host: String,
+        port: Int,
+        _ configuration: EscrowHTTPConfiguration,
+        _ logger: Logger
+    ) -> App {
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
             body: TimeAmount(configuration.requestBodyTimeout)
@@ -59,7 +113,7 @@ public enum EscrowHTTPApplication {
                 )
             ),
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port),
+                address: .hostname(host, port: port),
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)
             ),
             logger: logger
@@ -73,7 +127,8 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
-        draining: DrainState? = nil
+        draining: DrainState? = nil,
+        surface: EscrowRouteCollection.Surface = .all
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccessLogMiddleware())
@@ -89,7 +144,8 @@ public enum EscrowHTTPApplication {
             notifications: notifications,
             signIns: signIns,
             anonymous: anonymous,
-            configuration: configuration
+            configuration: configuration,
+            surface: surface
         )
         OperationalRoutes(
             escrow: escrow,

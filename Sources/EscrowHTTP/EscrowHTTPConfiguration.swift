@@ -4,6 +4,12 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// Port to bind; 0 picks a free one.
     public var port: Int = 8080
+    /// A second listener for the browser-facing routes only (web sign-in's start and callback, Apple notifications,
+    /// `/healthz`), apart from the token-guarded API on ``port``; nil serves everything on ``port``. 0 picks a free
+    /// one.
+    public var publicPort: Int?
+    /// The public listener's address (default ``host``).
+    public var publicHost: String?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
     /// Requests without a token (`/healthz`, `/readyz`, an open `/metrics`, Apple notifications): one bucket

@@ -54,7 +54,7 @@ public struct EscrowServer: Sendable {
     }
 
     /// The services in start order: flusher, keyring reloader, worker (or, without one, the live-gauge
-    /// refresher), HTTP application, drain marker.
+    /// refresher), HTTP application (and its public listener), drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
         let app = EscrowHTTPApplication.build(
@@ -85,9 +85,23 @@ public struct EscrowServer: Sendable {
                 )
             ]
             : []
+        // The public listener, when there is one: the browser's and Apple's routes apart from the token-guarded API.
+        let publicApp: [any Service] =
+            configuration.publicPort == nil
+            ? []
+            : [
+                EscrowHTTPApplication.buildPublic(
+                    escrow: escrow,
+                    tokens: tokens,
+                    notifications: notifications,
+                    signIns: signIns,
+                    configuration: configuration,
+                    logger: logger
+                )
+            ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        return services + gauges + [app, drain]
+        return services + gauges + [app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

@@ -19,6 +19,19 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to bind (env PROFILE_ESCROW_HOST; default 127.0.0.1; 0.0.0.0 in a container).")
     var host: String?
     @Option(help: "Port to bind (env PROFILE_ESCROW_PORT; default 8080).") var port: Int?
+    @Option(
+        name: .customLong("public-port"),
+        help: """
+            A second listener for the browser's and Apple's routes only: web sign-in, /v1/apple/notifications, \
+            /healthz; the token-guarded API stays on --port (env PROFILE_ESCROW_PUBLIC_PORT).
+            """
+    )
+    var publicPort: Int?
+    @Option(
+        name: .customLong("public-host"),
+        help: "Address of the --public-port listener (env PROFILE_ESCROW_PUBLIC_HOST; default --host)."
+    )
+    var publicHost: String?
     @Flag(
         name: .customLong("no-worker"),
         help: "Do not run the replay worker in this process (env PROFILE_ESCROW_NO_WORKER=true)."
@@ -81,6 +94,8 @@ struct Serve: AsyncParsableCommand {
     var jwksURLText: String? { try? environment.value(appleJWKSURL, "apple-jwks-url") }
     var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
     var portValue: Int { (try? environment.value(port, "port")) ?? 8080 }
+    var publicPortValue: Int? { try? environment.value(publicPort, "public-port") }
+    var publicHostValue: String? { try? environment.value(publicHost, "public-host") }
     var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
@@ -101,6 +116,14 @@ struct Serve: AsyncParsableCommand {
             _ = try WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)
         }
         guard (0...65535).contains(portValue) else { throw ValidationError("--port: must be 0-65535") }
+        if let publicPort = try environment.value(publicPort, "public-port") {
+            guard (0...65535).contains(publicPort) else { throw ValidationError("--public-port: must be 0-65535") }
+            guard publicPort == 0 || publicPort != portValue else {
+                throw ValidationError("--public-port must differ from --port")
+            }
+        } else if try environment.value(publicHost, "public-host") != nil {
+            throw ValidationError("--public-host needs --public-port")
+        }
         if audiences.isEmpty, jwksPath != nil || jwksURLText != nil {
             throw ValidationError(
                 "--apple-jwks and --apple-jwks-url need --apple-audience (PROFILE_ESCROW_APPLE_AUDIENCE): the client ids"
@@ -168,6 +191,7 @@ struct Serve: AsyncParsableCommand {
                     "keyring":
                         "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                     "address": "\(hostValue):\(portValue)",
+                    "public.address": "\(publicPortValue.map { "\(publicHostValue ?? hostValue):\($0)" } ?? "none")",
                     "tokens.path": "\(tokens.place)",
                 ],
                 uniquingKeysWith: { $1 }
@@ -177,6 +201,8 @@ struct Serve: AsyncParsableCommand {
         var configuration = EscrowHTTPConfiguration()
         configuration.host = hostValue
         configuration.port = portValue
+        configuration.publicPort = publicPortValue
+        configuration.publicHost = publicHostValue
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))

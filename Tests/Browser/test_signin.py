@@ -177,9 +177,10 @@ def apple():
     fake.close()
 
 
-def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool = False) -> Node:
+def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool = False,
+                public_port: int | None = None) -> Node:
     """A serve node with web sign-in against the stand-in, the replay worker off. Apple's keys are fetched from the
-    stand-in's JWKS URL, or read from a file."""
+    stand-in's JWKS URL, or read from a file. With `public_port`, the browser's routes are on that listener."""
     if jwks_file:
         path = folder.root / "apple-jwks.json"
         path.write_text(json.dumps(apple.jwks()))
@@ -187,11 +188,14 @@ def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool =
     else:
         keys = ["--apple-jwks-url", f"{apple.origin}/auth/keys"]
     node = Node(folder, "--no-worker")
+    browser_base = node.url if public_port is None else f"http://127.0.0.1:{public_port}"
+    if public_port is not None:
+        node.args += ["--public-port", str(public_port)]
     node.args += [
         "--apple-audience", BUNDLE_ID, "--apple-audience", CLIENT_ID,
         *keys,
         "--signin-client-id", CLIENT_ID,
-        "--signin-callback-url", f"{node.url}/v1/apple/signin/callback",
+        "--signin-callback-url", f"{browser_base}/v1/apple/signin/callback",
         "--signin-return", f"app={apple.origin}/app/signed-in",
         "--apple-authorize-url", f"{apple.origin}/auth/authorize",
         *extra,
@@ -400,3 +404,30 @@ def test_store_down_mid_flow_the_page_resubmits_once_it_is_back(folder, nodes, b
     assert status_code == 200 and json.loads(body)["authorizationCode"] == apple.codes[-1]
     node.stop()
     scan_for_secrets(folder, apple.secrets + [query["ticket"]])
+
+
+def test_public_listener_serves_the_browser_and_nothing_token_guarded(folder, nodes, browser, apple):
+    public = free_port()
+    node = signin_node(folder, apple, public_port=public)
+    nodes.append(node.start())
+    public_url = f"http://127.0.0.1:{public}"
+    token = folder.token("app-backend", "signin", "capture", "metrics")
+
+    browser.get(public_url + "/v1/apple/signin?return=app")
+    ticket = returned_query(browser, apple)["ticket"]
+    assert len(escrows(folder)) == 1
+
+    # The public listener: the browser's routes, Apple notifications and /healthz; nothing token-guarded.
+    assert http("GET", public_url + "/healthz")[0] == 200
+    assert http("POST", public_url + "/v1/apple/notifications", {"payload": "x"})[0] == 401, "served: a bad JWS"
+    auth = {"Authorization": f"Bearer {token}"}
+    for method, path in [("POST", "/v1/apple/signin/tickets/redeem"), ("POST", "/v1/escrows"),
+                         ("GET", "/readyz"), ("GET", "/metrics")]:
+        assert http(method, public_url + path, {"ticket": ticket}, auth)[0] == 404, f"{path} not on the public port"
+    # The internal listener: the token-guarded API, not the browser's routes.
+    assert http("GET", node.url + "/v1/apple/signin?return=app")[0] == 404
+    assert http("GET", node.url + "/readyz")[0] == 200
+    status_code, _, body = redeem(node, token, ticket)
+    assert status_code == 200 and json.loads(body)["authorizationCode"] == apple.codes[-1]
+    node.stop()
+    scan_for_secrets(folder, apple.secrets + [ticket])
