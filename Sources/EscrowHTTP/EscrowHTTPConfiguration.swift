@@ -1,3 +1,5 @@
+public import ProfileEscrow
+
 /// How the HTTP service behaves; every property has a default.
 public struct EscrowHTTPConfiguration: Sendable {
     /// Address to bind (default loopback).
@@ -19,6 +21,8 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var apple: AppleVerifier?
     /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.
     public var signIn: AppleSignInConfiguration?
+    /// Verified Apple notifications are also forwarded to the backend through this (run it as a service), when set.
+    public var notificationForwarder: NotificationForwarder?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
     /// The largest request body (16 KiB).

@@ -83,7 +83,8 @@ public enum EscrowRouteCollection {
                 apple: configuration.apple,
                 log: notifications,
                 maximumBodySize: configuration.maximumBodySize,
-                anonymous: anonymous
+                anonymous: anonymous,
+                forwarder: configuration.notificationForwarder
             ).register(on: routes)
         }
         if let signIns, let apple = configuration.apple, let signIn = configuration.signIn {

@@ -101,7 +101,8 @@ public struct EscrowServer: Sendable {
             ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        return services + gauges + [app] + publicApp + [drain]
+        let forwarder: [any Service] = configuration.notificationForwarder.map { [$0] } ?? []
+        return services + gauges + forwarder + [app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

@@ -78,6 +78,14 @@ struct Serve: AsyncParsableCommand {
             """
     )
     var appleJWKSURL: String?
+    @Option(
+        name: .customLong("forward-notifications"),
+        help: """
+            Forward verified Apple notifications to this backend URL, signed like deliveries with the webhook secret \
+            (env PROFILE_ESCROW_FORWARD_NOTIFICATIONS).
+            """
+    )
+    var forwardNotifications: String?
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
@@ -103,6 +111,23 @@ struct Serve: AsyncParsableCommand {
     var drainDelaySeconds: Double {
         drainDelay == nil && environment.text("drain-delay") == nil
             ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0
+    }
+
+    /// `--forward-notifications`: the URL, signed with the deliveries' webhook secrets; nil when not asked for.
+    func forwarderConfiguration() throws -> NotificationForwarder.Configuration? {
+        guard let text = try environment.value(forwardNotifications, "forward-notifications") else { return nil }
+        guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil
+        else { throw ValidationError("--forward-notifications: must be an absolute http(s) URL") }
+        guard !audiences.isEmpty else {
+            throw ValidationError("--forward-notifications forwards verified notifications: it needs --apple-audience")
+        }
+        let secrets: [WebhookSecret]
+        do {
+            secrets = try worker.workerConfiguration(environment).webhookSecrets
+        } catch let error as ValidationError {
+            throw ValidationError("--forward-notifications signs like deliveries: \(error.message)")
+        }
+        return NotificationForwarder.Configuration(url: url, secrets: secrets)
     }
 
     func validate() throws {
@@ -133,6 +158,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("give Apple's keys as --apple-jwks (a file) or --apple-jwks-url, not both")
         }
         if let jwksURLText { try SignInOptions.requireWebURL(jwksURLText, "--apple-jwks-url") }
+        _ = try forwarderConfiguration()
         if let signIn = try signIn.configuration(environment) {
             guard !audiences.isEmpty else {
                 throw ValidationError(
@@ -225,6 +251,13 @@ struct Serve: AsyncParsableCommand {
             )
         }
         configuration.signIn = try signIn.configuration(environment)
+        if let forwarding = try forwarderConfiguration() {
+            configuration.notificationForwarder = NotificationForwarder(forwarding, logger: logger)
+            logger.notice(
+                "Apple notifications are forwarded to the backend",
+                metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
+            )
+        }
         if let signIn = configuration.signIn {
             logger.notice(
                 "web sign-in on: /v1/apple/signin",
