@@ -45,6 +45,14 @@ struct Serve: AsyncParsableCommand {
     var rateLimit: Double?
     @Option(name: .customLong("rate-burst"), help: "Burst per token (env PROFILE_ESCROW_RATE_BURST; default 200).")
     var rateBurst: Double?
+    @Option(
+        name: .customLong("anonymous-rate-limit"),
+        help: """
+            Requests per second per route without a token, all clients together: /healthz, web sign-in's start and \
+            callback, Apple notifications (env PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT; default 50; burst twice that).
+            """
+    )
+    var anonymousRateLimit: Double?
     @Flag(
         name: .customLong("metrics-token"),
         help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=true)."
@@ -108,6 +116,7 @@ struct Serve: AsyncParsableCommand {
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
     var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
+    var anonymousRateLimitValue: Double { (try? environment.value(anonymousRateLimit, "anonymous-rate-limit")) ?? 50 }
     var drainDelaySeconds: Double {
         drainDelay == nil && environment.text("drain-delay") == nil
             ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0
@@ -172,7 +181,11 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--signin-client-id must also be one of the --apple-audience values")
             }
         }
-        for (name, value) in [("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue)]
+        _ = try environment.value(anonymousRateLimit, "anonymous-rate-limit")
+        for (name, value) in [
+            ("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue),
+            ("anonymous-rate-limit", anonymousRateLimitValue),
+        ]
         where !(value > 0 && value.isFinite) {
             throw ValidationError("--\(name) (or its environment variable) must be a positive number")
         }
@@ -230,6 +243,10 @@ struct Serve: AsyncParsableCommand {
         configuration.publicPort = publicPortValue
         configuration.publicHost = publicHostValue
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
+        configuration.anonymousRateLimit = RateLimit(
+            requestsPerSecond: anonymousRateLimitValue,
+            burst: anonymousRateLimitValue * 2
+        )
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
         // Apple's keys: a file, or fetched (and shut down after the server) from a URL.
