@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from conftest import Folder, Node, browser_requests, free_port, http, make_browser, scan_for_secrets
 
@@ -70,6 +72,10 @@ class FakeApple:
         self.last_form: tuple[str, list[tuple[str, str]]] | None = None
         self.jwks_fetches = 0
         self.returns: list[str] = []
+        # The app's Sign in with Apple key (for its client secret) and what the token endpoint was asked.
+        self.team_id, self.key_id = "TEAMID0001", "KEYID00001"
+        self.app_key = ec.generate_private_key(ec.SECP256R1())
+        self.exchanges: list[dict] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -89,13 +95,15 @@ class FakeApple:
         e = numbers.e.to_bytes((numbers.e.bit_length() + 7) // 8, "big")
         return {"keys": [{"kty": "RSA", "kid": self.kid, "use": "sig", "alg": "RS256", "n": b64url(n), "e": b64url(e)}]}
 
-    def id_token(self, nonce: str) -> str:
+    def id_token(self, nonce: str | None) -> str:
         now = int(time.time())
         header = {"alg": "RS256", "kid": self.kid}
         claims = {
-            "iss": APPLE_ISSUER, "aud": CLIENT_ID, "exp": now + 600, "iat": now, "sub": self.sub, "nonce": nonce,
+            "iss": APPLE_ISSUER, "aud": CLIENT_ID, "exp": now + 600, "iat": now, "sub": self.sub,
             "email": self.email, "email_verified": "true", "is_private_email": "false", "real_user_status": 2,
         }
+        if nonce is not None:
+            claims["nonce"] = nonce
         signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
         signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
         token = signing_input + "." + b64url(signature)
@@ -126,6 +134,34 @@ class FakeApple:
             f'<button id="continue" type="submit">Continue</button></form>{script}</body></html>'
         ).encode()
 
+    def token_exchange(self, form: dict) -> tuple[int, dict]:
+        """Apple's token endpoint: the code must be one it issued, once; the client secret an ES256 JWT of the app's
+        key, from its team, about the Services ID; redirect_uri the one of the authorization."""
+        record = {"client_id": form.get("client_id"), "redirect_uri": form.get("redirect_uri"), "valid": False}
+        self.exchanges.append(record)
+        try:
+            header_part, claims_part, signature_part = form["client_secret"].split(".")
+            header = json.loads(base64.urlsafe_b64decode(header_part + "=="))
+            claims = json.loads(base64.urlsafe_b64decode(claims_part + "=="))
+            raw = base64.urlsafe_b64decode(signature_part + "==")
+            signature = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+            self.app_key.public_key().verify(signature, f"{header_part}.{claims_part}".encode(),
+                                             ec.ECDSA(hashes.SHA256()))
+        except Exception:
+            return 400, {"error": "invalid_client"}
+        used = [e for e in self.exchanges[:-1] if e.get("code") == form.get("code") and e["valid"]]
+        record["code"] = form.get("code")
+        if (header.get("alg"), header.get("kid")) != ("ES256", self.key_id) or claims.get("iss") != self.team_id \
+                or claims.get("sub") != CLIENT_ID or claims.get("aud") != APPLE_ISSUER \
+                or form.get("client_id") != CLIENT_ID or form.get("grant_type") != "authorization_code":
+            return 400, {"error": "invalid_client"}
+        if form.get("code") not in self.codes or used or \
+                form.get("redirect_uri") != self.authorizations[-1]["redirect_uri"]:
+            return 400, {"error": "invalid_grant"}
+        record["valid"] = True
+        return 200, {"access_token": "a" + secrets.token_hex(8), "token_type": "Bearer", "expires_in": 3600,
+                     "refresh_token": "r" + secrets.token_hex(8), "id_token": self.id_token(None)}
+
     def _handler(self):
         apple = self
 
@@ -141,6 +177,14 @@ class FakeApple:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_POST(self):
+                if self.path != "/auth/token":
+                    return self.send(404, b"not found", "text/plain")
+                length = int(self.headers.get("Content-Length") or 0)
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                status, answer = apple.token_exchange(form)
+                self.send(status, json.dumps(answer).encode(), "application/json")
 
             def do_GET(self):
                 url = urllib.parse.urlsplit(self.path)
@@ -178,7 +222,7 @@ def apple():
 
 
 def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool = False,
-                public_port: int | None = None) -> Node:
+                public_port: int | None = None, return_url: str | None = None) -> Node:
     """A serve node with web sign-in against the stand-in, the replay worker off. Apple's keys are fetched from the
     stand-in's JWKS URL, or read from a file. With `public_port`, the browser's routes are on that listener."""
     if jwks_file:
@@ -196,7 +240,7 @@ def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool =
         *keys,
         "--signin-client-id", CLIENT_ID,
         "--signin-callback-url", f"{browser_base}/v1/apple/signin/callback",
-        "--signin-return", f"app={apple.origin}/app/signed-in",
+        "--signin-return", f"app={return_url or apple.origin + '/app/signed-in'}",
         "--apple-authorize-url", f"{apple.origin}/auth/authorize",
         *extra,
     ]
@@ -431,3 +475,55 @@ def test_public_listener_serves_the_browser_and_nothing_token_guarded(folder, no
     assert status_code == 200 and json.loads(body)["authorizationCode"] == apple.codes[-1]
     node.stop()
     scan_for_secrets(folder, apple.secrets + [ticket])
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+@pytest.mark.parametrize("language", ["python", "node"])
+def test_the_documented_app_backend_signs_the_user_in(folder, nodes, browser, apple, language):
+    """docs/examples/signin_backend.{py,js} as written: redeem, code exchange with (the stand-in for) Apple, the
+    escrowed name read and the escrow confirmed."""
+    import shutil
+    import subprocess
+    import sys
+
+    program = {"python": [sys.executable, str(EXAMPLES / "signin_backend.py")],
+               "node": [shutil.which("node") or "node", str(EXAMPLES / "signin_backend.js")]}[language]
+    if language == "node" and not shutil.which("node"):
+        pytest.skip("node is not installed")
+    backend_port = free_port()
+    node = signin_node(folder, apple, return_url=f"http://localhost:{backend_port}/signed-in")
+    nodes.append(node.start())
+    key_file = folder.root / "AuthKey.p8"
+    key_file.write_bytes(apple.app_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+    env = {**os.environ, "ESCROW_URL": node.url, "ESCROW_TOKEN": folder.token("web", "signin", "replay", "confirm"),
+           "APPLE_TEAM_ID": apple.team_id, "APPLE_KEY_ID": apple.key_id, "APPLE_KEY_FILE": str(key_file),
+           "SERVICES_ID": CLIENT_ID, "REDIRECT_URI": f"{node.url}/v1/apple/signin/callback",
+           "APPLE_TOKEN_URL": f"{apple.origin}/auth/token", "PORT": str(backend_port)}
+    log = folder.root / f"backend-{language}.log"
+    with open(log, "wb") as out:
+        backend = subprocess.Popen(program, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: http("GET", f"http://127.0.0.1:{backend_port}/")[0] == 200
+                 if _listening(backend_port) else False, 20, "the example backend listening")
+        browser.get(node.url + "/v1/apple/signin?return=app")
+        wait_for(lambda: browser.current_url == f"http://localhost:{backend_port}/", 30, "the app's home page")
+        text = browser.find_element("tag name", "body").text
+        assert text == f"Hello {apple.first}, you are signed in.", text
+        assert [e["valid"] for e in apple.exchanges] == [True], "one code exchange, with a valid client secret"
+        assert escrows(folder) == [], "the backend confirmed: the escrow is purged"
+    finally:
+        backend.terminate()
+        backend.wait(timeout=10)
+    node.stop()
+    scan_for_secrets(folder, apple.secrets)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
