@@ -1,6 +1,7 @@
 public import EscrowCore
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 public import Logging
 import NIOCore
 public import ProfileEscrow
@@ -10,7 +11,7 @@ public import ServiceLifecycle
 /// The HTTP API on Hummingbird 2.
 ///
 /// ```swift
-/// let app = EscrowHTTPApplication.build(
+/// let app = try EscrowHTTPApplication.build(
 ///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
 ///     configuration: configuration, logger: logger
 /// )
@@ -38,7 +39,7 @@ public enum EscrowHTTPApplication {
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
         logger: Logger
-    ) -> App {
+    ) throws -> App {
         let router = buildRouter(
             escrow: escrow,
             tokens: tokens,
@@ -49,7 +50,14 @@ public enum EscrowHTTPApplication {
             draining: draining,
             surface: configuration.publicPort == nil ? .all : .internalAPI
         )
-        return application(router, host: configuration.host, port: configuration.port, configuration, logger)
+        return try application(
+            router,
+            host: configuration.host,
+            port: configuration.port,
+            clientCA: configuration.tlsClientCA,
+            configuration,
+            logger
+        )
     }
 
     /// The public listener of ``EscrowHTTPConfiguration/publicPort``: web sign-in's start and callback, Apple
@@ -61,7 +69,7 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)? = nil,
         configuration: EscrowHTTPConfiguration,
         logger: Logger
-    ) -> App {
+    ) throws -> App {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
@@ -82,36 +90,45 @@ public enum EscrowHTTPApplication {
             try anonymous.admit("healthz")
             return JSONResponse.make(.ok, ["status": "ok"])
         }
-        return application(
+        return try application(
             router,
             host: configuration.publicHost ?? configuration.host,
             port: configuration.publicPort ?? 0,
+            clientCA: nil,
             configuration,
             logger
         )
     }
 
+    /// The server of one listener: HTTP/1.1, over TLS when ``EscrowHTTPConfiguration/tls`` is set (`clientCA`:
+    /// mutual TLS).
     private static func application(
         _ router: Router<BasicRequestContext>,
         host: String,
         port: Int,
+        clientCA: String?,
         _ configuration: EscrowHTTPConfiguration,
         _ logger: Logger
-    ) -> App {
+    ) throws -> App {
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
             body: TimeAmount(configuration.requestBodyTimeout)
         )
+        // Head, body and idle deadlines, and a cap on open connections: slow or idle clients cannot hold
+        // sockets (see ConnectionDeadlineHandler).
+        let http1 = HTTPServerBuilder.http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
+                idleTimeout: TimeAmount(configuration.idleTimeout)
+            )
+        )
+        let server =
+            try configuration.tls.map {
+                try HTTPServerBuilder.tls(http1, tlsConfiguration: $0.serverConfiguration(clientCA: clientCA))
+            } ?? http1
         return Application(
             router: router,
-            // Head, body and idle deadlines, and a cap on open connections: slow or idle clients cannot hold
-            // sockets (see ConnectionDeadlineHandler).
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
-                    idleTimeout: TimeAmount(configuration.idleTimeout)
-                )
-            ),
+            server: server,
             configuration: .init(
                 address: .hostname(host, port: port),
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)

@@ -12,6 +12,12 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var publicPort: Int?
     /// The public listener's address (default ``host``).
     public var publicHost: String?
+    /// TLS on both listeners with this certificate and key (reloaded when the files change: run a ``TLSReloader``);
+    /// nil serves plain HTTP (behind a TLS proxy).
+    public var tls: TLSCertificateFiles?
+    /// With ``tls``: clients of the internal listener (``port``) must present a certificate issued by this CA file
+    /// (mutual TLS). The public listener never asks for one.
+    public var tlsClientCA: String?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
     /// Requests without a token (`/healthz`, `/readyz`, an open `/metrics`, Apple notifications): one bucket

@@ -57,7 +57,7 @@ public struct EscrowServer: Sendable {
     /// refresher), HTTP application (and its public listener), drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
-        let app = EscrowHTTPApplication.build(
+        let app = try EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
@@ -90,7 +90,7 @@ public struct EscrowServer: Sendable {
             configuration.publicPort == nil
             ? []
             : [
-                EscrowHTTPApplication.buildPublic(
+                try EscrowHTTPApplication.buildPublic(
                     escrow: escrow,
                     tokens: tokens,
                     notifications: notifications,
@@ -102,7 +102,8 @@ public struct EscrowServer: Sendable {
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
         let forwarder: [any Service] = configuration.notificationForwarder.map { [$0] } ?? []
-        return services + gauges + forwarder + [app] + publicApp + [drain]
+        let tlsReloader: [any Service] = configuration.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
+        return services + gauges + forwarder + tlsReloader + [app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

@@ -34,6 +34,7 @@ struct BackendClient: Sendable {
             decompression: .disabled
         )
         httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.concurrency
+        if let tls = configuration.backendTLS { httpConfiguration.tlsConfiguration = tls }
         let http = HTTPClient(
             eventLoopGroup: HTTPClient.defaultEventLoopGroup,
             configuration: httpConfiguration,

@@ -3,6 +3,7 @@ import EscrowCore
 public import Foundation
 public import Logging
 import NIOConcurrencyHelpers
+public import NIOSSL
 public import ServiceLifecycle
 
 /// Forwards verified Apple server-to-server notifications to the backend, signed like deliveries (Standard Webhooks:
@@ -28,6 +29,8 @@ public final class NotificationForwarder: Service, Sendable {
         public var maximumBackoff: Double = 300
         /// One attempt's deadline, answer included.
         public var timeout: Double = 10
+        /// TLS toward the backend, as the deliveries' (``ReplayWorker/Configuration/backendTLS``).
+        public var tls: TLSConfiguration?
 
         public init(url: URL, secrets: [WebhookSecret]) {
             self.url = url
@@ -79,6 +82,7 @@ public final class NotificationForwarder: Service, Sendable {
         var settings = worker
         settings.concurrency = 1
         settings.deliveryTimeout = configuration.timeout
+        settings.backendTLS = configuration.tls
         try await BackendClient.with(settings, logger: logger) { client in
             await cancelWhenGracefulShutdown {
                 await self.loop(client)

@@ -94,6 +94,27 @@ struct Serve: AsyncParsableCommand {
             """
     )
     var forwardNotifications: String?
+    @Option(
+        name: .customLong("tls-certificate"),
+        help: """
+            Serve HTTPS on both listeners with this PEM certificate chain, reloaded when it changes \
+            (env PROFILE_ESCROW_TLS_CERTIFICATE; with --tls-key).
+            """
+    )
+    var tlsCertificate: String?
+    @Option(
+        name: .customLong("tls-key"),
+        help: "The PEM private key of --tls-certificate (env PROFILE_ESCROW_TLS_KEY)."
+    )
+    var tlsKey: String?
+    @Option(
+        name: .customLong("tls-client-ca"),
+        help: """
+            Clients of --port must present a certificate from this PEM CA (mutual TLS; the --public-port listener \
+            never asks) (env PROFILE_ESCROW_TLS_CLIENT_CA).
+            """
+    )
+    var tlsClientCA: String?
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
@@ -136,7 +157,29 @@ struct Serve: AsyncParsableCommand {
         } catch let error as ValidationError {
             throw ValidationError("--forward-notifications signs like deliveries: \(error.message)")
         }
-        return NotificationForwarder.Configuration(url: url, secrets: secrets)
+        var forwarding = NotificationForwarder.Configuration(url: url, secrets: secrets)
+        forwarding.tls = try worker.backendTLS(environment)
+        return forwarding
+    }
+
+    /// The TLS files, checked: both or neither, readable, the key the certificate's.
+    func tlsFiles() throws -> TLSCertificateFiles? {
+        let certificate = try environment.value(tlsCertificate, "tls-certificate")
+        let key = try environment.value(tlsKey, "tls-key")
+        let clientCA = try environment.value(tlsClientCA, "tls-client-ca")
+        guard let certificate, let key else {
+            if certificate != nil || key != nil { throw ValidationError("--tls-certificate and --tls-key go together") }
+            if clientCA != nil { throw ValidationError("--tls-client-ca needs --tls-certificate and --tls-key") }
+            return nil
+        }
+        if let clientCA, !FileManager.default.isReadableFile(atPath: clientCA) {
+            throw ValidationError("--tls-client-ca: cannot read \(clientCA)")
+        }
+        do {
+            return try TLSCertificateFiles(certificatePath: certificate, keyPath: key)
+        } catch {
+            throw ValidationError("\(error)")
+        }
     }
 
     func validate() throws {
@@ -168,6 +211,13 @@ struct Serve: AsyncParsableCommand {
         }
         if let jwksURLText { try SignInOptions.requireWebURL(jwksURLText, "--apple-jwks-url") }
         _ = try forwarderConfiguration()
+        if try tlsFiles() != nil, try environment.value(tlsClientCA, "tls-client-ca") != nil, publicPortValue == nil,
+            try signIn.configuration(environment) != nil
+        {
+            throw ValidationError(
+                "--tls-client-ca asks every client of --port for a certificate: put web sign-in on --public-port"
+            )
+        }
         if let signIn = try signIn.configuration(environment) {
             guard !audiences.isEmpty else {
                 throw ValidationError(
@@ -242,6 +292,8 @@ struct Serve: AsyncParsableCommand {
         configuration.port = portValue
         configuration.publicPort = publicPortValue
         configuration.publicHost = publicHostValue
+        configuration.tls = try tlsFiles()
+        configuration.tlsClientCA = try environment.value(tlsClientCA, "tls-client-ca")
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.anonymousRateLimit = RateLimit(
             requestsPerSecond: anonymousRateLimitValue,

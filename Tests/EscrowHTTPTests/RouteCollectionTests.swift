@@ -156,7 +156,7 @@ struct RouteCollectionTests {
     func readyWhileDraining() async throws {
         let harness = try await HTTPHarness()
         let draining = DrainState()
-        let app = EscrowHTTPApplication.build(
+        let app = try EscrowHTTPApplication.build(
             escrow: harness.escrow,
             tokens: harness.tokenStore,
             notifications: harness.store,
