@@ -107,7 +107,7 @@ class Serve:
         self.process.wait(timeout=30)
 
 
-def run(serve: Serve, requests: list, expect: set[int]) -> tuple[float, list]:
+def run(serve: Serve, requests: list, expect: set[int], phase: str = "") -> tuple[float, list]:
     """Sends every (method, path, headers, body) over CONNECTIONS keep-alive connections; serve's CPU seconds and
     the answers (status, headers, body), in the order of `requests`."""
     answers: list = [None] * len(requests)
@@ -126,12 +126,21 @@ def run(serve: Serve, requests: list, expect: set[int]) -> tuple[float, list]:
         connection.close()
 
     threads = [threading.Thread(target=worker, args=(range(k, len(requests), CONNECTIONS),)) for k in range(CONNECTIONS)]
+    # PERF_PHASE=<phase> records serve's stacks during that phase into perf-<phase>.data (perf report -i …).
+    perf = None
+    if phase and os.environ.get("PERF_PHASE") == phase:
+        perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(serve.process.pid), "-o",
+                                 f"perf-{phase}.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
     before = serve.ticks()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     seconds = (serve.ticks() - before) / HZ
+    if perf:
+        perf.send_signal(2)
+        perf.wait(timeout=60)
     if failures:
         raise SystemExit(f"{len(failures)} unexpected answers, first: {failures[0]}")
     return seconds, answers
@@ -159,7 +168,7 @@ def main():
             body = {"userIdentifier": sub, "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"},
                     "email": email}
             requests.append(("POST", "/v1/escrows", json_headers, json.dumps(body)))
-        results["capture"], _ = run(a, requests, {201})
+        results["capture"], _ = run(a, requests, {201}, "capture")
     finally:
         a.stop()
 
@@ -178,9 +187,9 @@ def main():
             body = {"userIdentifier": sub, "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"},
                     "email": email, "identityToken": sign(claims(sub, BUNDLE_ID, email))}
             requests.append(("POST", "/v1/escrows", json_headers, json.dumps(body)))
-        results["verified capture"], _ = run(b, requests, {201})
+        results["verified capture"], _ = run(b, requests, {201}, "verified")
 
-        results["start"], answers = run(b, [("GET", "/v1/apple/signin", {}, None)] * N, {302})
+        results["start"], answers = run(b, [("GET", "/v1/apple/signin", {}, None)] * N, {302}, "start")
         forms = []
         for i, (_, headers, _) in enumerate(answers):
             query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(headers["Location"]).query))
@@ -191,7 +200,7 @@ def main():
                 "id_token": sign(claims(sub, CLIENT_ID, email, query["nonce"])), "user": json.dumps(user)})
             forms.append(("POST", "/v1/apple/signin/callback",
                           {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie}, form))
-        results["callback"], answers = run(b, forms, {303})
+        results["callback"], answers = run(b, forms, {303}, "callback")
         tickets = []
         for status, headers, _ in answers:
             query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(headers["Location"]).query))

@@ -49,3 +49,32 @@ extension StoreEngine {
         return .completed(used, outcome)
     }
 }
+
+/// One callback's completion, as a store's group commit queues it.
+package struct SignInCompletionItem: Sendable {
+    package let request: SignInCompletionRequest
+    package let capture: CaptureItem?
+
+    package init(request: SignInCompletionRequest, capture: CaptureItem?) {
+        self.request = request
+        self.capture = capture
+    }
+}
+
+/// Concurrent callbacks' completions in one transaction (one fsync): each as ``StoreEngine/completeSignIn(_:capture:in:)``
+/// would in its own, in order, so two callbacks of one state in one batch capture once.
+package typealias SignInBatcher = GroupCommit<SignInCompletionItem, SignInCompletion>
+
+extension StoreEngine {
+    package static func completeSignIns(
+        _ items: [SignInCompletionItem],
+        in transaction: some SignInWriteTransaction
+    ) async throws -> [SignInCompletion] {
+        var results: [SignInCompletion] = []
+        results.reserveCapacity(items.count)
+        for item in items {
+            results.append(try await completeSignIn(item.request, capture: item.capture, in: transaction))
+        }
+        return results
+    }
+}

@@ -96,10 +96,32 @@ package struct AppleJWKS: Sendable {
         return json["kid"]?.stringValue
     }
 
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") else { return nil }
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
+    /// Unpadded base64url (RFC 7515), strictly: any other byte, padding, or an impossible length is nil. On the UTF-8
+    /// bytes: Foundation's string replacing measured 3% of a sign-in callback's CPU.
+    static func base64URLDecode(_ text: Substring) -> [UInt8]? {
+        var output: [UInt8] = []
+        output.reserveCapacity(text.utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in text.utf8 {
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "-"): value = 62
+            case UInt8(ascii: "_"): value = 63
+            default: return nil
+            }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        // A length of 4n+1 characters cannot be base64; leftover bits must be zero (one encoding per value).
+        guard bits < 6, accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return output
     }
 }

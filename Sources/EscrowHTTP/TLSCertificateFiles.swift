@@ -5,10 +5,6 @@ import NIOCore
 public import NIOSSL
 public import ServiceLifecycle
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The server's certificate chain and private key, read from PEM files and read again when they change (a renewed
 /// certificate is served from the next TLS handshake on; connections already open keep theirs). Every handshake
 /// takes the pair in place at that moment, through NIOSSL's per-handshake context callback.
@@ -68,7 +64,7 @@ public final class TLSCertificateFiles: Sendable {
         return Pair(chain: chain, key: key, fingerprint: fingerprint)
     }
 
-    /// Reads the files again if either changed (device, inode, size, modification or change time). Whether the pair
+    /// Reads the files again if either changed (inode, size or modification time). Whether the pair
     /// in use changed; a pair that does not load is logged and left out.
     @discardableResult
     public func reloadIfChanged(logger: Logger) -> Bool {
@@ -114,12 +110,15 @@ public final class TLSCertificateFiles: Sendable {
         return configuration
     }
 
+    /// The file behind `path` (symbolic links followed: a Kubernetes secret's swap counts): its inode, size and
+    /// modification time.
     static func fingerprint(_ path: String) -> [Int]? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return nil }
+        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         return [
-            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec),
-            Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec),
+            (attributes[.systemFileNumber] as? Int) ?? 0, (attributes[.size] as? Int) ?? 0,
+            Int((modified * 1e9).rounded()),
         ]
     }
 }

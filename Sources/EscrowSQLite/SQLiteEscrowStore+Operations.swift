@@ -407,7 +407,7 @@ extension SQLiteEscrowStore {
         try pool.read(body)
     }
 
-    private func requireWritable() throws(EscrowStoreError) {
+    func requireWritable() throws(EscrowStoreError) {
         guard !configuration.readOnly else {
             throw EscrowStoreError(.readOnly, "the store at \(path) is open read-only")
         }

@@ -3,23 +3,28 @@ public import Foundation
 import GRDB
 
 extension SQLiteEscrowStore: SignInStore {
+    /// Not waiting for the disk (see `write(durable:)`): an attempt lost in a power cut only makes its callback
+    /// unknown, and the user signs in again; nothing was acknowledged yet. The callback's own commit is durable, and
+    /// syncs the WAL with every attempt before it.
     public func createSignInAttempt(_ attempt: SignInAttempt) async throws {
-        try await write { try $0.insertSignInAttempt(attempt) }
+        try await write(durable: false) { try $0.insertSignInAttempt(attempt) }
     }
 
     public func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt? {
         try await read { db in try SQLiteWriteTransaction.signInAttempt(db, stateHash: stateHash) }
     }
 
-    /// One transaction of its own, outside the group commit: the attempt's use and the capture commit together.
+    /// Through a group commit of its own (``SignInBatcher``): concurrent callbacks share one transaction and one
+    /// fsync, each attempt's use and capture still committed together, and each answered only once durable.
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         capture record: EscrowRecord?,
         actor: AuditActor,
         lifecycle: EscrowLifecycle
     ) async throws -> SignInCompletion {
+        try requireWritable()
         let item = record.map { CaptureItem(record: $0, actor: actor, lifecycle: lifecycle) }
-        let completion = try await write { try await StoreEngine.completeSignIn(request, capture: item, in: $0) }
+        let completion = try await signInCommitter.submit(SignInCompletionItem(request: request, capture: item))
         // A replaced escrow's bytes leave the WAL as after any purge.
         if case .completed(_, .replaced?) = completion { try await purgedOne() }
         return completion

@@ -51,6 +51,8 @@ public final class SQLiteEscrowStore: EscrowStore {
     let pool: DatabasePool
     let batcher: CaptureBatcher
     let committer: CommitBatcher
+    /// Web sign-in callbacks' completions (capture and the attempt's use), grouped as captures are.
+    let signInCommitter: SignInBatcher
     /// Nil when read-only.
     let writeLock: WriteLock?
     private let closed = NIOLockedValueBox(false)
@@ -132,6 +134,13 @@ public final class SQLiteEscrowStore: EscrowStore {
             writer: .blocking(label: "profile-escrow.outcome-commit") { [pool] batch in
                 Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
                     try await StoreEngine.commit(items, in: transaction)
+                }
+            }
+        )
+        self.signInCommitter = SignInBatcher(
+            writer: .blocking(label: "profile-escrow.signin-commit") { [pool] batch in
+                Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+                    try await StoreEngine.completeSignIns(items, in: transaction)
                 }
             }
         )

@@ -87,21 +87,20 @@ struct AppleKeyFetcherTests {
                 )
             )
             let ecToken = try await Self.token(ec: true)
-            #expect(!(await Self.verifies(verifier, ecToken)), "within the interval: no fetch, refused")
-            #expect(server.requests.count == 1)
             try await Task.sleep(for: .milliseconds(600))
             #expect(await Self.verifies(verifier, ecToken), "the unknown kid fetched the new keys")
             #expect(server.requests.count == 2)
-            // A flood of unknown kids: no fetch within the interval.
+            // A flood of unknown kids: at most one fetch per interval, however many tokens (bounds taken from the
+            // time the flood really took, so a loaded machine cannot make this flaky).
             let forged = try Self.keys.forge(
                 header: ["alg": "RS256", "kid": "forged-kid"],
                 claims: AppleTestKeys.IdentityClaims(sub: "000000.keyfetch.0001")
             )
-            for _ in 0..<20 { #expect(!(await Self.verifies(verifier, forged))) }
-            #expect(server.requests.count == 2, "forged kids fetched nothing within the interval")
-            try await Task.sleep(for: .milliseconds(600))
-            for _ in 0..<20 { #expect(!(await Self.verifies(verifier, forged))) }
-            #expect(server.requests.count == 3, "one fetch per interval at most")
+            let started = ContinuousClock.now
+            for _ in 0..<200 { #expect(!(await Self.verifies(verifier, forged))) }
+            let intervals = Int((ContinuousClock.now - started) / .milliseconds(500))
+            #expect(server.requests.count - 2 <= intervals + 1, "one fetch per interval at most")
+            #expect(server.requests.count - 2 < 200)
         }
     }
 
@@ -142,6 +141,16 @@ struct AppleKeyFetcherTests {
             server.answer(.init(body: Self.jwks([AppleTestKeys.rsaKid])))
             try await Task.sleep(for: .milliseconds(350))
             #expect(await Self.verifies(verifier, try await Self.token()), "the next fetch succeeds")
+        }
+    }
+
+    @Test("base64url of token parts is decoded strictly: no padding, no other alphabet, no stray bits")
+    func base64URLStrict() {
+        #expect(AppleJWKS.base64URLDecode("eyJhbGciOiJSUzI1NiJ9") == Array(#"{"alg":"RS256"}"#.utf8))
+        #expect(AppleJWKS.base64URLDecode("-_8") == [0xFB, 0xFF])
+        #expect(AppleJWKS.base64URLDecode("") == [])
+        for bad in ["eyJ=", "+/8", "a", "abcde", "-_9", "ab c", "ab\u{0}"] {
+            #expect(AppleJWKS.base64URLDecode(Substring(bad)) == nil, "\(bad)")
         }
     }
 
