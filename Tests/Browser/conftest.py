@@ -77,7 +77,8 @@ class Node:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, health_url: str | None = None, timeout: float = 30) -> "Node":
+    def start(self, health_url: str | None = None, timeout: float = 30, context=None) -> "Node":
+        """Starts serve and waits for its /healthz (`context`: an ssl.SSLContext for an https health URL)."""
         out = open(self.log, "ab")
         self.process = subprocess.Popen([BIN, *self.args], stdout=out, stderr=subprocess.STDOUT, env=self.env)
         out.close()
@@ -87,7 +88,7 @@ class Node:
             if self.process.poll() is not None:
                 raise AssertionError(f"serve exited {self.process.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                with urllib.request.urlopen(url, timeout=1) as response:
+                with urllib.request.urlopen(url, timeout=1, context=context) as response:
                     if response.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -105,8 +106,10 @@ class Node:
                 self.process.wait(timeout=5)
 
 
-def http(method: str, url: str, body: bytes | dict | None = None, headers: dict | None = None, timeout: float = 10):
-    """One request with urllib, never following redirects: returns (status, headers, body bytes)."""
+def http(method: str, url: str, body: bytes | dict | None = None, headers: dict | None = None, timeout: float = 10,
+         context=None):
+    """One request with urllib, never following redirects: returns (status, headers, body bytes). `context`: an
+    ssl.SSLContext for https."""
     data = json.dumps(body).encode() if isinstance(body, dict) else body
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     if isinstance(body, dict):
@@ -116,7 +119,7 @@ def http(method: str, url: str, body: bytes | dict | None = None, headers: dict 
         def redirect_request(self, *args, **kwargs):
             return None
 
-    opener = urllib.request.build_opener(NoRedirect)
+    opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPSHandler(context=context))
     try:
         with opener.open(request, timeout=timeout) as response:
             return response.status, response.headers, response.read()
@@ -149,15 +152,16 @@ def nodes():
         node.stop()
 
 
-def make_browser():
-    """A headless Chromium with a fresh profile (its own cookies), logging every network event (see `browser_requests`)."""
+def make_browser(*flags: str):
+    """A headless Chromium with a fresh profile (its own cookies), logging every network event (see `browser_requests`);
+    `flags` are added to its command line."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--window-size=1280,1600"):
+                 "--disable-background-networking", "--window-size=1280,1600", *flags):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")

@@ -222,7 +222,7 @@ def apple():
 
 
 def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool = False,
-                public_port: int | None = None, return_url: str | None = None) -> Node:
+                public_port: int | None = None, return_url: str | None = None, scheme: str = "http") -> Node:
     """A serve node with web sign-in against the stand-in, the replay worker off. Apple's keys are fetched from the
     stand-in's JWKS URL, or read from a file. With `public_port`, the browser's routes are on that listener."""
     if jwks_file:
@@ -232,7 +232,7 @@ def signin_node(folder: Folder, apple: FakeApple, *extra: str, jwks_file: bool =
     else:
         keys = ["--apple-jwks-url", f"{apple.origin}/auth/keys"]
     node = Node(folder, "--no-worker")
-    browser_base = node.url if public_port is None else f"http://127.0.0.1:{public_port}"
+    browser_base = f"{scheme}://127.0.0.1:{public_port or node.port}"
     if public_port is not None:
         node.args += ["--public-port", str(public_port)]
     node.args += [
@@ -527,3 +527,38 @@ def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_full_flow_over_https_with_the_service_s_own_tls(folder, nodes, apple):
+    """--tls-certificate/--tls-key on both listeners: the flow as Apple requires it (https), the redeem over TLS."""
+    import ssl
+    import subprocess
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(folder.root / "tls.key"), "-out", str(folder.root / "tls.pem"), "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=30)
+    context = ssl.create_default_context(cafile=str(folder.root / "tls.pem"))
+    public = free_port()
+    node = signin_node(folder, apple, "--tls-certificate", str(folder.root / "tls.pem"), "--tls-key",
+                       str(folder.root / "tls.key"), public_port=public, scheme="https")
+    nodes.append(node.start(health_url=f"https://127.0.0.1:{node.port}", context=context))
+    token = folder.token("app-backend", "signin")
+    # Plain HTTP is not served.
+    with pytest.raises(Exception):
+        http("GET", f"http://127.0.0.1:{public}/healthz", timeout=3)
+    browser = make_browser("--ignore-certificate-errors")
+    try:
+        browser.get(f"https://127.0.0.1:{public}/v1/apple/signin?return=app")
+        ticket = returned_query(browser, apple)["ticket"]
+        requests = browser_requests(browser)
+    finally:
+        browser.quit()
+    assert [r.get("status") for r in requests if r["url"].endswith("/callback")] == [303]
+    assert all(r["url"].startswith("https://") for r in requests if "/v1/apple/signin" in r["url"])
+    assert len(escrows(folder)) == 1
+    status_code, _, body = http("POST", f"https://127.0.0.1:{node.port}/v1/apple/signin/tickets/redeem",
+                                {"ticket": ticket}, {"Authorization": f"Bearer {token}"}, context=context)
+    assert status_code == 200 and json.loads(body)["authorizationCode"] == apple.codes[-1]
+    node.stop()
+    scan_for_secrets(folder, apple.secrets + [ticket])
