@@ -122,3 +122,9 @@ public struct KeyringReloader: Service {
         ]
     }
 }
+
+extension KeyringReloader: CustomStringConvertible {
+    /// What service-lifecycle logs (at debug) when it starts and stops the service: never `environment`, which holds
+    /// the process's whole environment, the webhook secret and custody credentials included.
+    public var description: String { "KeyringReloader(path: \(path), interval: \(interval))" }
+}

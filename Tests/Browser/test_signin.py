@@ -562,3 +562,60 @@ def test_full_flow_over_https_with_the_service_s_own_tls(folder, nodes, apple):
     assert status_code == 200 and json.loads(body)["authorizationCode"] == apple.codes[-1]
     node.stop()
     scan_for_secrets(folder, apple.secrets + [ticket])
+
+
+def test_verified_notifications_are_forwarded_signed(folder, nodes, apple):
+    """serve --forward-notifications: Apple's notification (on the public listener) is applied, then POSTed to the
+    backend with Standard Webhooks headers that verify with the webhook secret; a forged one is not forwarded."""
+    import hashlib
+    import hmac
+
+    received: list[tuple[dict, bytes]] = []
+
+    class Backend(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            # The first attempt fails: the forwarder retries.
+            self.send_response(503 if len(received) == 1 else 204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    backend = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()  # not through the CLI: its output is logged
+    public = free_port()
+    node = signin_node(folder, apple, "--forward-notifications", f"http://127.0.0.1:{backend.server_port}/apple",
+                       "--backend", f"http://127.0.0.1:{backend.server_port}/register", public_port=public)
+    node.env["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
+    nodes.append(node.start())
+    try:
+        now = int(time.time())
+        events = json.dumps({"type": "consent-revoked", "sub": apple.sub, "event_time": now * 1000})
+        header = {"alg": "RS256", "kid": apple.kid}
+        claims = {"iss": APPLE_ISSUER, "aud": CLIENT_ID, "iat": now, "jti": secrets.token_hex(8), "events": events}
+        signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
+        jws = signing_input + "." + b64url(apple.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()))
+        forged = signing_input + "." + b64url(b"\x00" * 256)
+        assert http("POST", f"http://127.0.0.1:{public}/v1/apple/notifications", {"payload": forged})[0] == 401
+        status, _, body = http("POST", f"http://127.0.0.1:{public}/v1/apple/notifications", {"payload": jws})
+        assert status == 200, body
+        wait_for(lambda: len(received) >= 2, 20, "the notification forwarded after one retry")
+        time.sleep(0.5)
+        assert len(received) == 2, "the forged notification was not forwarded, the verified one once more after 503"
+        headers, body = received[1]
+        key = base64.b64decode(secret.removeprefix("whsec_"))
+        signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+        expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+        assert expected in headers["webhook-signature"].split(" ")
+        assert received[0][0]["webhook-id"] == headers["webhook-id"]
+        forwarded = json.loads(body)
+        assert (forwarded["type"], forwarded["event"], forwarded["payload"]) == ("apple-notification", "consent-revoked",
+                                                                                 jws)
+    finally:
+        backend.shutdown()
+    node.stop()
+    scan_for_secrets(folder, apple.secrets + [secret])
