@@ -29,6 +29,9 @@ public struct EscrowServer: Sendable {
     public let worker: ReplayWorker.Configuration?
     /// The keyring file to follow (reloaded on SIGHUP and when it changes); nil keeps the keyring given.
     public let keyringPath: String?
+    /// Services started before all others and stopped after them, such as a tracing exporter (so that the spans of
+    /// the last requests and deliveries are still sent).
+    public let telemetry: [any Service]
     public let logger: Logger
 
     public init(
@@ -40,6 +43,7 @@ public struct EscrowServer: Sendable {
         configuration: EscrowHTTPConfiguration,
         worker: ReplayWorker.Configuration?,
         keyringPath: String? = nil,
+        telemetry: [any Service] = [],
         logger: Logger
     ) {
         self.escrow = escrow
@@ -50,10 +54,11 @@ public struct EscrowServer: Sendable {
         self.configuration = configuration
         self.worker = worker
         self.keyringPath = keyringPath
+        self.telemetry = telemetry
         self.logger = logger
     }
 
-    /// The services in start order: flusher, keyring reloader, worker (or, without one, the live-gauge
+    /// The services in start order: telemetry, flusher, keyring reloader, worker (or, without one, the live-gauge
     /// refresher), HTTP application, drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
@@ -87,7 +92,7 @@ public struct EscrowServer: Sendable {
             : []
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        return services + gauges + [app, drain]
+        return telemetry + services + gauges + [app, drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

@@ -3,6 +3,7 @@ public import EscrowCrypto
 import Foundation
 public import Logging
 import NIOConcurrencyHelpers
+import Tracing
 
 /// The keychain pattern, on the server: capture the one-time profile before registering, replay it
 /// until the backend confirms, then purge it. What registration services link.
@@ -80,11 +81,31 @@ public final class Escrow: Sendable {
         verified: Bool = false,
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
-        let record = try sealedRecord(profile, verified: verified, now: clock.now())
+        try await EscrowTracing.withSpan(configuration.tracer, "escrow.capture") { span in
+            let receipt = try await captureUntraced(profile, verified: verified, actor: actor)
+            span?.attributes["escrow.id"] = receipt.escrowID.hex
+            span?.attributes["escrow.capture.outcome"] = receipt.outcome.rawValue
+            return receipt
+        }
+    }
+
+    private func captureUntraced(
+        _ profile: Profile,
+        verified: Bool,
+        actor: AuditActor
+    ) async throws -> CaptureReceipt {
+        let tracer = configuration.tracer
+        let record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
+            try sealedRecord(profile, verified: verified, now: clock.now())
+        }
         let outcome: CaptureOutcome
         do {
-            outcome = try await store.capture(record, actor: actor, lifecycle: lifecycle)
-        } catch let error as EscrowStoreError where error.code == .keyVersionRetired {
+            outcome = try await EscrowTracing.withSpan(tracer, "escrow.commit") { _ in
+                try await store.capture(record, actor: actor, lifecycle: lifecycle)
+            }
+        } catch let error as EscrowStoreError {
+            EscrowMetrics.captureFailed(error.code.rawValue)
+            guard error.code == .keyVersionRetired else { throw error }
             logger.error(
                 "refusing to capture: this node's keyring seals to a retired master key version; reload the keyring",
                 metadata: ["key.version": "\(record.sealed.keyVersion)"]
@@ -94,6 +115,9 @@ public final class Escrow: Sendable {
                 "this node's keyring seals to master key version \(record.sealed.keyVersion), which is retired: the "
                     + "capture was not stored; reload the keyring (SIGHUP) or update the keyring file"
             )
+        } catch {
+            EscrowMetrics.captureFailed("unexpected")
+            throw error
         }
         let stored = outcome.record
         let receiptOutcome: CaptureReceipt.Outcome

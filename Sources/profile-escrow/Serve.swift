@@ -72,6 +72,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try OpenTelemetryTraces.validate(options.environment)
         _ = try environment.value(host, "host")
         _ = try environment.value(port, "port")
         _ = try environment.flag(noWorkerFlag, "no-worker")
@@ -122,10 +123,17 @@ struct Serve: AsyncParsableCommand {
         // (their own rollback-journal file, or the PostgreSQL database) and take effect at the next request (a SQLite
         // token file's lookups are kept only while its change counter stays the same).
         let tokens = try await tokenStore.open(options, beside: opened)
+        let traces = try OpenTelemetryTraces.make(
+            environment: options.environment,
+            processName: "serve",
+            logger: logger
+        )
+        var escrowConfiguration = try worker.escrowConfiguration(options)
+        escrowConfiguration.tracer = traces?.tracer
         let escrow = Escrow(
             store: opened.store,
             keyring: keyring,
-            configuration: try worker.escrowConfiguration(options),
+            configuration: escrowConfiguration,
             logger: logger
         )
         // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
@@ -138,6 +146,7 @@ struct Serve: AsyncParsableCommand {
                         "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                     "address": "\(hostValue):\(portValue)",
                     "tokens.path": "\(tokens.place)",
+                    "traces": "\(traces == nil ? "off" : "on (OTLP/HTTP)")",
                 ],
                 uniquingKeysWith: { $1 }
             )
@@ -179,6 +188,7 @@ struct Serve: AsyncParsableCommand {
             configuration: configuration,
             worker: workerConfiguration,
             keyringPath: options.keyringPath,
+            telemetry: traces.map { [$0.service] } ?? [],
             logger: logger
         )
         try await server.run()

@@ -50,8 +50,10 @@ class Folder:
         result = subprocess.run(
             [BIN, *args], input=stdin, capture_output=True, text=True, timeout=60, env={**self.env, **(env or {})}
         )
+        # What the command logs is scanned for secrets; what it prints on stdout is its answer (a new token, say),
+        # given to the test.
         log = self.root / f"cli-{len(self.logs)}.log"
-        log.write_text(result.stdout + result.stderr)
+        log.write_text(result.stderr)
         self.logs.append(log)
         if check and result.returncode != 0:
             raise AssertionError(f"profile-escrow {' '.join(args[:2])} exited {result.returncode}: {result.stderr[-2000:]}")
