@@ -1,6 +1,7 @@
 public import EscrowCore
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 public import Logging
 import NIOCore
 public import ProfileEscrow
@@ -50,20 +51,29 @@ public enum EscrowHTTPApplication {
         )
         return Application(
             router: router,
-            // Head, body and idle deadlines, and a cap on open connections: slow or idle clients cannot hold
-            // sockets (see ConnectionDeadlineHandler).
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
-                    idleTimeout: TimeAmount(configuration.idleTimeout)
-                )
-            ),
+            server: server(configuration, deadlines: deadlines),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port),
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)
             ),
             logger: logger
         )
+    }
+
+    /// HTTP/1.1 with head, body and idle deadlines (slow or idle clients cannot hold sockets, see
+    /// ConnectionDeadlineHandler), behind TLS when the configuration has it.
+    static func server(
+        _ configuration: EscrowHTTPConfiguration,
+        deadlines: ConnectionDeadlineHandler.Deadlines
+    ) -> HTTPServerBuilder {
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
+            idleTimeout: TimeAmount(configuration.idleTimeout)
+        )
+        guard let tls = configuration.tls else { return .http1(configuration: http1) }
+        return HTTPServerBuilder { responder in
+            try TLSChannel(HTTP1Channel(responder: responder, configuration: http1), tlsConfiguration: tls)
+        }
     }
 
     public static func buildRouter(

@@ -1,9 +1,14 @@
+public import NIOSSL
+
 /// How the HTTP service behaves; every property has a default.
 public struct EscrowHTTPConfiguration: Sendable {
     /// Address to bind (default loopback).
     public var host: String = "127.0.0.1"
     /// Port to bind; 0 picks a free one.
     public var port: Int = 8080
+    /// TLS on the listener (``ServerTLS`` builds one from certificate and key files, reloaded when they change,
+    /// with optional client certificates); nil serves plain HTTP, for a proxy that terminates TLS in front.
+    public var tls: TLSConfiguration?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
     /// Requests without a token (`/healthz`, `/readyz`, an open `/metrics`, Apple notifications): one bucket

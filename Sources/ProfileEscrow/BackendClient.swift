@@ -5,6 +5,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Tracing
 
 /// POSTs one escrow to the registration backend and classifies the answer.
@@ -37,6 +38,11 @@ struct BackendClient: Sendable {
             decompression: .disabled
         )
         httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.concurrency
+        if var tls = configuration.backendTLS {
+            // Whatever the caller set, the backend's certificate and name are verified.
+            tls.certificateVerification = .fullVerification
+            httpConfiguration.tlsConfiguration = tls
+        }
         let http = HTTPClient(
             eventLoopGroup: HTTPClient.defaultEventLoopGroup,
             configuration: httpConfiguration,

@@ -1,4 +1,5 @@
 public import Foundation
+public import NIOSSL
 
 extension ReplayWorker {
     /// How a ``ReplayWorker`` delivers. The backend URL and the webhook secret are required; every
@@ -28,6 +29,10 @@ extension ReplayWorker {
         public var sweepInterval: Double = 60
         /// The worker's name in leases and in the audit trail (`worker:<id>`).
         public var workerID: String = ReplayWorker.defaultWorkerID()
+        /// TLS toward an `https` backend: nil verifies its certificate against the system's roots. Set it to trust
+        /// a private CA (`trustRoots`) or to present a client certificate (`certificateChain`, `privateKey`).
+        /// Certificates are always verified, hostnames included; redirects are never followed.
+        public var backendTLS: TLSConfiguration?
 
         /// How long graceful shutdown may take before what is left is cancelled: one delivery timeout
         /// (deliveries in flight end by then) plus 10 s for recording outcomes, giving leases back and a

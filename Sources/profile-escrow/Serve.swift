@@ -51,6 +51,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
     var appleJWKS: String?
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
+    @OptionGroup(title: "TLS") var tls: TLSOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
 
@@ -83,6 +84,7 @@ struct Serve: AsyncParsableCommand {
             _ = try WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)
         }
         guard (0...65535).contains(portValue) else { throw ValidationError("--port: must be 0-65535") }
+        _ = try tls.serverTLS(environment)
         if audiences.isEmpty != (jwksPath == nil) {
             throw ValidationError(
                 "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
@@ -158,6 +160,7 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
+        configuration.tls = try tls.configuration(logger: logger)
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])

@@ -45,6 +45,7 @@ struct WorkerOptions: ParsableArguments {
             "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
     )
     var workerId: String?
+    @OptionGroup var backendTLS: BackendTLSOptions
 
     static let secretVariable = "PROFILE_ESCROW_WEBHOOK_SECRET"
     static let backendVariable = "PROFILE_ESCROW_BACKEND_URL"
@@ -73,6 +74,7 @@ struct WorkerOptions: ParsableArguments {
             configuration.pollInterval = try Self.duration(pollInterval, "poll-interval", default: "1s", environment)
             configuration.sweepInterval = try Self.duration(sweepInterval, "sweep-interval", default: "1m", environment)
             if let workerId = try environment.value(workerId, "worker-id") { configuration.workerID = workerId }
+            configuration.backendTLS = try backendTLS.configuration(environment)
             try configuration.validate()
             return configuration
         } catch let error as EscrowError {
