@@ -331,11 +331,18 @@ public final class Escrow: Sendable {
 
     /// Brings a dead escrow back to `pending`. Returns false when it is not dead.
     @discardableResult
-    public func requeue(id: EscrowID, actor: AuditActor = .library) async throws -> Bool {
-        guard let record = try await store.record(id: id) else {
-            throw EscrowError(.notFound, "no escrow with this id")
+    public func requeue(id: EscrowID, actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Bool {
+        for _ in 0..<8 {
+            guard let record = try await store.record(id: id) else {
+                throw EscrowError(.notFound, "no escrow with this id")
+            }
+            switch try await apply(.requeue, to: record, actor: actor, reason: reason) {
+            case .applied: return true
+            case .ignored: return false
+            case .stale: continue
+            }
         }
-        return try await apply(.requeue, to: record, actor: actor) == .applied
+        throw EscrowError(.conflict, "the escrow kept changing; try again")
     }
 
     /// Brings the user's dead escrow back to `pending`. Returns false when the escrow is not dead; throws
@@ -405,8 +412,16 @@ public final class Escrow: Sendable {
     }
 
     /// Applies one lifecycle event to `record` as read, with compare-and-set.
-    func apply(_ event: LifecycleEvent, to record: EscrowRecord, actor: AuditActor) async throws -> CommitResult {
-        try await commit(lifecycle.handle(event, on: record, at: clock.now(), actor: actor), on: record)
+    func apply(
+        _ event: LifecycleEvent,
+        to record: EscrowRecord,
+        actor: AuditActor,
+        reason: OperatorReason? = nil
+    ) async throws -> CommitResult {
+        try await commit(
+            lifecycle.handle(event, on: record, at: clock.now(), actor: actor).withReason(reason),
+            on: record
+        )
     }
 
     /// Commits a lifecycle action for `record` with compare-and-set on its revision (the fencing rule),
