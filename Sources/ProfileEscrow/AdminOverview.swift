@@ -87,9 +87,14 @@ public final class AdminOverviewPublisher: Service, Sendable {
         self.logger = logger
     }
 
-    /// The last overview published; read now when none is yet.
+    /// The last overview published; read now when none is yet, or when the last is older than three intervals (the
+    /// service is not running).
     public func latest() async throws -> AdminOverview {
-        if let overview = published.withLockedValue({ $0 }) { return overview }
+        if let overview = published.withLockedValue({ $0 }),
+            escrow.clock.now().timeIntervalSince(overview.generatedAt) < 3 * Double(interval.components.seconds)
+        {
+            return overview
+        }
         return try await refresh()
     }
 
