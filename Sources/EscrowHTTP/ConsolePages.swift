@@ -40,7 +40,8 @@ enum ConsolePages {
                 "default-src 'none'; style-src \(styles); img-src 'self' data:; form-action 'self'; "
                 + "frame-ancestors 'none'; base-uri 'none'",
             .cacheControl: "no-store",
-            .referrerPolicy: "no-referrer",
+            // same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on its own form posts.
+            .referrerPolicy: "same-origin",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
             HTTPField.Name("X-Frame-Options")!: "DENY",
             HTTPField.Name("Cross-Origin-Opener-Policy")!: "same-origin",
