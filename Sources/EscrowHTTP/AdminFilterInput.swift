@@ -92,16 +92,19 @@ struct AdminFilterInput: Sendable, Equatable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(8 + EscrowID.byteCount)
         let time = UInt64(bitPattern: position.createdAt)
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: time >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: time >> UInt64(shift)))
+        }
         bytes += position.id.bytes
         return AccessTokens.base64URL(bytes)
     }
 
     static func decodeCursor(_ text: String) -> EscrowListPosition? {
-        guard text.utf8.count == 32, text.utf8.allSatisfy({ byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || byte == 0x2D || byte == 0x5F
-        })
+        guard text.utf8.count == 32,
+            text.utf8.allSatisfy({ byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || byte == 0x2D || byte == 0x5F
+            })
         else { return nil }
         let base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         guard let data = Data(base64Encoded: base64), data.count == 8 + EscrowID.byteCount else { return nil }

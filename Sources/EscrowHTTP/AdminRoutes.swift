@@ -91,7 +91,10 @@ struct AdminRoutes: Sendable {
             allowed: Set(AdminFilterInput.filterNames)
         )
         if let state = input.filter.state, state != .dead {
-            throw AdminFilterInput.invalid(field: "state", "only dead escrows are requeued: state must be dead or absent")
+            throw AdminFilterInput.invalid(
+                field: "state",
+                "only dead escrows are requeued: state must be dead or absent"
+            )
         }
         let result = try await escrow.requeue(matching: input.filter, reason: reason, actor: .http(token: caller.name))
         _ = try? await overview.refresh()

@@ -26,7 +26,11 @@ struct ConsoleRoutes: Sendable {
         router.get("/console/static/console.css") { _, _ in
             var headers = ConsolePages.securityHeaders()
             headers[.contentType] = "text/css; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: ConsolePages.stylesheet)))
+            return Response(
+                status: .ok,
+                headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: ConsolePages.stylesheet))
+            )
         }
         router.get("/console/signin") { _, _ in signInPage() }
         router.post("/console/signin") { request, context in try await signIn(request, context) }
@@ -40,7 +44,8 @@ struct ConsoleRoutes: Sendable {
             }
         }
         router.get("/console") { request, _ in await page(request, scope: nil) { try await home($0) } }
-        router.get("/console/escrows") { request, _ in await page(request, scope: .read) { try await list(request, $0) } }
+        router.get("/console/escrows") { request, _ in await page(request, scope: .read) { try await list(request, $0) }
+        }
         router.post("/console/escrows/requeue") { request, _ in
             await form(request, scope: .operate) { viewer, fields, _ in try await requeueMatching(fields, viewer) }
         }
@@ -67,10 +72,10 @@ struct ConsoleRoutes: Sendable {
                     retentionSeconds: escrow.configuration.retention,
                     now: escrow.configuration.clock.now()
                 ).html()
-                .replacingOccurrences(
-                    of: "<body>",
-                    with: "<body><p><a href=\"/console/\">&#8592; Back to the console</a></p>"
-                )
+                    .replacingOccurrences(
+                        of: "<body>",
+                        with: "<body><p><a href=\"/console/\">&#8592; Back to the console</a></p>"
+                    )
                 var headers = ConsolePages.securityHeaders(styleHashes: ConsolePages.styleHashes(of: html))
                 headers[.contentType] = "text/html; charset=utf-8"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
@@ -206,7 +211,10 @@ struct ConsoleRoutes: Sendable {
         guard Self.sameOrigin(request), let expected = Self.cookieValue(request, Self.signInCookie),
             let csrf = fields["csrf"], Hashing.constantTimeEqual(Array(csrf.utf8), Array(expected.utf8))
         else {
-            return signInPage(message: "The sign-in form expired or was not this site's: try again.", status: .forbidden)
+            return signInPage(
+                message: "The sign-in form expired or was not this site's: try again.",
+                status: .forbidden
+            )
         }
         let token = (fields["token"] ?? "").trimmingCharacters(in: .whitespaces)
         guard !token.isEmpty, token.utf8.count <= AccessTokens.maximumLength else {
@@ -228,7 +236,12 @@ struct ConsoleRoutes: Sendable {
         let session = sessions.create(tokenHash: hash, now: Date())
         context.logger.info("console sign-in", metadata: ["token": "\(record.name)"])
         var headers = HTTPFields()
-        headers.append(HTTPField(name: .setCookie, value: Self.cookie(Self.sessionCookie, session.id, maxAge: Int(sessions.lifetime))))
+        headers.append(
+            HTTPField(
+                name: .setCookie,
+                value: Self.cookie(Self.sessionCookie, session.id, maxAge: Int(sessions.lifetime))
+            )
+        )
         headers.append(HTTPField(name: .setCookie, value: Self.cookie(Self.signInCookie, "", maxAge: 0)))
         return ConsolePages.redirect("/console/", headers: headers)
     }
@@ -247,7 +260,8 @@ struct ConsoleRoutes: Sendable {
                 + "<div class=\"value\">\(ConsolePages.escape(value))</div></div>"
         }
         let live = overview.live.values.reduce(0, +)
-        var body = "<p class=\"muted\">As of \(ConsolePages.time(overview.generatedAt)) (refreshed every few seconds).</p>"
+        var body =
+            "<p class=\"muted\">As of \(ConsolePages.time(overview.generatedAt)) (refreshed every few seconds).</p>"
         body += "<div class=\"cards\">"
         body += card("Live escrows", "\(live)", id: "live")
         body += card("Oldest pending", ConsolePages.age(overview.oldestPendingAgeSeconds), id: "oldest-pending")
@@ -298,10 +312,12 @@ struct ConsoleRoutes: Sendable {
             <button type="submit" id="filter">Filter</button></form>
             """
         body += "<table id=\"escrows\"><thead><tr><th>Escrow</th><th>State</th><th class=\"n\">Attempts</th>"
-        body += "<th>Created</th><th>Expires</th><th class=\"n\">Key</th><th>Dead code</th><th class=\"n\">Last status</th>"
+        body +=
+            "<th>Created</th><th>Expires</th><th class=\"n\">Key</th><th>Dead code</th><th class=\"n\">Last status</th>"
         body += "</tr></thead><tbody>"
         for status in page.escrows {
-            body += "<tr><td class=\"id\"><a href=\"/console/escrows/\(status.escrowID.hex)\">\(status.escrowID.hex)</a></td>"
+            body +=
+                "<tr><td class=\"id\"><a href=\"/console/escrows/\(status.escrowID.hex)\">\(status.escrowID.hex)</a></td>"
             body += "<td>\(status.state.rawValue)</td><td class=\"n\">\(status.attempts)</td>"
             body += "<td>\(ConsolePages.time(status.createdAt))</td><td>\(ConsolePages.time(status.expiresAt))</td>"
             body += "<td class=\"n\">\(status.keyVersion)</td>"
@@ -338,7 +354,11 @@ struct ConsoleRoutes: Sendable {
         return ConsolePages.response(.ok, ConsolePages.page(title: "Escrows", viewer: viewer, body: body))
     }
 
-    func escrowPage(_ context: some RequestContext, _ viewer: ConsolePages.Viewer, notice: String? = nil) async throws
+    func escrowPage(
+        _ context: some RequestContext,
+        _ viewer: ConsolePages.Viewer,
+        notice: String? = nil
+    ) async throws
         -> Response
     {
         let id = try AdminRoutes.escrowID(context)
@@ -398,7 +418,8 @@ struct ConsoleRoutes: Sendable {
         let overview = try await self.overview.latest()
         let keyring = escrow.keyring
         var body = "<p>Active version <strong id=\"active-version\">\(keyring.activeVersion)</strong>; last key cycle "
-        body += "(rotation, rewrap or retirement): <strong id=\"last-cycle\">\(ConsolePages.time(overview.lastKeyCycleAt))</strong>.</p>"
+        body +=
+            "(rotation, rewrap or retirement): <strong id=\"last-cycle\">\(ConsolePages.time(overview.lastKeyCycleAt))</strong>.</p>"
         body += "<table id=\"keys\"><thead><tr><th class=\"n\">Version</th><th>Created</th><th>Secret key here</th>"
         body += "<th class=\"n\">Live escrows</th></tr></thead><tbody>"
         var versions = Set(keyring.keys.map(\.version)).union(overview.keyVersionsInUse.keys)
@@ -425,7 +446,8 @@ struct ConsoleRoutes: Sendable {
         for record in try await tokens.tokens().sorted(by: { $0.name < $1.name }) {
             body += "<tr><td>\(ConsolePages.escape(record.name))</td>"
             body += "<td>\(ConsolePages.escape(record.scopes.sorted().map(\.rawValue).joined(separator: " ")))</td>"
-            body += "<td>\(ConsolePages.time(record.createdAt))</td><td>\(ConsolePages.time(record.revokedAt))</td></tr>"
+            body +=
+                "<td>\(ConsolePages.time(record.createdAt))</td><td>\(ConsolePages.time(record.revokedAt))</td></tr>"
         }
         body += "</tbody></table>"
         return ConsolePages.response(.ok, ConsolePages.page(title: "Tokens", viewer: viewer, body: body))
@@ -440,17 +462,29 @@ struct ConsoleRoutes: Sendable {
         return reason
     }
 
-    func requeue(_ context: some RequestContext, _ fields: SignInForm, _ viewer: ConsolePages.Viewer) async throws
+    func requeue(
+        _ context: some RequestContext,
+        _ fields: SignInForm,
+        _ viewer: ConsolePages.Viewer
+    ) async throws
         -> Response
     {
         let id = try AdminRoutes.escrowID(context)
         let reason = try Self.reason(fields)
         let done = try await escrow.requeue(id: id, actor: .console(token: viewer.name), reason: reason)
         _ = try? await overview.refresh()
-        return try await escrowPage(id: id, viewer, notice: done ? "Requeued." : "Not requeued: the escrow is not dead.")
+        return try await escrowPage(
+            id: id,
+            viewer,
+            notice: done ? "Requeued." : "Not requeued: the escrow is not dead."
+        )
     }
 
-    func erase(_ context: some RequestContext, _ fields: SignInForm, _ viewer: ConsolePages.Viewer) async throws
+    func erase(
+        _ context: some RequestContext,
+        _ fields: SignInForm,
+        _ viewer: ConsolePages.Viewer
+    ) async throws
         -> Response
     {
         let id = try AdminRoutes.escrowID(context)
@@ -472,10 +506,15 @@ struct ConsoleRoutes: Sendable {
         if let state = input.filter.state, state != .dead {
             throw AdminFilterInput.invalid(field: "state", "Only dead escrows are requeued: filter on state dead.")
         }
-        let result = try await escrow.requeue(matching: input.filter, reason: reason, actor: .console(token: viewer.name))
+        let result = try await escrow.requeue(
+            matching: input.filter,
+            reason: reason,
+            actor: .console(token: viewer.name)
+        )
         _ = try? await overview.refresh()
         let more = result.more ? " More match: submit again." : ""
-        let body = "<p class=\"ok\" id=\"notice\">Requeued \(result.requeued) dead escrows.\(more)</p>"
+        let body =
+            "<p class=\"ok\" id=\"notice\">Requeued \(result.requeued) dead escrows.\(more)</p>"
             + "<p><a href=\"/console/escrows?state=dead\">Dead escrows</a></p>"
         return ConsolePages.response(.ok, ConsolePages.page(title: "Requeued", viewer: viewer, body: body))
     }

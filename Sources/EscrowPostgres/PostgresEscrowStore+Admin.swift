@@ -1,6 +1,6 @@
 public import EscrowCore
-public import Foundation
 import EscrowCrypto
+public import Foundation
 import PostgresNIO
 
 extension PostgresEscrowStore {

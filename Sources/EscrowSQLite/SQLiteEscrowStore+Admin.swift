@@ -1,6 +1,6 @@
 public import EscrowCore
-public import Foundation
 import EscrowCrypto
+public import Foundation
 import GRDB
 
 extension SQLiteEscrowStore {
@@ -42,7 +42,9 @@ extension SQLiteEscrowStore {
         arguments += [limit]
         return try await read { [arguments] db in
             // A malformed row is left out of listings (the worker's claim moves it to dead).
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { try? Self.record(from: $0) }
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap {
+                try? Self.record(from: $0)
+            }
         }
     }
 

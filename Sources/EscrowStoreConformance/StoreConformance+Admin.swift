@@ -101,7 +101,10 @@ extension StoreConformance {
         try expect(try await store.commit(requeue, id: dead.id, expectedRevision: dead.revision), "the requeue applies")
         let erase = lifecycle.handle(.purge(.erased), on: pending, at: fixture.start, actor: .http(token: "ops"))
             .withReason(try OperatorReason("user asked").unwrap("a valid reason"))
-        try expect(try await store.commit(erase, id: pending.id, expectedRevision: pending.revision), "the erase applies")
+        try expect(
+            try await store.commit(erase, id: pending.id, expectedRevision: pending.revision),
+            "the erase applies"
+        )
         let events = try await store.auditEvents(escrowID: record.id.hex, limit: 100)
         try expect(
             events.map(\.draft.reason) == [nil, nil, reason.text, "user asked"],

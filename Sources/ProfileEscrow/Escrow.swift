@@ -331,7 +331,8 @@ public final class Escrow: Sendable {
 
     /// Brings a dead escrow back to `pending`. Returns false when it is not dead.
     @discardableResult
-    public func requeue(id: EscrowID, actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Bool {
+    public func requeue(id: EscrowID, actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Bool
+    {
         for _ in 0..<8 {
             guard let record = try await store.record(id: id) else {
                 throw EscrowError(.notFound, "no escrow with this id")

@@ -15,7 +15,11 @@ import Testing
 @Suite("/v1/admin: the operator's API")
 struct AdminRoutesTests {
     /// Captures users 1...count over HTTP and returns their escrow ids, oldest first.
-    static func capture(_ count: Int, _ harness: HTTPHarness, _ client: some TestClientProtocol) async throws -> [String] {
+    static func capture(
+        _ count: Int,
+        _ harness: HTTPHarness,
+        _ client: some TestClientProtocol
+    ) async throws -> [String] {
         var ids: [String] = []
         for number in 1...count {
             let response = try await client.execute(
@@ -86,11 +90,23 @@ struct AdminRoutesTests {
                 #expect(bad.json["field"] as? String == field, "\(query)")
                 #expect(bad.json["code"] as? String == "invalid_parameter")
             }
-            let unknown = try await client.execute(uri: "/v1/admin/escrows?x=1", method: .get, headers: harness.headers("read"))
+            let unknown = try await client.execute(
+                uri: "/v1/admin/escrows?x=1",
+                method: .get,
+                headers: harness.headers("read")
+            )
             #expect(unknown.status == .badRequest)
-            let noScope = try await client.execute(uri: "/v1/admin/escrows", method: .get, headers: harness.headers("capture"))
+            let noScope = try await client.execute(
+                uri: "/v1/admin/escrows",
+                method: .get,
+                headers: harness.headers("capture")
+            )
             #expect(noScope.status == .forbidden)
-            let noToken = try await client.execute(uri: "/v1/admin/escrows", method: .get, headers: harness.headers(nil))
+            let noToken = try await client.execute(
+                uri: "/v1/admin/escrows",
+                method: .get,
+                headers: harness.headers(nil)
+            )
             #expect(noToken.status == .unauthorized)
         }
     }
@@ -101,7 +117,12 @@ struct AdminRoutesTests {
         try await harness.app().test(.router) { client async throws in
             let ids = try await Self.capture(4, harness, client)
             for id in ids.prefix(3) { try await Self.kill(id, harness) }
-            func post(_ uri: String, _ token: String, _ body: String, method: HTTPRequest.Method = .post) async throws
+            func post(
+                _ uri: String,
+                _ token: String,
+                _ body: String,
+                method: HTTPRequest.Method = .post
+            ) async throws
                 -> TestResponse
             {
                 try await client.execute(
@@ -118,18 +139,30 @@ struct AdminRoutesTests {
             #expect(noReason.json["field"] as? String == "reason")
             let control = try await post("/v1/admin/escrows/\(ids[0])/requeue", "operate", #"{"reason":"a\u0007b"}"#)
             #expect(control.json["field"] as? String == "reason")
-            let one = try await post("/v1/admin/escrows/\(ids[0])/requeue", "operate", #"{"reason":"OPS-1 backend fixed"}"#)
+            let one = try await post(
+                "/v1/admin/escrows/\(ids[0])/requeue",
+                "operate",
+                #"{"reason":"OPS-1 backend fixed"}"#
+            )
             #expect(one.status == .ok)
             #expect(one.json["requeued"] as? Bool == true)
             let again = try await post("/v1/admin/escrows/\(ids[0])/requeue", "operate", #"{"reason":"OPS-1 again"}"#)
             #expect(again.json["requeued"] as? Bool == false)
-            let unknown = try await post("/v1/admin/escrows/\(EscrowID.random().hex)/requeue", "operate", #"{"reason":"x"}"#)
+            let unknown = try await post(
+                "/v1/admin/escrows/\(EscrowID.random().hex)/requeue",
+                "operate",
+                #"{"reason":"x"}"#
+            )
             #expect(unknown.status == .notFound)
             let badID = try await post("/v1/admin/escrows/nothex/requeue", "operate", #"{"reason":"x"}"#)
             #expect(badID.status == .badRequest)
             #expect(badID.json["field"] as? String == "escrowId")
 
-            let pendingState = try await post("/v1/admin/escrows/requeue", "operate", #"{"reason":"x","state":"pending"}"#)
+            let pendingState = try await post(
+                "/v1/admin/escrows/requeue",
+                "operate",
+                #"{"reason":"x","state":"pending"}"#
+            )
             #expect(pendingState.status == .badRequest)
             let bulk = try await post(
                 "/v1/admin/escrows/requeue",
@@ -140,9 +173,19 @@ struct AdminRoutesTests {
             #expect(bulk.json["requeued"] as? Int == 2)
             #expect(bulk.json["more"] as? Bool == false)
 
-            let eraseRefused = try await post("/v1/admin/escrows/\(ids[3])", "operate", #"{"reason":"x"}"#, method: .delete)
+            let eraseRefused = try await post(
+                "/v1/admin/escrows/\(ids[3])",
+                "operate",
+                #"{"reason":"x"}"#,
+                method: .delete
+            )
             #expect(eraseRefused.status == .forbidden)
-            let erased = try await post("/v1/admin/escrows/\(ids[3])", "erase", #"{"reason":"OPS-3 user asked"}"#, method: .delete)
+            let erased = try await post(
+                "/v1/admin/escrows/\(ids[3])",
+                "erase",
+                #"{"reason":"OPS-3 user asked"}"#,
+                method: .delete
+            )
             #expect(erased.status == .noContent)
             let gone = try await post("/v1/admin/escrows/\(ids[3])", "erase", #"{"reason":"OPS-3"}"#, method: .delete)
             #expect(gone.status == .notFound)
@@ -176,7 +219,11 @@ struct AdminRoutesTests {
         try await harness.app().test(.router) { client async throws in
             let ids = try await Self.capture(3, harness, client)
             try await Self.kill(ids[0], harness)
-            let overview = try await client.execute(uri: "/v1/admin/overview", method: .get, headers: harness.headers("read"))
+            let overview = try await client.execute(
+                uri: "/v1/admin/overview",
+                method: .get,
+                headers: harness.headers("read")
+            )
             #expect(overview.status == .ok)
             let live = try #require(overview.json["live"] as? [String: Int])
             #expect(live == ["pending": 2, "leased": 0, "awaiting-confirmation": 0, "dead": 1])

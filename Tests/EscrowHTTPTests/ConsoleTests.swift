@@ -21,7 +21,9 @@ struct ConsoleTests {
         func headers(form: Bool = false, origin: String? = nil) -> HTTPFields {
             var fields = HTTPFields()
             if !cookies.isEmpty {
-                fields[.cookie] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+                fields[.cookie] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                    separator: "; "
+                )
             }
             if form { fields[.contentType] = "application/x-www-form-urlencoded" }
             if let origin { fields[.origin] = origin }
@@ -108,7 +110,10 @@ struct ConsoleTests {
             )
             for flag in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] { #expect(cookie.contains(flag)) }
             browser.keep(signedIn)
-            for uri in ["/console/", "/console/escrows?state=dead", "/console/escrows/\(ids[0])", "/console/keys", "/console/tokens"] {
+            for uri in [
+                "/console/", "/console/escrows?state=dead", "/console/escrows/\(ids[0])", "/console/keys",
+                "/console/tokens",
+            ] {
                 let page = try await client.execute(uri: uri, method: .get, headers: browser.headers())
                 #expect(page.status == .ok, "\(uri)")
                 #expect(page.headers[.cacheControl] == "no-store")
@@ -119,7 +124,11 @@ struct ConsoleTests {
                 for token in Fake.tokens { #expect(!page.text.contains(token), "\(uri)") }
                 for token in harness.tokens.values { #expect(!page.text.contains(token), "\(uri)") }
             }
-            let report = try await client.execute(uri: "/console/purge-report", method: .get, headers: browser.headers())
+            let report = try await client.execute(
+                uri: "/console/purge-report",
+                method: .get,
+                headers: browser.headers()
+            )
             #expect(report.status == .forbidden)
             let requeue = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
@@ -139,7 +148,11 @@ struct ConsoleTests {
             try await AdminRoutesTests.kill(ids[0], harness)
             let (browser, home) = try await Self.signIn("all", harness, client)
             #expect(home.status == .ok)
-            let page = try await client.execute(uri: "/console/escrows/\(ids[0])", method: .get, headers: browser.headers())
+            let page = try await client.execute(
+                uri: "/console/escrows/\(ids[0])",
+                method: .get,
+                headers: browser.headers()
+            )
             let csrf = try #require(Browser.csrf(page))
             let forged = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
