@@ -24,7 +24,8 @@ struct AdminFilterInput: Sendable, Equatable {
     static func parse(
         _ fields: [(String, String)],
         now: Date,
-        allowed: Set<String> = Set(filterNames + pageNames)
+        allowed: Set<String> = Set(filterNames + pageNames),
+        emptyIsAbsent: Bool = false
     ) throws(Problem) -> AdminFilterInput {
         var input = AdminFilterInput()
         var seen: Set<String> = []
@@ -34,7 +35,11 @@ struct AdminFilterInput: Sendable, Equatable {
             }
             guard seen.insert(name).inserted else { throw invalid(field: name, "\(name) may be given once") }
             let value = raw.trimmingCharacters(in: .whitespaces)
-            if value.isEmpty { continue }
+            // A form's empty field is a filter not set; an API caller leaves the parameter out instead.
+            if value.isEmpty {
+                if emptyIsAbsent { continue }
+                throw invalid(field: name, "\(name) must not be empty: leave it out instead")
+            }
             switch name {
             case "state":
                 guard let state = EscrowState(rawValue: value), EscrowState.live.contains(state) else {

@@ -79,8 +79,12 @@ struct AdminRoutes: Sendable {
         for member in body where member.key != "reason" {
             switch member.value {
             case .string(let text): fields.append((member.key, text))
-            case .number(let literal): fields.append((member.key, literal))
-            case .null: continue
+            case .number(let literal):
+                // JSON Schema's integer includes 588.0 and 5.88e2: whole numbers in any notation.
+                guard let number = Double(literal), number == number.rounded(), abs(number) < 1e15 else {
+                    throw AdminFilterInput.invalid(field: member.key, "\(member.key) must be a whole number")
+                }
+                fields.append((member.key, String(Int64(number))))
             default:
                 throw AdminFilterInput.invalid(field: member.key, "\(member.key) must be a string or a number")
             }
@@ -208,7 +212,7 @@ struct AdminRoutes: Sendable {
     /// The body as one JSON object's members (`{}` when empty is not allowed: a reason is always required).
     func readObject(_ request: Request) async throws -> [StrictJSON.Member] {
         try RequestBodyReader.requireJSON(request)
-        let bytes = try await RequestBodyReader.read(request, limit: min(maximumBodySize, 4096))
+        let bytes = try await RequestBodyReader.read(request, limit: maximumBodySize)
         guard case .object(let members) = try? StrictJSON.parse(bytes) else {
             throw Problem(.badRequest, code: "invalid_json", detail: "the body must be one JSON object")
         }

@@ -291,7 +291,7 @@ struct ConsoleRoutes: Sendable {
 
     func list(_ request: Request, _ viewer: ConsolePages.Viewer) async throws -> Response {
         let fields = request.uri.queryParameters.map { (String($0.key), String($0.value)) }
-        let input = try AdminFilterInput.parse(fields, now: escrow.configuration.clock.now())
+        let input = try AdminFilterInput.parse(fields, now: escrow.configuration.clock.now(), emptyIsAbsent: true)
         let page = try await escrow.list(input.filter, after: input.cursor, limit: input.limit)
         let given = Dictionary(input.given.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
         func field(_ name: String, _ label: String, size: Int = 10) -> String {
