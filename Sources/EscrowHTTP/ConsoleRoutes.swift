@@ -122,7 +122,17 @@ struct ConsoleRoutes: Sendable {
     ) async -> Response {
         let signedIn: (ConsolePages.Viewer, String)?
         do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
-        guard let (viewer, _) = signedIn else { return ConsolePages.redirect("/console/signin") }
+        guard let (viewer, _) = signedIn else {
+            // Just signed in, yet no session cookie came back: the browser refused a `Secure` cookie over plain HTTP.
+            if request.uri.queryParameters["signedin"] != nil {
+                return signInPage(
+                    message:
+                        "Your browser did not keep the session cookie: open the console over HTTPS (or on localhost).",
+                    status: .forbidden
+                )
+            }
+            return ConsolePages.redirect("/console/signin")
+        }
         if let scope, !viewer.may(scope) {
             return ConsolePages.errorPage(
                 .forbidden,
@@ -243,7 +253,7 @@ struct ConsoleRoutes: Sendable {
             )
         )
         headers.append(HTTPField(name: .setCookie, value: Self.cookie(Self.signInCookie, "", maxAge: 0)))
-        return ConsolePages.redirect("/console/", headers: headers)
+        return ConsolePages.redirect("/console/?signedin", headers: headers)
     }
 
     // MARK: Pages

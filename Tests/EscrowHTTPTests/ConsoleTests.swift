@@ -86,6 +86,9 @@ struct ConsoleTests {
             let anonymous = try await client.execute(uri: "/console/escrows", method: .get)
             #expect(anonymous.status == .seeOther)
             #expect(anonymous.headers[.location] == "/console/signin")
+            // A browser that dropped the Secure cookie (plain HTTP) is told why instead of looping.
+            let dropped = try await client.execute(uri: "/console/?signedin", method: .get)
+            #expect(dropped.status == .forbidden && dropped.text.contains("HTTPS"))
 
             let browser = Browser()
             let form = try await client.execute(uri: "/console/signin", method: .get)
@@ -179,10 +182,12 @@ struct ConsoleTests {
                 uri: "/console/escrows/\(ids[0])/requeue",
                 method: .post,
                 headers: browser.headers(form: true),
-                body: Browser.form([("csrf", csrf), ("reason", "OPS-7 backend back")])
+                body: Browser.form([("csrf", csrf), ("reason", "OPS-7 <b>backend</b> back")])
             )
             #expect(requeued.status == .ok)
             #expect(requeued.text.contains("Requeued."))
+            #expect(requeued.text.contains("OPS-7 &lt;b&gt;backend&lt;/b&gt; back"), "the reason is escaped")
+            #expect(!requeued.text.contains("<b>backend"))
             let erased = try await client.execute(
                 uri: "/console/escrows/\(ids[1])/erase",
                 method: .post,
@@ -207,7 +212,7 @@ struct ConsoleTests {
         let events = try await harness.auditEvents()
         let requeue = try #require(events.last { $0.draft.type == .requeued })
         #expect(requeue.draft.actor.rawValue == "console:all")
-        #expect(requeue.draft.reason == "OPS-7 backend back")
+        #expect(requeue.draft.reason == "OPS-7 <b>backend</b> back")
         let erase = try #require(events.last { $0.draft.type == .purged })
         #expect(erase.draft.detail == "erased" && erase.draft.reason == "OPS-8 user asked")
         for token in Fake.tokens { #expect(!harness.loggedText().contains(token)) }
