@@ -264,9 +264,10 @@ public final class Escrow: Sendable {
     public func erase(
         userIdentifier: String,
         reason: PurgeReason = .erased,
-        actor: AuditActor = .library
+        actor: AuditActor = .library,
+        operatorReason: OperatorReason? = nil
     ) async throws -> Bool {
-        try await apply(.purge(reason), toUser: userIdentifier, actor: actor)
+        try await apply(.purge(reason), toUser: userIdentifier, actor: actor, operatorReason: operatorReason)
     }
 
     /// Purges every escrow past its retention as `expired`; returns how many.
@@ -360,13 +361,13 @@ public final class Escrow: Sendable {
 
     /// Requeues every dead escrow; returns how many.
     @discardableResult
-    public func requeueAllDead(actor: AuditActor = .library) async throws -> Int {
+    public func requeueAllDead(actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Int {
         var count = 0
         var cursor: EscrowID?
         while true {
             let batch = try await store.records(.state(.dead), after: cursor, limit: 500)
             guard let last = batch.last else { break }
-            for record in batch where try await apply(.requeue, to: record, actor: actor) == .applied {
+            for record in batch where try await apply(.requeue, to: record, actor: actor, reason: reason) == .applied {
                 count += 1
             }
             cursor = last.id
@@ -380,7 +381,12 @@ public final class Escrow: Sendable {
         keyring.blindIndex(userIdentifier: userIdentifier)
     }
 
-    private func apply(_ event: LifecycleEvent, toUser userIdentifier: String, actor: AuditActor) async throws -> Bool {
+    private func apply(
+        _ event: LifecycleEvent,
+        toUser userIdentifier: String,
+        actor: AuditActor,
+        operatorReason: OperatorReason? = nil
+    ) async throws -> Bool {
         let index = blindIndex(userIdentifier)
         // A malformed row can never be delivered: a confirmation or an erasure deletes it, anything else quarantines it.
         let ifMalformed: MalformedRowEvent =
@@ -393,7 +399,7 @@ public final class Escrow: Sendable {
             let row = try await userRecord(index, ifMalformed: ifMalformed, actor: actor)
             if case .purgedMalformed = row { return true }
             guard let record = row.record else { return false }
-            switch try await apply(event, to: record, actor: actor) {
+            switch try await apply(event, to: record, actor: actor, reason: operatorReason) {
             case .applied: return true
             case .ignored: return false
             case .stale: continue  // it changed under us (a worker leased it, say): read it again
