@@ -35,7 +35,7 @@ for n in ${SIZES:-1000 1000000}; do
     echo '{"userIdentifier":"000000.benchtemplate.0001","email":"bench@example.invalid"}' | "$bin" capture >/dev/null
     start=$(date +%s.%N)
     sqlite3 "$dir/escrow.sqlite" ".param set :n $n" ".read Benchmarks/admin/fill.sql" >/dev/null
-    fill=$(echo "$(date +%s.%N) - $start" | bc)
+    fill=$(printf "%.3f" "$(echo "$(date +%s.%N) - $start" | bc)")
     echo "{\"escrows\": $n, \"fill_seconds\": $fill, \"store_bytes\": $(stat -c %s "$dir/escrow.sqlite")}"
     token=$("$bin" tokens add bench --scope read 2>/dev/null)
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
