@@ -34,6 +34,7 @@ public enum EscrowHTTPApplication {
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
+        overview: AdminOverviewPublisher? = nil,
         logger: Logger
     ) -> App {
         let router = buildRouter(
@@ -43,7 +44,8 @@ public enum EscrowHTTPApplication {
             signIns: signIns,
             registry: registry,
             configuration: configuration,
-            draining: draining
+            draining: draining,
+            overview: overview
         )
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
@@ -83,7 +85,8 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
-        draining: DrainState? = nil
+        draining: DrainState? = nil,
+        overview: AdminOverviewPublisher? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
@@ -102,6 +105,24 @@ public enum EscrowHTTPApplication {
             anonymous: anonymous,
             configuration: configuration
         )
+        // The operator's API and console: the overview they show is published off the request path (by the
+        // publisher's own service when the caller runs it; else read when the last one is stale).
+        let overview = overview ?? AdminOverviewPublisher(escrow: escrow, logger: Logger(label: "profile-escrow.admin"))
+        AdminRoutes(
+            escrow: escrow,
+            auth: auth,
+            overview: overview,
+            maximumBodySize: configuration.maximumBodySize
+        ).register(on: v1.group("admin"))
+        if configuration.console {
+            ConsoleRoutes(
+                escrow: escrow,
+                tokens: tokens,
+                overview: overview,
+                sessions: ConsoleSessions(),
+                anonymous: anonymous
+            ).register(on: router)
+        }
         OperationalRoutes(
             escrow: escrow,
             auth: auth,

@@ -59,9 +59,10 @@ public struct EscrowServer: Sendable {
     }
 
     /// The services in start order: telemetry, flusher, keyring reloader, worker (or, without one, the live-gauge
-    /// refresher), HTTP application, drain marker.
+    /// refresher), the admin overview publisher, HTTP application, drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
+        let overview = AdminOverviewPublisher(escrow: escrow, logger: logger)
         let app = EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
@@ -70,6 +71,7 @@ public struct EscrowServer: Sendable {
             registry: registry,
             configuration: configuration,
             draining: draining,
+            overview: overview,
             logger: logger
         )
         let services = try EscrowServiceGroup.replayServices(
@@ -92,7 +94,7 @@ public struct EscrowServer: Sendable {
             : []
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        return telemetry + services + gauges + [app, drain]
+        return telemetry + services + gauges + [overview, app, drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +
