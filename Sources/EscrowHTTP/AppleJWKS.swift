@@ -23,10 +23,10 @@ package struct AppleJWKS: Sendable {
         do {
             document = try StrictJSON.parse(json)
         } catch {
-            throw LoadError(description: "the JWKS file is not strict JSON (\(error.message))")
+            throw LoadError(description: "the JWKS is not strict JSON (\(error.message))")
         }
         guard let entries = document["keys"]?.arrayValue else {
-            throw LoadError(description: "the JWKS file is not a JSON object with a keys array")
+            throw LoadError(description: "the JWKS is not a JSON object with a keys array")
         }
         let keys = JWTKeyCollection()
         var algorithms: [String: String] = [:]
@@ -43,7 +43,7 @@ package struct AppleJWKS: Sendable {
                 do {
                     key = try Insecure.RSA.PublicKey(modulus: n, exponent: e)
                 } catch {
-                    throw LoadError(description: "the JWKS file's RSA key \(kid) is not a valid public key (\(error))")
+                    throw LoadError(description: "the JWKS's RSA key \(kid) is not a valid public key (\(error))")
                 }
                 await keys.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))
                 algorithms[kid] = "RS256"
@@ -56,7 +56,7 @@ package struct AppleJWKS: Sendable {
                     key = try ES256PublicKey(parameters: (x, y))
                 } catch {
                     throw LoadError(
-                        description: "the JWKS file's EC key \(kid) is not a valid P-256 public key (\(error))"
+                        description: "the JWKS's EC key \(kid) is not a valid P-256 public key (\(error))"
                     )
                 }
                 await keys.add(ecdsa: key, kid: JWKIdentifier(string: kid))
@@ -66,7 +66,7 @@ package struct AppleJWKS: Sendable {
             }
         }
         guard !algorithms.isEmpty else {
-            throw LoadError(description: "the JWKS file holds no RS256 or ES256 signing key")
+            throw LoadError(description: "the JWKS holds no RS256 or ES256 signing key")
         }
         self.algorithms = algorithms
         self.keys = keys
@@ -86,6 +86,14 @@ package struct AppleJWKS: Sendable {
             let payloadBytes = Self.base64URLDecode(parts[1]), (try? StrictJSON.parse(payloadBytes)) != nil
         else { return false }
         return true
+    }
+
+    /// The `kid` a token's header names, if it is readable (nothing else is checked here).
+    static func kid(of token: String) -> String? {
+        guard let end = token.utf8.firstIndex(of: UInt8(ascii: ".")),
+            let header = base64URLDecode(Substring(token[..<end])), let json = try? StrictJSON.parse(header)
+        else { return nil }
+        return json["kid"]?.stringValue
     }
 
     static func base64URLDecode(_ text: Substring) -> Data? {

@@ -18,6 +18,8 @@ struct AppleNotificationRoutes: Sendable {
     let maximumBodySize: Int
     /// No token: one shared bucket for the route, checked before the body is read.
     let anonymous: RateLimiter
+    /// Where verified notifications are forwarded to the backend, when set.
+    var forwarder: NotificationForwarder? = nil
 
     static let invalid = Problem(
         .unauthorized,
@@ -73,6 +75,16 @@ struct AppleNotificationRoutes: Sendable {
         // newer capture. Without an `event_time`, the notification's own `iat` bounds it.
         let outcome = try await apply(event, before: event.eventTime ?? claims.iat.value)
         _ = try await log.recordNotification(idHash: idHash, at: escrow.configuration.clock.now())
+        if let forwarder {
+            // Apple's signed payload as received, with what this service made of it: the backend can verify the JWS
+            // against Apple's keys itself. Its webhook id is stable (a hash of the jti): a backend dedupes on it.
+            let id = "apple-" + Hex.encode(idHash.prefix(16))
+            let body = JSONResponse.encode([
+                "type": "apple-notification", "id": .string(id), "event": .string(event.kind.name),
+                "events": .string(claims.events), "outcome": .string(outcome), "payload": .string(payload),
+            ])
+            forwarder.forward(id: id, body: body)
+        }
         context.logger.info(
             "Apple notification handled",
             metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"]

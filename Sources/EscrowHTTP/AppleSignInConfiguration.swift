@@ -24,10 +24,17 @@ public struct AppleSignInConfiguration: Sendable {
         self.returns = returns
     }
 
+    /// The origins of the return URLs, sorted: the 503 page's form posts may be redirected there.
+    var returnOrigins: [String] {
+        Set(returns.values.compactMap(Self.origin)).sorted()
+    }
+
     /// The origin of ``authorizeURL`` (`scheme://host[:port]`), the only `Origin` the callback accepts when one is
     /// sent.
-    var authorizeOrigin: String? {
-        guard let components = URLComponents(string: authorizeURL), let scheme = components.scheme,
+    var authorizeOrigin: String? { Self.origin(authorizeURL) }
+
+    static func origin(_ url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme,
             let host = components.host
         else { return nil }
         return components.port.map { "\(scheme)://\(host):\($0)" } ?? "\(scheme)://\(host)"

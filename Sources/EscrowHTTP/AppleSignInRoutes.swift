@@ -29,11 +29,19 @@ struct AppleSignInRoutes: Sendable {
         detail: "the ticket is unknown, already redeemed or expired"
     )
 
-    /// The routes relative to where they are mounted (`/v1` in `serve`).
-    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
-        router.get("apple/signin") { request, context in try await start(request, context) }
-        router.post("apple/signin/callback") { request, context in try await callback(request, context) }
-        router.post("apple/signin/tickets/redeem") { request, context in try await redeem(request, context) }
+    /// The routes relative to where they are mounted (`/v1` in `serve`): the browser's (start, callback), the app
+    /// backend's (the token-guarded redeem), or both.
+    func register<Context: RequestContext>(
+        on router: some RouterMethods<Context>,
+        surface: EscrowRouteCollection.Surface = .all
+    ) {
+        if surface != .internalAPI {
+            router.get("apple/signin") { request, context in try await start(request, context) }
+            router.post("apple/signin/callback") { request, context in try await callback(request, context) }
+        }
+        if surface != .publicAPI {
+            router.post("apple/signin/tickets/redeem") { request, context in try await redeem(request, context) }
+        }
     }
 
     // MARK: - Start
@@ -270,7 +278,8 @@ struct AppleSignInRoutes: Sendable {
         let encoded = stamp.encoded(escrow, stateHash: stateHash, form: SignInForm(fields: fields))
         return SignInPages.retry(
             SignInForm(fields: fields + [(SignInStamp.field, encoded)]),
-            action: configuration.callbackURL
+            action: configuration.callbackURL,
+            returnOrigins: configuration.returnOrigins
         )
     }
 

@@ -2,8 +2,8 @@ import EscrowCore
 import Foundation
 import JWTKit
 
-/// Verifies Apple identity tokens (verified capture) and server-to-server notifications against a
-/// JWKS file and the configured audiences: the key chosen by `kid`, algorithms RS256 and
+/// Verifies Apple identity tokens (verified capture) and server-to-server notifications against
+/// Apple's keys (a JWKS file, or fetched from a URL by ``AppleKeyFetcher``) and the configured audiences: the key chosen by `kid`, algorithms RS256 and
 /// ES256 only, `iss` `https://appleid.apple.com`, `aud`, `exp`, `iat`; for identity tokens also `sub`
 /// and `email`. jwt-kit's Apple helper checks neither the audience nor the algorithm: both are
 /// checked here.
@@ -12,7 +12,7 @@ public final class AppleVerifier: Sendable {
 
     /// The client ids (bundle id, services id) an Apple token may be issued to.
     public let audiences: Set<String>
-    let jwks: AppleJWKS
+    let keys: Keys
     /// Allowed clock skew for `exp` and `iat`, in seconds.
     let leeway: Double = 60
 
@@ -22,9 +22,25 @@ public final class AppleVerifier: Sendable {
         var description: String { "Apple token rejected: \(reason)" }
     }
 
+    /// Where the keys come from.
+    enum Keys: Sendable {
+        /// A JWKS file's, read once.
+        case fixed(AppleJWKS)
+        /// Fetched from a URL, cached and refreshed.
+        case fetched(AppleKeyFetcher)
+    }
+
     public init(jwksJSON: [UInt8], audiences: Set<String>) async throws {
         precondition(!audiences.isEmpty, "at least one audience")
-        self.jwks = try await AppleJWKS(json: jwksJSON)
+        self.keys = .fixed(try await AppleJWKS(json: jwksJSON))
+        self.audiences = audiences
+    }
+
+    /// Keys fetched by `fetcher` (see ``AppleKeyFetcher``): call its `refresh()` at start to fetch before the first
+    /// token.
+    public init(fetcher: AppleKeyFetcher, audiences: Set<String>) {
+        precondition(!audiences.isEmpty, "at least one audience")
+        self.keys = .fetched(fetcher)
         self.audiences = audiences
     }
 
@@ -110,7 +126,17 @@ public final class AppleVerifier: Sendable {
     }
 
     func verifySignature<Claims: JWTPayload>(_ token: String) async throws(Rejection) -> Claims {
-        guard token.utf8.count <= 8 * 1024, jwks.checkHeader(of: token) else {
+        guard token.utf8.count <= 8 * 1024 else { throw Rejection(reason: "larger than 8 KiB") }
+        let jwks: AppleJWKS
+        switch keys {
+        case .fixed(let fixed): jwks = fixed
+        case .fetched(let fetcher):
+            guard let fetched = await fetcher.keys(forKID: AppleJWKS.kid(of: token)) else {
+                throw Rejection(reason: "Apple's keys could not be fetched")
+            }
+            jwks = fetched
+        }
+        guard jwks.checkHeader(of: token) else {
             throw Rejection(reason: "header: unknown kid or algorithm not allowed")
         }
         do {

@@ -11,7 +11,7 @@ public import ServiceLifecycle
 /// The HTTP API on Hummingbird 2.
 ///
 /// ```swift
-/// let app = EscrowHTTPApplication.build(
+/// let app = try EscrowHTTPApplication.build(
 ///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
 ///     configuration: configuration, logger: logger
 /// )
@@ -26,6 +26,10 @@ public enum EscrowHTTPApplication {
     /// - Parameter registry: where `/metrics` reads from. The process that bootstraps `MetricsSystem`
     ///   with ``EscrowPrometheus/factory(registry:)`` over the same registry also exports the library's
     ///   counters, named by Prometheus convention.
+    ///
+    /// With ``EscrowHTTPConfiguration/publicPort`` set, this is the internal listener only (the token-guarded routes
+    /// and the operational ones); ``buildPublic(escrow:tokens:notifications:signIns:configuration:logger:)`` is the
+    /// other.
     public static func build(
         escrow: Escrow,
         tokens: any AccessTokenStore,
@@ -36,7 +40,7 @@ public enum EscrowHTTPApplication {
         draining: DrainState? = nil,
         overview: AdminOverviewPublisher? = nil,
         logger: Logger
-    ) -> App {
+    ) throws -> App {
         let router = buildRouter(
             escrow: escrow,
             tokens: tokens,
@@ -45,37 +49,95 @@ public enum EscrowHTTPApplication {
             registry: registry,
             configuration: configuration,
             draining: draining,
-            overview: overview
+            overview: overview,
+            surface: configuration.publicPort == nil ? .all : .internalAPI
         )
+        return try application(
+            router,
+            host: configuration.host,
+            port: configuration.port,
+            clientCA: configuration.tlsClientCA,
+            configuration,
+            logger
+        )
+    }
+
+    /// The public listener of ``EscrowHTTPConfiguration/publicPort``: web sign-in's start and callback, Apple
+    /// notifications and `/healthz`, nothing token-guarded.
+    public static func buildPublic(
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        notifications: any NotificationLog,
+        signIns: (any SignInStore)? = nil,
+        configuration: EscrowHTTPConfiguration,
+        logger: Logger
+    ) throws -> App {
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
+        router.add(middleware: AccessLogMiddleware())
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: MetricsMiddleware())
+        let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
+        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        EscrowRouteCollection.register(
+            on: router.group("/v1"),
+            escrow: escrow,
+            auth: auth,
+            notifications: notifications,
+            signIns: signIns,
+            anonymous: anonymous,
+            configuration: configuration,
+            surface: .publicAPI
+        )
+        router.get("/healthz") { _, _ in
+            try anonymous.admit("healthz")
+            return JSONResponse.make(.ok, ["status": "ok"])
+        }
+        return try application(
+            router,
+            host: configuration.publicHost ?? configuration.host,
+            port: configuration.publicPort ?? 0,
+            clientCA: nil,
+            configuration,
+            logger
+        )
+    }
+
+    /// The server of one listener: HTTP/1.1, over TLS when ``EscrowHTTPConfiguration/tls`` is set (`clientCA`:
+    /// mutual TLS).
+    private static func application(
+        _ router: Router<BasicRequestContext>,
+        host: String,
+        port: Int,
+        clientCA: String?,
+        _ configuration: EscrowHTTPConfiguration,
+        _ logger: Logger
+    ) throws -> App {
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
             body: TimeAmount(configuration.requestBodyTimeout)
         )
+        // Head, body and idle deadlines, and a cap on open connections: slow or idle clients cannot hold
+        // sockets (see ConnectionDeadlineHandler).
+        let http1 = HTTPServerBuilder.http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
+                idleTimeout: TimeAmount(configuration.idleTimeout)
+            )
+        )
+        let server =
+            try configuration.tls.map {
+                try HTTPServerBuilder.tls(http1, tlsConfiguration: $0.serverConfiguration(clientCA: clientCA))
+            } ?? http1
         return Application(
             router: router,
-            server: server(configuration, deadlines: deadlines),
+            server: server,
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port),
+                address: .hostname(host, port: port),
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)
             ),
             logger: logger
         )
-    }
-
-    /// HTTP/1.1 with head, body and idle deadlines (slow or idle clients cannot hold sockets, see
-    /// ConnectionDeadlineHandler), behind TLS when the configuration has it.
-    static func server(
-        _ configuration: EscrowHTTPConfiguration,
-        deadlines: ConnectionDeadlineHandler.Deadlines
-    ) -> HTTPServerBuilder {
-        let http1 = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [ConnectionDeadlineHandler(deadlines: deadlines)],
-            idleTimeout: TimeAmount(configuration.idleTimeout)
-        )
-        guard let tls = configuration.tls else { return .http1(configuration: http1) }
-        return HTTPServerBuilder { responder in
-            try TLSChannel(HTTP1Channel(responder: responder, configuration: http1), tlsConfiguration: tls)
-        }
     }
 
     public static func buildRouter(
@@ -86,7 +148,8 @@ public enum EscrowHTTPApplication {
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
-        overview: AdminOverviewPublisher? = nil
+        overview: AdminOverviewPublisher? = nil,
+        surface: EscrowRouteCollection.Surface = .all
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
@@ -103,7 +166,8 @@ public enum EscrowHTTPApplication {
             notifications: notifications,
             signIns: signIns,
             anonymous: anonymous,
-            configuration: configuration
+            configuration: configuration,
+            surface: surface
         )
         // The operator's API and console: the overview they show is published off the request path (by the
         // publisher's own service when the caller runs it; else read when the last one is stale).

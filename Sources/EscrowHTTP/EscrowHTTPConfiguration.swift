@@ -1,4 +1,4 @@
-public import NIOSSL
+public import ProfileEscrow
 
 /// How the HTTP service behaves; every property has a default.
 public struct EscrowHTTPConfiguration: Sendable {
@@ -6,9 +6,18 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// Port to bind; 0 picks a free one.
     public var port: Int = 8080
-    /// TLS on the listener (``ServerTLS`` builds one from certificate and key files, reloaded when they change,
-    /// with optional client certificates); nil serves plain HTTP, for a proxy that terminates TLS in front.
-    public var tls: TLSConfiguration?
+    /// A second listener for the browser-facing routes only (web sign-in's start and callback, Apple notifications,
+    /// `/healthz`), apart from the token-guarded API on ``port``; nil serves everything on ``port``. 0 picks a free
+    /// one.
+    public var publicPort: Int?
+    /// The public listener's address (default ``host``).
+    public var publicHost: String?
+    /// TLS on both listeners with this certificate and key (reloaded when the files change: run a ``TLSReloader``);
+    /// nil serves plain HTTP (behind a TLS proxy).
+    public var tls: TLSCertificateFiles?
+    /// With ``tls``: clients of the internal listener (``port``) must present a certificate issued by this CA file
+    /// (mutual TLS). The public listener never asks for one.
+    public var tlsClientCA: String?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
     /// Requests without a token (`/healthz`, `/readyz`, an open `/metrics`, Apple notifications): one bucket
@@ -18,6 +27,8 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var apple: AppleVerifier?
     /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.
     public var signIn: AppleSignInConfiguration?
+    /// Verified Apple notifications are also forwarded to the backend through this (run it as a service), when set.
+    public var notificationForwarder: NotificationForwarder?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
     /// The largest request body (16 KiB).

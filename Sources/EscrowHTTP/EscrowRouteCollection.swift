@@ -20,13 +20,28 @@ public import ProfileEscrow
 /// ``EscrowHTTPConfiguration/apple`` are (`serve` mounts them at `/v1`). Errors inside them
 /// are answered as `application/problem+json`; callers authenticate with the bearer tokens of `tokens`. The
 /// operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
+///
+/// `surface` splits them between two routers, as `serve --public-port` does: `.publicAPI` for the browser and Apple
+/// (web sign-in's start and callback, Apple notifications: no token), `.internalAPI` for your backend (everything
+/// token-guarded, the ticket's redeem included).
 public enum EscrowRouteCollection {
+    /// Which routes a router gets.
+    public enum Surface: Sendable {
+        /// Every route.
+        case all
+        /// The token-guarded routes: escrows, the sign-in ticket's redeem.
+        case internalAPI
+        /// The browser's and Apple's: web sign-in's start and callback, Apple notifications.
+        case publicAPI
+    }
+
     public static func make<Context: RequestContext>(
         escrow: Escrow,
         tokens: any AccessTokenStore,
         notifications: (any NotificationLog)? = nil,
         signIns: (any SignInStore)? = nil,
         configuration: EscrowHTTPConfiguration = EscrowHTTPConfiguration(),
+        surface: Surface = .all,
         context: Context.Type = Context.self
     ) -> RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
@@ -38,7 +53,8 @@ public enum EscrowRouteCollection {
             notifications: notifications,
             signIns: signIns,
             anonymous: RateLimiter(limit: configuration.anonymousRateLimit),
-            configuration: configuration
+            configuration: configuration,
+            surface: surface
         )
         return routes
     }
@@ -50,21 +66,25 @@ public enum EscrowRouteCollection {
         notifications: (any NotificationLog)?,
         signIns: (any SignInStore)? = nil,
         anonymous: RateLimiter,
-        configuration: EscrowHTTPConfiguration
+        configuration: EscrowHTTPConfiguration,
+        surface: Surface = .all
     ) {
-        EscrowRoutes(
-            escrow: escrow,
-            auth: auth,
-            apple: configuration.apple,
-            maximumBodySize: configuration.maximumBodySize
-        ).register(on: routes)
-        if let notifications {
+        if surface != .publicAPI {
+            EscrowRoutes(
+                escrow: escrow,
+                auth: auth,
+                apple: configuration.apple,
+                maximumBodySize: configuration.maximumBodySize
+            ).register(on: routes)
+        }
+        if let notifications, surface != .internalAPI {
             AppleNotificationRoutes(
                 escrow: escrow,
                 apple: configuration.apple,
                 log: notifications,
                 maximumBodySize: configuration.maximumBodySize,
-                anonymous: anonymous
+                anonymous: anonymous,
+                forwarder: configuration.notificationForwarder
             ).register(on: routes)
         }
         if let signIns, let apple = configuration.apple, let signIn = configuration.signIn {
@@ -76,7 +96,7 @@ public enum EscrowRouteCollection {
                 auth: auth,
                 maximumBodySize: configuration.maximumBodySize,
                 anonymous: anonymous
-            ).register(on: routes)
+            ).register(on: routes, surface: surface)
         }
     }
 }

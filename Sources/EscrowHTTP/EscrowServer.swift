@@ -59,11 +59,12 @@ public struct EscrowServer: Sendable {
     }
 
     /// The services in start order: telemetry, flusher, keyring reloader, worker (or, without one, the live-gauge
-    /// refresher), the admin overview publisher, HTTP application, drain marker.
+    /// refresher), notification forwarder, TLS reloader, the admin overview publisher, HTTP application (and its
+    /// public listener), drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
         let overview = AdminOverviewPublisher(escrow: escrow, logger: logger)
-        let app = EscrowHTTPApplication.build(
+        let app = try EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
@@ -92,9 +93,25 @@ public struct EscrowServer: Sendable {
                 )
             ]
             : []
+        // The public listener, when there is one: the browser's and Apple's routes apart from the token-guarded API.
+        let publicApp: [any Service] =
+            configuration.publicPort == nil
+            ? []
+            : [
+                try EscrowHTTPApplication.buildPublic(
+                    escrow: escrow,
+                    tokens: tokens,
+                    notifications: notifications,
+                    signIns: signIns,
+                    configuration: configuration,
+                    logger: logger
+                )
+            ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        return telemetry + services + gauges + [overview, app, drain]
+        let forwarder: [any Service] = configuration.notificationForwarder.map { [$0] } ?? []
+        let tlsReloader: [any Service] = configuration.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
+        return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

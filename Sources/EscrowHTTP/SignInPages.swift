@@ -21,8 +21,10 @@ enum SignInPages {
     }
 
     /// `503`: the escrow could not take the profile. The same form is posted again by the browser, with backoff,
-    /// for a few minutes, and on the button: until the escrow holds the profile, the browser keeps it.
-    static func retry(_ form: SignInForm, action: String) -> Response {
+    /// for a few minutes, and on the button: until the escrow holds the profile, the browser keeps it. The post's
+    /// answer redirects to a return URL: `returnOrigins` (the allow-list's origins) must be in `form-action`, which
+    /// browsers also enforce on a form's redirects.
+    static func retry(_ form: SignInForm, action: String, returnOrigins: [String]) -> Response {
         let nonce = AccessTokens.base64URL(Hashing.randomBytes(count: 16))
         var inputs = ""
         for field in form.fields {
@@ -40,6 +42,7 @@ enum SignInPages {
             title: "Saving your sign-in",
             body: body,
             scriptNonce: nonce,
+            formAction: returnOrigins,
             extraHeaders: [.retryAfter: "2"]
         )
     }
@@ -68,6 +71,7 @@ enum SignInPages {
         title: String,
         body: String,
         scriptNonce: String?,
+        formAction: [String] = [],
         extraHeaders: HTTPFields = [:]
     ) -> Response {
         let html = """
@@ -83,8 +87,9 @@ enum SignInPages {
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
         headers[.referrerPolicy] = "no-referrer"
+        let targets = (["'self'"] + formAction).joined(separator: " ")
         headers[.contentSecurityPolicy] =
-            "default-src 'none'; \(script)form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+            "default-src 'none'; \(script)form-action \(targets); frame-ancestors 'none'; base-uri 'none'"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 

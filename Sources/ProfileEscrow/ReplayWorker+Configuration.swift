@@ -29,9 +29,8 @@ extension ReplayWorker {
         public var sweepInterval: Double = 60
         /// The worker's name in leases and in the audit trail (`worker:<id>`).
         public var workerID: String = ReplayWorker.defaultWorkerID()
-        /// TLS toward an `https` backend: nil verifies its certificate against the system's roots. Set it to trust
-        /// a private CA (`trustRoots`) or to present a client certificate (`certificateChain`, `privateKey`).
-        /// Certificates are always verified, hostnames included; redirects are never followed.
+        /// TLS toward the backend: a CA of its own to trust instead of the system's, a client certificate (mutual
+        /// TLS). Nil: the system's trust store, no client certificate.
         public var backendTLS: TLSConfiguration?
 
         /// How long graceful shutdown may take before what is left is cancelled: one delivery timeout

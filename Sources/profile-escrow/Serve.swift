@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import EscrowCore
 import EscrowCrypto
 import EscrowHTTP
@@ -18,6 +19,19 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to bind (env PROFILE_ESCROW_HOST; default 127.0.0.1; 0.0.0.0 in a container).")
     var host: String?
     @Option(help: "Port to bind (env PROFILE_ESCROW_PORT; default 8080).") var port: Int?
+    @Option(
+        name: .customLong("public-port"),
+        help: """
+            A second listener for the browser's and Apple's routes only: web sign-in, /v1/apple/notifications, \
+            /healthz; the token-guarded API stays on --port (env PROFILE_ESCROW_PUBLIC_PORT).
+            """
+    )
+    var publicPort: Int?
+    @Option(
+        name: .customLong("public-host"),
+        help: "Address of the --public-port listener (env PROFILE_ESCROW_PUBLIC_HOST; default --host)."
+    )
+    var publicHost: String?
     @Flag(
         name: .customLong("no-worker"),
         help: "Do not run the replay worker in this process (env PROFILE_ESCROW_NO_WORKER=true)."
@@ -31,6 +45,14 @@ struct Serve: AsyncParsableCommand {
     var rateLimit: Double?
     @Option(name: .customLong("rate-burst"), help: "Burst per token (env PROFILE_ESCROW_RATE_BURST; default 200).")
     var rateBurst: Double?
+    @Option(
+        name: .customLong("anonymous-rate-limit"),
+        help: """
+            Requests per second per route without a token, all clients together: /healthz, web sign-in's start and \
+            callback, Apple notifications (env PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT; default 50; burst twice that).
+            """
+    )
+    var anonymousRateLimit: Double?
     @Flag(
         name: .customLong("metrics-token"),
         help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=true)."
@@ -38,9 +60,12 @@ struct Serve: AsyncParsableCommand {
     var metricsTokenFlag = false
     @Option(
         name: .customLong("apple-audience"),
-        help: "Apple client ids, comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE)."
+        help: """
+            Apple client ids (bundle ID, Services ID), repeated or comma-separated (env PROFILE_ESCROW_APPLE_AUDIENCE, \
+            comma-separated).
+            """
     )
-    var appleAudience: String?
+    var appleAudience: [String] = []
     @Option(
         help: """
             How long /readyz answers 503 after SIGTERM before the server stops taking requests \
@@ -48,28 +73,113 @@ struct Serve: AsyncParsableCommand {
             """
     )
     var drainDelay: String?
-    @Option(name: .customLong("apple-jwks"), help: "Apple JWKS file (env PROFILE_ESCROW_APPLE_JWKS).")
+    @Option(
+        name: .customLong("apple-jwks"),
+        help: "Apple's keys from this JWKS file instead of the URL (env PROFILE_ESCROW_APPLE_JWKS)."
+    )
     var appleJWKS: String?
+    @Option(
+        name: .customLong("apple-jwks-url"),
+        help: """
+            Where Apple's keys are fetched, cached per Cache-Control and fetched again on an unknown kid \
+            (env PROFILE_ESCROW_APPLE_JWKS_URL; default https://appleid.apple.com/auth/keys).
+            """
+    )
+    var appleJWKSURL: String?
+    @Option(
+        name: .customLong("forward-notifications"),
+        help: """
+            Forward verified Apple notifications to this backend URL, signed like deliveries with the webhook secret \
+            (env PROFILE_ESCROW_FORWARD_NOTIFICATIONS).
+            """
+    )
+    var forwardNotifications: String?
+    @Option(
+        name: .customLong("tls-certificate"),
+        help: """
+            Serve HTTPS on both listeners with this PEM certificate chain, reloaded when it changes \
+            (env PROFILE_ESCROW_TLS_CERTIFICATE; with --tls-key).
+            """
+    )
+    var tlsCertificate: String?
+    @Option(
+        name: .customLong("tls-key"),
+        help: "The PEM private key of --tls-certificate (env PROFILE_ESCROW_TLS_KEY)."
+    )
+    var tlsKey: String?
+    @Option(
+        name: .customLong("tls-client-ca"),
+        help: """
+            Clients of --port must present a certificate from this PEM CA (mutual TLS; the --public-port listener \
+            never asks) (env PROFILE_ESCROW_TLS_CLIENT_CA).
+            """
+    )
+    var tlsClientCA: String?
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
-    @OptionGroup(title: "TLS") var tls: TLSOptions
 
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
 
     var environment: OptionEnvironment { .process }
     var audiences: Set<String> {
-        let text = (try? environment.value(appleAudience, "apple-audience")) ?? ""
-        return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        let values = appleAudience.isEmpty ? [environment.text("apple-audience") ?? ""] : appleAudience
+        return Set(
+            values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        )
     }
     var jwksPath: String? { try? environment.value(appleJWKS, "apple-jwks") }
+    var jwksURLText: String? { try? environment.value(appleJWKSURL, "apple-jwks-url") }
     var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
     var portValue: Int { (try? environment.value(port, "port")) ?? 8080 }
+    var publicPortValue: Int? { try? environment.value(publicPort, "public-port") }
+    var publicHostValue: String? { try? environment.value(publicHost, "public-host") }
     var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
     var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
+    var anonymousRateLimitValue: Double { (try? environment.value(anonymousRateLimit, "anonymous-rate-limit")) ?? 50 }
     var drainDelaySeconds: Double {
         drainDelay == nil && environment.text("drain-delay") == nil
             ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0
+    }
+
+    /// `--forward-notifications`: the URL, signed with the deliveries' webhook secrets; nil when not asked for.
+    func forwarderConfiguration() throws -> NotificationForwarder.Configuration? {
+        guard let text = try environment.value(forwardNotifications, "forward-notifications") else { return nil }
+        guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil
+        else { throw ValidationError("--forward-notifications: must be an absolute http(s) URL") }
+        guard !audiences.isEmpty else {
+            throw ValidationError("--forward-notifications forwards verified notifications: it needs --apple-audience")
+        }
+        let secrets: [WebhookSecret]
+        do {
+            secrets = try worker.workerConfiguration(environment).webhookSecrets
+        } catch let error as ValidationError {
+            throw ValidationError("--forward-notifications signs like deliveries: \(error.message)")
+        }
+        var forwarding = NotificationForwarder.Configuration(url: url, secrets: secrets)
+        forwarding.tls = try worker.backendTLS(environment)
+        return forwarding
+    }
+
+    /// The TLS files, checked: both or neither, readable, the key the certificate's.
+    func tlsFiles() throws -> TLSCertificateFiles? {
+        let certificate = try environment.value(tlsCertificate, "tls-certificate")
+        let key = try environment.value(tlsKey, "tls-key")
+        let clientCA = try environment.value(tlsClientCA, "tls-client-ca")
+        guard let certificate, let key else {
+            if certificate != nil || key != nil { throw ValidationError("--tls-certificate and --tls-key go together") }
+            if clientCA != nil { throw ValidationError("--tls-client-ca needs --tls-certificate and --tls-key") }
+            return nil
+        }
+        if let clientCA, !FileManager.default.isReadableFile(atPath: clientCA) {
+            throw ValidationError("--tls-client-ca: cannot read \(clientCA)")
+        }
+        do {
+            return try TLSCertificateFiles(certificatePath: certificate, keyPath: key)
+        } catch {
+            throw ValidationError("\(error)")
+        }
     }
 
     func validate() throws {
@@ -84,18 +194,49 @@ struct Serve: AsyncParsableCommand {
             _ = try WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)
         }
         guard (0...65535).contains(portValue) else { throw ValidationError("--port: must be 0-65535") }
-        _ = try tls.serverTLS(environment)
-        if audiences.isEmpty != (jwksPath == nil) {
+        if let publicPort = try environment.value(publicPort, "public-port") {
+            guard (0...65535).contains(publicPort) else { throw ValidationError("--public-port: must be 0-65535") }
+            guard publicPort == 0 || publicPort != portValue else {
+                throw ValidationError("--public-port must differ from --port")
+            }
+        } else if try environment.value(publicHost, "public-host") != nil {
+            throw ValidationError("--public-host needs --public-port")
+        }
+        if audiences.isEmpty, jwksPath != nil || jwksURLText != nil {
             throw ValidationError(
-                "verified capture needs both PROFILE_ESCROW_APPLE_AUDIENCE and PROFILE_ESCROW_APPLE_JWKS (or neither)"
+                "--apple-jwks and --apple-jwks-url need --apple-audience (PROFILE_ESCROW_APPLE_AUDIENCE): the client ids"
             )
         }
-        if try signIn.configuration(environment) != nil, jwksPath == nil {
+        if jwksPath != nil, jwksURLText != nil {
+            throw ValidationError("give Apple's keys as --apple-jwks (a file) or --apple-jwks-url, not both")
+        }
+        if let jwksURLText { try SignInOptions.requireWebURL(jwksURLText, "--apple-jwks-url") }
+        _ = try forwarderConfiguration()
+        if try tlsFiles() != nil, try environment.value(tlsClientCA, "tls-client-ca") != nil, publicPortValue == nil,
+            try signIn.configuration(environment) != nil
+        {
             throw ValidationError(
-                "web sign-in verifies Apple's id_token: it needs --apple-audience and --apple-jwks too"
+                "--tls-client-ca asks every client of --port for a certificate: put web sign-in on --public-port"
             )
         }
-        for (name, value) in [("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue)]
+        if let signIn = try signIn.configuration(environment) {
+            guard !audiences.isEmpty else {
+                throw ValidationError(
+                    """
+                    web sign-in verifies Apple's id_token: it needs --apple-audience too (with the keys from \
+                    --apple-jwks-url, default Apple's, or an --apple-jwks file)
+                    """
+                )
+            }
+            guard audiences.contains(signIn.clientID) else {
+                throw ValidationError("--signin-client-id must also be one of the --apple-audience values")
+            }
+        }
+        _ = try environment.value(anonymousRateLimit, "anonymous-rate-limit")
+        for (name, value) in [
+            ("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue),
+            ("anonymous-rate-limit", anonymousRateLimitValue),
+        ]
         where !(value > 0 && value.isFinite) {
             throw ValidationError("--\(name) (or its environment variable) must be a positive number")
         }
@@ -147,6 +288,7 @@ struct Serve: AsyncParsableCommand {
                     "keyring":
                         "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
                     "address": "\(hostValue):\(portValue)",
+                    "public.address": "\(publicPortValue.map { "\(publicHostValue ?? hostValue):\($0)" } ?? "none")",
                     "tokens.path": "\(tokens.place)",
                     "traces": "\(traces == nil ? "off" : "on (OTLP/HTTP)")",
                 ],
@@ -157,15 +299,43 @@ struct Serve: AsyncParsableCommand {
         var configuration = EscrowHTTPConfiguration()
         configuration.host = hostValue
         configuration.port = portValue
+        configuration.publicPort = publicPortValue
+        configuration.publicHost = publicHostValue
+        configuration.tls = try tlsFiles()
+        configuration.tlsClientCA = try environment.value(tlsClientCA, "tls-client-ca")
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
+        configuration.anonymousRateLimit = RateLimit(
+            requestsPerSecond: anonymousRateLimitValue,
+            burst: anonymousRateLimitValue * 2
+        )
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
-        configuration.tls = try tls.configuration(logger: logger)
+        // Apple's keys: a file, or fetched (and shut down after the server) from a URL.
+        var keyClient: HTTPClient?
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
+        } else if !audiences.isEmpty {
+            let url = jwksURLText.flatMap(URL.init(string:)) ?? AppleKeyFetcher.appleURL
+            let client = AppleKeyFetcher.makeClient(logger: logger)
+            keyClient = client
+            let fetcher = AppleKeyFetcher(AppleKeyFetcher.Configuration(url: url), client: client, logger: logger)
+            // Not fatal: without keys every token is refused until a later fetch succeeds (logged).
+            await fetcher.refresh()
+            configuration.apple = AppleVerifier(fetcher: fetcher, audiences: audiences)
+            logger.notice(
+                "verified capture on: identity tokens are required",
+                metadata: ["apple.jwks.url": "\(url.absoluteString)"]
+            )
         }
         configuration.signIn = try signIn.configuration(environment)
+        if let forwarding = try forwarderConfiguration() {
+            configuration.notificationForwarder = NotificationForwarder(forwarding, logger: logger)
+            logger.notice(
+                "Apple notifications are forwarded to the backend",
+                metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
+            )
+        }
         if let signIn = configuration.signIn {
             logger.notice(
                 "web sign-in on: /v1/apple/signin",
@@ -194,7 +364,13 @@ struct Serve: AsyncParsableCommand {
             telemetry: traces.map { [$0.service] } ?? [],
             logger: logger
         )
-        try await server.run()
+        do {
+            try await server.run()
+        } catch {
+            try? await keyClient?.shutdown()
+            throw error
+        }
+        try await keyClient?.shutdown()
         try await tokens.close()
         try await opened.close()
         logger.notice("stopped")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import EscrowCore
 import Foundation
+import NIOSSL
 import ProfileEscrow
 
 /// The replay worker's tuning, shared by `replay` and `serve`; each option also from its
@@ -45,7 +46,56 @@ struct WorkerOptions: ParsableArguments {
             "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
     )
     var workerId: String?
-    @OptionGroup var backendTLS: BackendTLSOptions
+
+    @Option(
+        name: .customLong("backend-ca"),
+        help: "Trust this PEM CA for the backend instead of the system's (env PROFILE_ESCROW_BACKEND_CA)."
+    )
+    var backendCA: String?
+    @Option(
+        name: .customLong("backend-client-certificate"),
+        help: "A PEM client certificate for the backend (mutual TLS; env PROFILE_ESCROW_BACKEND_CLIENT_CERTIFICATE)."
+    )
+    var backendClientCertificate: String?
+    @Option(
+        name: .customLong("backend-client-key"),
+        help: "The PEM key of --backend-client-certificate (env PROFILE_ESCROW_BACKEND_CLIENT_KEY)."
+    )
+    var backendClientKey: String?
+
+    /// TLS toward the backend; nil with none of its options (the system's trust store, no client certificate).
+    func backendTLS(_ environment: OptionEnvironment = .process) throws -> TLSConfiguration? {
+        let ca = try environment.value(backendCA, "backend-ca")
+        let certificate = try environment.value(backendClientCertificate, "backend-client-certificate")
+        let key = try environment.value(backendClientKey, "backend-client-key")
+        guard ca != nil || certificate != nil || key != nil else { return nil }
+        guard (certificate == nil) == (key == nil) else {
+            throw ValidationError("--backend-client-certificate and --backend-client-key go together")
+        }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if let ca {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
+            } catch {
+                throw ValidationError("--backend-ca: \(ca) does not load as PEM certificates")
+            }
+        }
+        if let certificate, let key {
+            do {
+                let chain = try NIOSSLCertificate.fromPEMFile(certificate)
+                tls.certificateChain = chain.map { .certificate($0) }
+            } catch {
+                throw ValidationError("--backend-client-certificate: \(certificate) does not load as PEM")
+            }
+            do {
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+            } catch {
+                throw ValidationError("--backend-client-key: \(key) does not load as a PEM private key")
+            }
+        }
+        return tls
+    }
 
     static let secretVariable = "PROFILE_ESCROW_WEBHOOK_SECRET"
     static let backendVariable = "PROFILE_ESCROW_BACKEND_URL"
@@ -74,7 +124,7 @@ struct WorkerOptions: ParsableArguments {
             configuration.pollInterval = try Self.duration(pollInterval, "poll-interval", default: "1s", environment)
             configuration.sweepInterval = try Self.duration(sweepInterval, "sweep-interval", default: "1m", environment)
             if let workerId = try environment.value(workerId, "worker-id") { configuration.workerID = workerId }
-            configuration.backendTLS = try backendTLS.configuration(environment)
+            configuration.backendTLS = try backendTLS(environment)
             try configuration.validate()
             return configuration
         } catch let error as EscrowError {

@@ -153,8 +153,8 @@ def nodes():
         node.stop()
 
 
-@pytest.fixture
-def browser():
+def make_browser():
+    """A headless Chromium with a fresh profile (its own cookies), logging every network event (see `browser_requests`)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -163,8 +163,35 @@ def browser():
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--window-size=1280,1600"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
     driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+def browser_requests(driver) -> list[dict]:
+    """Every request the browser made since the last call, redirects included: dicts with `url`, `method` and, once
+    answered, `status` (from the DevTools performance log)."""
+    requests: dict[str, dict] = {}
+    order: list[dict] = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        params = message.get("params", {})
+        if message.get("method") == "Network.requestWillBeSent":
+            redirect = params.get("redirectResponse")
+            if redirect and params["requestId"] in requests:
+                requests[params["requestId"]]["status"] = redirect.get("status")
+            record = {"url": params["request"]["url"], "method": params["request"]["method"]}
+            requests[params["requestId"]] = record
+            order.append(record)
+        elif message.get("method") == "Network.responseReceived" and params.get("requestId") in requests:
+            requests[params["requestId"]]["status"] = params["response"].get("status")
+    return order
+
+
+@pytest.fixture
+def browser():
+    driver = make_browser()
     yield driver
     driver.quit()

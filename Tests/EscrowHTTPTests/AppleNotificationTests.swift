@@ -56,6 +56,42 @@ struct AppleNotificationTests {
         )
     }
 
+    @Test("forwarded to the backend once verified: signed like deliveries, retried with backoff, a duplicate not again")
+    func forwarded() async throws {
+        let secret = WebhookSecret.generateText()
+        let backend = try await FakeBackend.start(secret: secret)
+        // The first attempt fails (503): the forwarder tries again after its backoff.
+        backend.respond { _, count in count == 0 ? .status(503) : .status(204) }
+        var harness = try await harnessWithEscrow()
+        let forwarder = NotificationForwarder(
+            NotificationForwarder.Configuration(url: URL(string: backend.url)!, secrets: [try WebhookSecret(secret)]),
+            logger: harness.fixture.logger
+        )
+        harness.configuration.notificationForwarder = forwarder
+        let running = Task { try await forwarder.run() }
+        let jti = UUID().uuidString
+        let jws = try await notification("consent-revoked", jti: jti)
+        #expect(try await post(harness, jws).status == .ok)
+        #expect(try await post(harness, jws).json["outcome"] as? String == "duplicate")
+        try await eventually("forwarded after one retry", within: 20) {
+            backend.answered.map(\.status) == [503, 204]
+        }
+        let requests = backend.requests
+        #expect(requests.allSatisfy { $0.signatureValid }, "signed with the webhook secret, as deliveries are")
+        #expect(Set(requests.map(\.webhookID)).count == 1, "one webhook id for both attempts")
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(requests[1].body)) as? [String: Any])
+        #expect(body["type"] as? String == "apple-notification")
+        #expect(body["event"] as? String == "consent-revoked")
+        #expect(body["outcome"] as? String == "purged")
+        #expect(body["payload"] as? String == jws, "Apple's JWS as received: the backend can verify it")
+        #expect(requests[1].at.timeIntervalSince(requests[0].at) >= 0.9, "after a backoff")
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(backend.requests.count == 2, "the duplicate is not forwarded")
+        running.cancel()
+        _ = try? await running.value
+        await backend.stop()
+    }
+
     @Test("consent-revoked purges as revoked; account-delete and account-deleted as account-deleted")
     func purges() async throws {
         for (type, reason) in [

@@ -25,6 +25,65 @@ struct AppContext: RequestContext {
 
 @Suite("The escrow routes in a user's application")
 struct RouteCollectionTests {
+    @Test("split in two: the public surface (sign-in, notifications) and the internal one (token-guarded)")
+    func publicAndInternalSurfaces() async throws {
+        let flow = try await SignInFlow()
+        let harness = flow.harness
+        let publicRouter = Router(context: AppContext.self)
+        publicRouter.addRoutes(
+            EscrowRouteCollection.make(
+                escrow: harness.escrow,
+                tokens: harness.tokenStore,
+                notifications: harness.store,
+                signIns: harness.store,
+                configuration: harness.configuration,
+                surface: .publicAPI,
+                context: AppContext.self
+            ),
+            atPath: "/v1"
+        )
+        let internalRouter = Router(context: AppContext.self)
+        internalRouter.addRoutes(
+            EscrowRouteCollection.make(
+                escrow: harness.escrow,
+                tokens: harness.tokenStore,
+                notifications: harness.store,
+                signIns: harness.store,
+                configuration: harness.configuration,
+                surface: .internalAPI,
+                context: AppContext.self
+            ),
+            atPath: "/v1"
+        )
+        let publicApp = Application(router: publicRouter)
+        let internalApp = Application(router: internalRouter)
+        try await publicApp.test(.router) { client async throws in
+            #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .found)
+            let escrows = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
+            )
+            #expect(escrows.status == .notFound, "no token-guarded route on the public surface")
+            let redeem = try await client.execute(uri: "/v1/apple/signin/tickets/redeem", method: .post)
+            #expect(redeem.status == .notFound)
+        }
+        try await internalApp.test(.router) { client async throws in
+            #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .notFound)
+            #expect(try await client.execute(uri: "/v1/apple/notifications", method: .post).status == .notFound)
+            let escrows = try await client.execute(
+                uri: "/v1/escrows",
+                method: .post,
+                headers: harness.headers(json: true),
+                body: Fake.body(1)
+            )
+            #expect(escrows.status == .unauthorized, "served (verified capture: the body has no identity token)")
+            let redeem = try await flow.redeem(client, "unknown-ticket")
+            #expect(redeem.status == .gone)
+        }
+    }
+
     @Test("mounted under /auth/escrow beside the application's own routes, with its own context")
     func mountedUnderAPrefix() async throws {
         let harness = try await HTTPHarness()
@@ -97,7 +156,7 @@ struct RouteCollectionTests {
     func readyWhileDraining() async throws {
         let harness = try await HTTPHarness()
         let draining = DrainState()
-        let app = EscrowHTTPApplication.build(
+        let app = try EscrowHTTPApplication.build(
             escrow: harness.escrow,
             tokens: harness.tokenStore,
             notifications: harness.store,

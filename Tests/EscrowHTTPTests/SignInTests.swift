@@ -234,6 +234,12 @@ struct SignInTests {
             #expect(resubmission["pe_stamp"] != nil, "stamped with its first receipt")
             let nonce = try #require(down.headers[.contentSecurityPolicy]?.split(separator: "'nonce-").last?.prefix(22))
             #expect(page.contains("<script nonce=\"\(nonce)\">"), "the script runs under the page's CSP")
+            // Browsers apply form-action to the post's redirect too: the return URL's origin must be allowed, or the
+            // browser stays on this page after the capture (found by the browser suite).
+            #expect(
+                down.headers[.contentSecurityPolicy]?.contains("form-action 'self' https://app.example.invalid;")
+                    == true
+            )
             #expect(try await flow.captures() == 0)
             // The store is back after the attempt's life: the page's re-submission (the same form, the service's stamp,
             // the same cookie) is judged by its first receipt and goes through, once; the bare form or a changed stamp

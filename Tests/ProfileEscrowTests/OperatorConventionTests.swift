@@ -76,6 +76,20 @@ struct OperatorConventionTests {
         withoutKeys["PROFILE_ESCROW_APPLE_JWKS"] = nil
         let result = try run(["serve"], environment: withoutKeys)
         #expect(result.status == 2 && result.stderr.contains("--apple-jwks"), "\(result.stderr)")
+        // The Services ID must be one of the audiences; a file and a URL for Apple's keys are one too many.
+        var notAudience = base.merging(complete) { $1 }
+        notAudience["PROFILE_ESCROW_APPLE_AUDIENCE"] = "invalid.example.app"
+        let outside = try run(["serve"], environment: notAudience)
+        #expect(outside.status == 2 && outside.stderr.contains("--signin-client-id"), "\(outside.stderr)")
+        var both = base.merging(complete) { $1 }
+        both["PROFILE_ESCROW_APPLE_JWKS_URL"] = "https://apple.example.invalid/auth/keys"
+        let twice = try run(["serve"], environment: both)
+        #expect(twice.status == 2 && twice.stderr.contains("--apple-jwks-url"), "\(twice.stderr)")
+        var plain = base.merging(complete) { $1 }
+        plain["PROFILE_ESCROW_APPLE_JWKS"] = nil
+        plain["PROFILE_ESCROW_APPLE_JWKS_URL"] = "http://apple.example.invalid/auth/keys"
+        let insecure = try run(["serve"], environment: plain)
+        #expect(insecure.status == 2 && insecure.stderr.contains("https"), "\(insecure.stderr)")
     }
 
     @Test("global options before the subcommand, and --version")

@@ -1,0 +1,216 @@
+"""Serve's CPU per web sign-in callback beside its CPU per `POST /v1/escrows`, whole processes, one run.
+
+Two `serve --no-worker` processes on loopback, each with its own store:
+  A. plain capture (no Apple configuration): N `POST /v1/escrows`;
+  B. web sign-in and verified capture (a test RSA key's JWKS file, as a stand-in for Apple's):
+     N verified `POST /v1/escrows` (an RS256 identity token each), N starts (`GET /v1/apple/signin`),
+     N callbacks (Apple's form_post: state, code, an RS256 id_token over the attempt's nonce, the `user` JSON), and
+     N ticket redeems.
+Each phase is driven by the same client (`CONNECTIONS` keep-alive connections, one thread each) and timed by serve's
+own CPU (utime + stime from /proc/<pid>/stat) before and after the phase: client-side work (signing the tokens, made
+before the phase starts) is not counted. Prints µs of serve CPU per operation and the ratios the issue asks for.
+
+    python3 Benchmarks/signin/callback-vs-capture.py BIN [N] [CONNECTIONS]
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+BIN = sys.argv[1]
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+CONNECTIONS = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+CLIENT_ID = "invalid.example.bench.web"
+BUNDLE_ID = "invalid.example.bench.app"
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+KID = "bench-kid"
+
+
+def jwks() -> dict:
+    numbers = KEY.public_key().public_numbers()
+    n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
+    return {"keys": [{"kty": "RSA", "kid": KID, "use": "sig", "alg": "RS256", "n": b64url(n), "e": "AQAB"}]}
+
+
+def sign(claims: dict) -> str:
+    signing_input = b64url(json.dumps({"alg": "RS256", "kid": KID}).encode()) + "." + b64url(json.dumps(claims).encode())
+    return signing_input + "." + b64url(KEY.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()))
+
+
+def claims(sub: str, audience: str, email: str, nonce: str | None = None) -> dict:
+    now = int(time.time())
+    result = {"iss": "https://appleid.apple.com", "aud": audience, "exp": now + 3600, "iat": now, "sub": sub,
+              "email": email, "email_verified": "true"}
+    if nonce:
+        result["nonce"] = nonce
+    return result
+
+
+class Serve:
+    def __init__(self, root: Path, *args: str, port: int | None = None):
+        self.root = root
+        self.port = port or free_port()
+        self.env = {**os.environ, "PROFILE_ESCROW_DATABASE": str(root / "escrow.sqlite"),
+                    "PROFILE_ESCROW_KEYRING": str(root / "keyring"), "PROFILE_ESCROW_TOKENS": str(root / "tokens.sqlite")}
+        subprocess.run([BIN, "keys", "init"], env=self.env, check=True, capture_output=True)
+        self.token = subprocess.run([BIN, "tokens", "add", "bench", "--scope", "capture", "signin"], env=self.env,
+                                    check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        self.log = open(root / "serve.log", "wb")
+        self.process = subprocess.Popen(
+            [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--no-worker", "--rate-limit", "1000000",
+             "--rate-burst", "1000000", "--anonymous-rate-limit", "1000000", "--log-level", "warning", *args],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                connection.request("GET", "/healthz")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit(f"serve did not start: {(root / 'serve.log').read_text()[-2000:]}")
+
+    def ticks(self) -> int:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def run(serve: Serve, requests: list, expect: set[int]) -> tuple[float, list]:
+    """Sends every (method, path, headers, body) over CONNECTIONS keep-alive connections; serve's CPU seconds and
+    the answers (status, headers, body), in the order of `requests`."""
+    answers: list = [None] * len(requests)
+    failures: list[str] = []
+
+    def worker(indices):
+        connection = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=60)
+        for i in indices:
+            method, path, headers, body = requests[i]
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            answers[i] = (response.status, response.headers, data)
+            if response.status not in expect:
+                failures.append(f"{method} {path}: {response.status} {data[:200]!r}")
+        connection.close()
+
+    threads = [threading.Thread(target=worker, args=(range(k, len(requests), CONNECTIONS),)) for k in range(CONNECTIONS)]
+    before = serve.ticks()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = (serve.ticks() - before) / HZ
+    if failures:
+        raise SystemExit(f"{len(failures)} unexpected answers, first: {failures[0]}")
+    return seconds, answers
+
+
+def profile(i: int, prefix: str) -> tuple[str, str, dict]:
+    sub = f"000000.{prefix}{i:012d}.0001"
+    email = f"{prefix}{i}@example.invalid"
+    return sub, email, {"name": {"firstName": "Testy", "lastName": f"Bench{i}"}, "email": email}
+
+
+def main():
+    root = Path(tempfile.mkdtemp(prefix="pe-signin-bench-"))
+    (root / "a").mkdir()
+    (root / "b").mkdir()
+    (root / "b" / "jwks.json").write_text(json.dumps(jwks()))
+    results = {}
+
+    a = Serve(root / "a")
+    try:
+        json_headers = {"Content-Type": "application/json", "Authorization": f"Bearer {a.token}"}
+        requests = []
+        for i in range(N):
+            sub, email, user = profile(i, "plain")
+            body = {"userIdentifier": sub, "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"},
+                    "email": email}
+            requests.append(("POST", "/v1/escrows", json_headers, json.dumps(body)))
+        results["capture"], _ = run(a, requests, {201})
+    finally:
+        a.stop()
+
+    # The callback URL names serve's own port: chosen first.
+    port_b = free_port()
+    callback = f"http://127.0.0.1:{port_b}/v1/apple/signin/callback"
+    b = Serve(root / "b", "--apple-audience", f"{BUNDLE_ID},{CLIENT_ID}", "--apple-jwks", str(root / "b" / "jwks.json"),
+              "--signin-client-id", CLIENT_ID, "--signin-callback-url", callback,
+              "--signin-return", "app=http://127.0.0.1:9/signed-in", port=port_b)
+    try:
+        json_headers = {"Content-Type": "application/json", "Authorization": f"Bearer {b.token}"}
+        # Verified capture: the same POST /v1/escrows with an RS256 identity token, as the native app sends it.
+        requests = []
+        for i in range(N):
+            sub, email, _ = profile(i, "verified")
+            body = {"userIdentifier": sub, "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"},
+                    "email": email, "identityToken": sign(claims(sub, BUNDLE_ID, email))}
+            requests.append(("POST", "/v1/escrows", json_headers, json.dumps(body)))
+        results["verified capture"], _ = run(b, requests, {201})
+
+        results["start"], answers = run(b, [("GET", "/v1/apple/signin", {}, None)] * N, {302})
+        forms = []
+        for i, (_, headers, _) in enumerate(answers):
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(headers["Location"]).query))
+            cookie = headers["Set-Cookie"].split(";")[0]
+            sub, email, user = profile(i, "signin")
+            form = urllib.parse.urlencode({
+                "state": query["state"], "code": "c" + secrets.token_hex(16),
+                "id_token": sign(claims(sub, CLIENT_ID, email, query["nonce"])), "user": json.dumps(user)})
+            forms.append(("POST", "/v1/apple/signin/callback",
+                          {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie}, form))
+        results["callback"], answers = run(b, forms, {303})
+        tickets = []
+        for status, headers, _ in answers:
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(headers["Location"]).query))
+            if "ticket" not in query:
+                raise SystemExit(f"a callback did not complete: {headers['Location'][:80]}")
+            tickets.append(query["ticket"])
+        results["redeem"], _ = run(b, [("POST", "/v1/apple/signin/tickets/redeem", json_headers,
+                                        json.dumps({"ticket": t})) for t in tickets], {200})
+    finally:
+        b.stop()
+
+    print(f"{N} operations a phase, {CONNECTIONS} connections; serve's CPU (user + system) per operation:")
+    for name, seconds in results.items():
+        print(f"  {name:18s} {seconds / N * 1e6:8.0f} us")
+    print(f"callback / capture:          {results['callback'] / results['capture']:.2f}  (goal <= 1.3)")
+    print(f"callback / verified capture: {results['callback'] / results['verified capture']:.2f}")
+    print(f"start / capture:             {results['start'] / results['capture']:.2f}")
+    print(f"redeem / capture:            {results['redeem'] / results['capture']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+public import AsyncHTTPClient
+import EscrowCore
+public import Foundation
+public import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Apple's JWKS fetched from a URL (default `https://appleid.apple.com/auth/keys`) and cached as its
+/// `Cache-Control: max-age` says; fetched again before its use once that has passed, and at once for a token whose
+/// `kid` it does not know (Apple rotates its keys), at most once per ``Configuration/minimumInterval``: a flood of
+/// forged `kid`s costs Apple one request a minute. A failed fetch keeps the last good keys (logged, never thrown):
+/// until a first fetch succeeds, every token is refused as unverifiable and the next request tries again, rate-limited
+/// the same way.
+public actor AppleKeyFetcher {
+    public struct Configuration: Sendable {
+        public var url: URL
+        /// One fetch, connection and body included.
+        public var timeout: Duration = .seconds(10)
+        /// The least time between two fetches, whatever asks for them (an unknown `kid`, an expiry, a failure).
+        public var minimumInterval: Duration = .seconds(60)
+        /// How long keys are kept without a `max-age`.
+        public var defaultLifetime: Duration = .seconds(3600)
+        /// The bounds any `max-age` is held to.
+        public var lifetimeRange: ClosedRange<Double> = 60...86_400
+        /// The largest JWKS document read (Apple's is under 2 KiB).
+        public var maximumSize = 64 * 1024
+
+        public init(url: URL) { self.url = url }
+    }
+
+    public static let appleURL = URL(string: "https://appleid.apple.com/auth/keys")!
+
+    public nonisolated let configuration: Configuration
+    let client: HTTPClient
+    let logger: Logger
+    private(set) var keys: AppleJWKS?
+    private var expiresAt = ContinuousClock.Instant.now
+    private var lastAttempt: ContinuousClock.Instant?
+    private var inFlight: Task<Void, Never>?
+    /// Fetches made (successful or not): for tests and logs.
+    private(set) var fetches = 0
+
+    /// A fetcher over `client` (the caller's: it shuts it down). Nothing is fetched before ``refresh()`` or the first
+    /// token.
+    public init(_ configuration: Configuration, client: HTTPClient, logger: Logger) {
+        self.configuration = configuration
+        self.client = client
+        self.logger = logger
+    }
+
+    /// A client for the fetcher: no redirect followed, bounded connect and read. The caller shuts it down.
+    public static func makeClient(logger: Logger) -> HTTPClient {
+        HTTPClient(
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            configuration: HTTPClient.Configuration(
+                redirectConfiguration: .disallow,
+                timeout: HTTPClient.Configuration.Timeout(connect: .seconds(5), read: .seconds(10)),
+                decompression: .disabled
+            ),
+            backgroundActivityLogger: logger
+        )
+    }
+
+    /// The keys for a token naming `kid`: fetched first when none are held, when they are past their life, or when
+    /// `kid` is not among them, each only if the last fetch is at least ``Configuration/minimumInterval`` old.
+    func keys(forKID kid: String?) async -> AppleJWKS? {
+        let now = ContinuousClock.now
+        let unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
+        if keys == nil || now >= expiresAt || unknown, mayFetch(at: now) {
+            await refresh()
+        }
+        return keys
+    }
+
+    /// Fetches now (one fetch at a time: a caller arriving during one waits for it). Whether keys are held after it.
+    @discardableResult
+    public func refresh() async -> Bool {
+        if let inFlight {
+            await inFlight.value
+            return keys != nil
+        }
+        lastAttempt = ContinuousClock.now
+        fetches += 1
+        let task = Task { [configuration, client] in
+            let result = await Self.fetch(configuration, client)
+            self.apply(result)
+        }
+        inFlight = task
+        await task.value
+        inFlight = nil
+        return keys != nil
+    }
+
+    private func mayFetch(at now: ContinuousClock.Instant) -> Bool {
+        guard let lastAttempt else { return true }
+        return now - lastAttempt >= configuration.minimumInterval
+    }
+
+    private func apply(_ result: Result<(AppleJWKS, Duration), FetchError>) {
+        switch result {
+        case .success(let (jwks, lifetime)):
+            keys = jwks
+            expiresAt = ContinuousClock.now + lifetime
+            logger.info(
+                "fetched Apple's keys",
+                metadata: [
+                    "apple.jwks.url": "\(configuration.url.absoluteString)",
+                    "apple.jwks.kids": "\(jwks.algorithms.keys.sorted().joined(separator: ","))",
+                    "apple.jwks.lifetime_s": "\(lifetime.components.seconds)",
+                ]
+            )
+        case .failure(let error):
+            logger.error(
+                "could not fetch Apple's keys; \(keys == nil ? "no token can be verified until a fetch succeeds" : "the last keys stay in use")",
+                metadata: ["apple.jwks.url": "\(configuration.url.absoluteString)", "error": "\(error)"]
+            )
+        }
+    }
+
+    struct FetchError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// One bounded GET: the keys and how long they may be kept.
+    static func fetch(
+        _ configuration: Configuration,
+        _ client: HTTPClient
+    ) async -> Result<(AppleJWKS, Duration), FetchError> {
+        var request = HTTPClientRequest(url: configuration.url.absoluteString)
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "ProfileEscrow/1")
+        let timeout = TimeAmount.nanoseconds(
+            configuration.timeout.components.seconds * 1_000_000_000 + configuration.timeout.components.attoseconds
+                / 1_000_000_000
+        )
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            guard response.status == .ok else {
+                return .failure(FetchError(description: "the JWKS URL answered HTTP \(response.status.code)"))
+            }
+            let body = try await response.body.collect(upTo: configuration.maximumSize)
+            let jwks = try await AppleJWKS(json: Array(buffer: body))
+            let maxAge = maxAge(response.headers.first(name: "Cache-Control"))
+            let seconds = min(
+                max(maxAge ?? configuration.defaultLifetime.inSeconds, configuration.lifetimeRange.lowerBound),
+                configuration.lifetimeRange.upperBound
+            )
+            return .success((jwks, .milliseconds(Int64(seconds * 1000))))
+        } catch let error as AppleJWKS.LoadError {
+            return .failure(FetchError(description: error.description))
+        } catch let error as NIOTooManyBytesError {
+            _ = error
+            return .failure(FetchError(description: "the JWKS is larger than \(configuration.maximumSize) bytes"))
+        } catch {
+            return .failure(FetchError(description: "the JWKS URL could not be read (\(error))"))
+        }
+    }
+
+    /// `max-age` of a `Cache-Control` header in seconds; 0 for `no-store` or `no-cache`; nil without either.
+    static func maxAge(_ header: String?) -> Double? {
+        guard let header else { return nil }
+        var result: Double?
+        for directive in header.split(separator: ",") {
+            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts[0].trimmingSpaces().lowercased()
+            if name == "no-store" || name == "no-cache" { return 0 }
+            let quotes = CharacterSet(charactersIn: "\"")
+            if name == "max-age", parts.count == 2,
+                let seconds = Double(parts[1].trimmingSpaces().trimmingCharacters(in: quotes)), seconds.isFinite,
+                seconds >= 0
+            {
+                result = seconds
+            }
+        }
+        return result
+    }
+}

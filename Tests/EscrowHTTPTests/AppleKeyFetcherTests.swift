@@ -1,0 +1,159 @@
+import AsyncHTTPClient
+import EscrowTestSupport
+import Foundation
+import Logging
+import Testing
+
+@testable import EscrowHTTP
+
+/// Apple's keys fetched from a URL, against a real HTTP server on loopback: cached per `Cache-Control`, fetched
+/// again on an unknown `kid` (rate-limited), the last good keys kept when a fetch fails, every fetch bounded.
+@Suite("Apple's keys from a URL")
+struct AppleKeyFetcherTests {
+    static let keys = AppleTestKeys.shared
+
+    /// The test JWKS with only the keys whose `kid` is in `kids`.
+    static func jwks(_ kids: Set<String>) -> [UInt8] {
+        let object = try! JSONSerialization.jsonObject(with: Data(keys.jwks)) as! [String: Any]
+        let entries = (object["keys"] as! [[String: Any]]).filter { kids.contains($0["kid"] as! String) }
+        return [UInt8](try! JSONSerialization.data(withJSONObject: ["keys": entries]))
+    }
+
+    static func token(ec: Bool = false) async throws -> String {
+        try await keys.sign(AppleTestKeys.IdentityClaims(sub: "000000.keyfetch.0001"), ec: ec)
+    }
+
+    /// Runs `body` with a fetcher of `server`'s `/auth/keys`, its client shut down after.
+    static func withFetcher(
+        _ server: StaticHTTPServer,
+        _ change: (inout AppleKeyFetcher.Configuration) -> Void = { _ in },
+        _ body: (AppleKeyFetcher, AppleVerifier) async throws -> Void
+    ) async throws {
+        var configuration = AppleKeyFetcher.Configuration(url: URL(string: server.url("/auth/keys"))!)
+        configuration.minimumInterval = .milliseconds(300)
+        configuration.lifetimeRange = 0...86_400
+        change(&configuration)
+        let client = AppleKeyFetcher.makeClient(logger: Logger(label: "test"))
+        let fetcher = AppleKeyFetcher(configuration, client: client, logger: Logger(label: "test"))
+        let verifier = AppleVerifier(fetcher: fetcher, audiences: [AppleTestKeys.audience])
+        do {
+            try await body(fetcher, verifier)
+        } catch {
+            try await client.shutdown()
+            await server.stop()
+            throw error
+        }
+        try await client.shutdown()
+        await server.stop()
+    }
+
+    static func verifies(_ verifier: AppleVerifier, _ token: String) async -> Bool {
+        do {
+            let _: AppleIdentityClaims = try await verifier.verifySignature(token)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    @Test("fetched once and cached while its max-age lasts; fetched again after it")
+    func cachedPerMaxAge() async throws {
+        let server = try await StaticHTTPServer.start(
+            .init(headers: [("Cache-Control", "public, max-age=1")], body: Self.jwks([AppleTestKeys.rsaKid]))
+        )
+        try await Self.withFetcher(server) { fetcher, verifier in
+            let token = try await Self.token()
+            for _ in 0..<5 { #expect(await Self.verifies(verifier, token)) }
+            #expect(server.requests == ["/auth/keys"], "one fetch for five tokens within max-age")
+            try await Task.sleep(for: .milliseconds(1_200))
+            #expect(await Self.verifies(verifier, token))
+            #expect(server.requests.count == 2, "fetched again once max-age passed")
+        }
+    }
+
+    @Test("an unknown kid fetches again at once, at most once per interval; forged kids cannot flood Apple")
+    func unknownKIDRefetchRateLimited() async throws {
+        let server = try await StaticHTTPServer.start(
+            .init(headers: [("Cache-Control", "max-age=3600")], body: Self.jwks([AppleTestKeys.rsaKid]))
+        )
+        let slower: (inout AppleKeyFetcher.Configuration) -> Void = { $0.minimumInterval = .milliseconds(500) }
+        try await Self.withFetcher(server, slower) { fetcher, verifier in
+            #expect(await fetcher.refresh())
+            // Apple rotates: the EC key appears.
+            server.answer(
+                .init(
+                    headers: [("Cache-Control", "max-age=3600")],
+                    body: Self.jwks([AppleTestKeys.rsaKid, AppleTestKeys.ecKid])
+                )
+            )
+            let ecToken = try await Self.token(ec: true)
+            #expect(!(await Self.verifies(verifier, ecToken)), "within the interval: no fetch, refused")
+            #expect(server.requests.count == 1)
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(await Self.verifies(verifier, ecToken), "the unknown kid fetched the new keys")
+            #expect(server.requests.count == 2)
+            // A flood of unknown kids: no fetch within the interval.
+            let forged = try Self.keys.forge(
+                header: ["alg": "RS256", "kid": "forged-kid"],
+                claims: AppleTestKeys.IdentityClaims(sub: "000000.keyfetch.0001")
+            )
+            for _ in 0..<20 { #expect(!(await Self.verifies(verifier, forged))) }
+            #expect(server.requests.count == 2, "forged kids fetched nothing within the interval")
+            try await Task.sleep(for: .milliseconds(600))
+            for _ in 0..<20 { #expect(!(await Self.verifies(verifier, forged))) }
+            #expect(server.requests.count == 3, "one fetch per interval at most")
+        }
+    }
+
+    @Test("a failed fetch keeps the last good keys; an answer that is not a JWKS is not taken")
+    func failureKeepsLastKeys() async throws {
+        let server = try await StaticHTTPServer.start(
+            .init(headers: [("Cache-Control", "max-age=0")], body: Self.jwks([AppleTestKeys.rsaKid]))
+        )
+        try await Self.withFetcher(server) { fetcher, verifier in
+            let token = try await Self.token()
+            #expect(await Self.verifies(verifier, token))
+            for broken in [
+                StaticHTTPServer.Answer(status: 500, body: Array("down".utf8)),
+                StaticHTTPServer.Answer(body: Array("{\"keys\":[]}".utf8)),
+                StaticHTTPServer.Answer(body: Array("not json".utf8)),
+                StaticHTTPServer.Answer(body: [UInt8](repeating: 0x20, count: 70_000) + Array("{}".utf8)),
+            ] {
+                server.answer(broken)
+                let before = server.requests.count
+                try await Task.sleep(for: .milliseconds(350))
+                #expect(await Self.verifies(verifier, token), "the last good keys still verify")
+                #expect(server.requests.count == before + 1, "expired: fetched again, and failed")
+            }
+        }
+    }
+
+    @Test("a fetch that does not answer is bounded; without keys every token is refused, and serve goes on")
+    func boundedWithoutKeys() async throws {
+        let server = try await StaticHTTPServer.start(
+            .init(body: Self.jwks([AppleTestKeys.rsaKid]), delay: 5)
+        )
+        let quick: (inout AppleKeyFetcher.Configuration) -> Void = { $0.timeout = .milliseconds(500) }
+        try await Self.withFetcher(server, quick) { fetcher, verifier in
+            let started = ContinuousClock.now
+            #expect(!(await fetcher.refresh()), "no keys: the fetch timed out")
+            #expect(ContinuousClock.now - started < .seconds(3), "bounded by the timeout")
+            #expect(!(await Self.verifies(verifier, try await Self.token())))
+            server.answer(.init(body: Self.jwks([AppleTestKeys.rsaKid])))
+            try await Task.sleep(for: .milliseconds(350))
+            #expect(await Self.verifies(verifier, try await Self.token()), "the next fetch succeeds")
+        }
+    }
+
+    @Test("Cache-Control: max-age, no-store and no-cache read; anything else is no max-age")
+    func maxAgeParsing() {
+        #expect(AppleKeyFetcher.maxAge("public, max-age=12345, must-revalidate") == 12345)
+        #expect(AppleKeyFetcher.maxAge("MAX-AGE=\"60\"") == 60)
+        #expect(AppleKeyFetcher.maxAge("no-store") == 0)
+        #expect(AppleKeyFetcher.maxAge("max-age=60, no-cache") == 0)
+        #expect(AppleKeyFetcher.maxAge("max-age=-1") == nil)
+        #expect(AppleKeyFetcher.maxAge("private") == nil)
+        #expect(AppleKeyFetcher.maxAge("=, ,=5,max-age") == nil, "malformed directives are skipped")
+        #expect(AppleKeyFetcher.maxAge(nil) == nil)
+    }
+}
