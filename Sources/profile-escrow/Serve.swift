@@ -23,6 +23,11 @@ struct Serve: AsyncParsableCommand {
         help: "Do not run the replay worker in this process (env PROFILE_ESCROW_NO_WORKER=true)."
     )
     var noWorkerFlag = false
+    @Flag(
+        name: .customLong("no-console"),
+        help: "Do not answer the operator console at /console/ (env PROFILE_ESCROW_NO_CONSOLE=true)."
+    )
+    var noConsoleFlag = false
     @OptionGroup(title: "Replay worker") var worker: WorkerOptions
     @Option(
         name: .customLong("rate-limit"),
@@ -63,6 +68,7 @@ struct Serve: AsyncParsableCommand {
     var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
     var portValue: Int { (try? environment.value(port, "port")) ?? 8080 }
     var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
+    var noConsole: Bool { (try? environment.flag(noConsoleFlag, "no-console")) ?? false }
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
     var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
@@ -75,6 +81,7 @@ struct Serve: AsyncParsableCommand {
         _ = try environment.value(host, "host")
         _ = try environment.value(port, "port")
         _ = try environment.flag(noWorkerFlag, "no-worker")
+        _ = try environment.flag(noConsoleFlag, "no-console")
         _ = try environment.flag(metricsTokenFlag, "metrics-token")
         _ = try environment.value(rateLimit, "rate-limit")
         _ = try environment.value(rateBurst, "rate-burst")
@@ -149,6 +156,7 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimit = RateLimit(requestsPerSecond: rateLimitValue, burst: rateBurstValue)
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
+        configuration.console = !noConsole
         if let jwksPath {
             configuration.apple = try await AppleVerifier.load(jwksPath: jwksPath, audiences: audiences)
             logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(jwksPath)"])
