@@ -276,8 +276,9 @@ struct OverviewBody: Encodable {
     init(_ overview: AdminOverview) { self.overview = overview }
 
     enum Keys: String, CodingKey {
-        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h
+        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history
     }
+    enum PointKeys: String, CodingKey { case at, pending, dead, oldestPendingAgeSeconds }
     enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued }
 
     func encode(to encoder: any Encoder) throws {
@@ -295,5 +296,13 @@ struct OverviewBody: Encodable {
         try window.encode(overview.purges, forKey: .purges)
         try window.encode(overview.died, forKey: .dead)
         try window.encode(overview.requeued, forKey: .requeued)
+        var history = container.nestedUnkeyedContainer(forKey: .history)
+        for point in overview.history {
+            var entry = history.nestedContainer(keyedBy: PointKeys.self)
+            try entry.encode(Timestamp.milliseconds(point.at), forKey: .at)
+            try entry.encode(point.pending, forKey: .pending)
+            try entry.encode(point.dead, forKey: .dead)
+            try entry.encode(point.oldestPendingAgeSeconds, forKey: .oldestPendingAgeSeconds)
+        }
     }
 }

@@ -207,6 +207,48 @@ enum ConsolePages {
         return svg + "</svg>"
     }
 
+    /// Lines over time (the backlog's history), one a series, with the first and last times under the axis: inline
+    /// SVG with presentation attributes only.
+    static func lineChart(
+        _ label: String,
+        times: [Date],
+        series: [(name: String, values: [Int], color: String)]
+    ) -> String {
+        guard let first = times.first, let last = times.last else { return "<p class=\"muted\">Not yet.</p>" }
+        let width = 1000.0
+        let height = 180.0
+        let left = 50.0
+        let bottom = 24.0
+        let span = max(last.timeIntervalSince(first), 1)
+        let maximum = Double(max(series.flatMap(\.values).max() ?? 1, 1))
+        func x(_ date: Date) -> Double { left + (width - left - 10) * date.timeIntervalSince(first) / span }
+        func y(_ value: Int) -> Double { 8 + (height - bottom - 8) * (1 - Double(value) / maximum) }
+        var svg =
+            "<svg viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"100%\" role=\"img\" "
+            + "aria-label=\"\(escape(label))\" xmlns=\"http://www.w3.org/2000/svg\">"
+        svg +=
+            "<line x1=\"\(Int(left))\" y1=\"\(Int(height - bottom))\" x2=\"\(Int(width - 10))\" "
+            + "y2=\"\(Int(height - bottom))\" stroke=\"#bbb\"/>"
+        svg += "<text x=\"0\" y=\"14\" font-size=\"12\" fill=\"#555\">\(Int(maximum))</text>"
+        svg += "<text x=\"0\" y=\"\(Int(height - bottom))\" font-size=\"12\" fill=\"#555\">0</text>"
+        svg +=
+            "<text x=\"\(Int(left))\" y=\"\(Int(height - 6))\" font-size=\"12\" fill=\"#555\">"
+            + "\(escape(Timestamp.seconds(first)))</text>"
+        svg +=
+            "<text x=\"\(Int(width - 10))\" y=\"\(Int(height - 6))\" font-size=\"12\" fill=\"#555\" "
+            + "text-anchor=\"end\">\(escape(Timestamp.seconds(last)))</text>"
+        for line in series {
+            let points = zip(times, line.values).map { "\(Int(x($0))),\(Int(y($1)))" }.joined(separator: " ")
+            svg +=
+                "<polyline points=\"\(points)\" fill=\"none\" stroke=\"\(escape(line.color))\" "
+                + "stroke-width=\"2\"/>"
+            if let time = times.last, let value = line.values.last {
+                svg += "<circle cx=\"\(Int(x(time)))\" cy=\"\(Int(y(value)))\" r=\"3\" fill=\"\(escape(line.color))\"/>"
+            }
+        }
+        return svg + "</svg>"
+    }
+
     static let palette = ["#1565c0", "#2e7d32", "#ef6c00", "#c62828", "#6a1b9a", "#00838f", "#78909c", "#5d4037"]
 
     static func colored(_ counts: [String: Int]) -> [(name: String, value: Int, color: String)] {
@@ -248,6 +290,8 @@ enum ConsolePages {
         form.inline{display:inline}input,select,button{font-size:14px;padding:4px 6px}
         button.danger{background:#c62828;color:#fff;border:1px solid #8e0000}
         .error{color:#c62828;font-weight:600}.ok{color:#2e7d32;font-weight:600}.muted{color:#777}
+        .legend span{margin-right:14px;font-size:13px;font-weight:600}.legend .pending{color:#1565c0}\
+        .legend .dead{color:#c62828}
         .pager{margin:12px 0}footer{max-width:1100px;margin:24px auto;padding:0 28px;color:#777;font-size:12px}
         """
 }

@@ -289,6 +289,18 @@ struct ConsoleRoutes: Sendable {
         body += "<section><h2>Purges, 24 h</h2>"
         body += ConsolePages.barChart("purges by reason", ConsolePages.colored(overview.purges)) + "</section>"
         body += "</div>"
+        let times = overview.history.map(\.at)
+        body += "<section><h2>Backlog over time</h2><p class=\"legend\"><span class=\"pending\">pending</span> "
+        body += "<span class=\"dead\">dead</span> (a point every 5 minutes since this node started, up to 24 h)</p>"
+        body += ConsolePages.lineChart(
+            "pending and dead escrows over time",
+            times: times,
+            series: [
+                ("pending", overview.history.map(\.pending), ConsolePages.palette[0]),
+                ("dead", overview.history.map(\.dead), ConsolePages.palette[3]),
+            ]
+        )
+        body += "</section>"
         body += """
             <h2>Does a user have an escrow?</h2>
             <form method="post" action="/console/lookup" class="action" autocomplete="off">\(ConsolePages.csrfField(viewer))

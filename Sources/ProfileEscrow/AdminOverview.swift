@@ -31,6 +31,18 @@ public struct AdminOverview: Sendable, Equatable {
 
     public static let window: TimeInterval = 24 * 3600
 
+    /// The backlog over the last 24 hours, as this process published it: a point every 5 minutes or so, the newest
+    /// last (empty in a read that was not published).
+    public var history: [DepthPoint] = []
+
+    /// The backlog at one time: pending and dead escrows, and the oldest pending age.
+    public struct DepthPoint: Sendable, Equatable {
+        public var at: Date
+        public var pending: Int
+        public var dead: Int
+        public var oldestPendingAgeSeconds: Int?
+    }
+
     public var oldestPendingAgeSeconds: Int? {
         oldestPendingCreatedAt.map { max(0, Int(generatedAt.timeIntervalSince($0))) }
     }
@@ -111,10 +123,26 @@ public final class AdminOverviewPublisher: Service, Sendable {
         let overview = try await AdminOverview.read(from: escrow)
         let cost = started.duration(to: .now)
         lastCost.withLockedValue { $0 = Double(cost.components.seconds) + Double(cost.components.attoseconds) / 1e18 }
-        published.withLockedValue { current in
+        let point = AdminOverview.DepthPoint(
+            at: overview.generatedAt,
+            pending: overview.live[.pending] ?? 0,
+            dead: overview.live[.dead] ?? 0,
+            oldestPendingAgeSeconds: overview.oldestPendingAgeSeconds
+        )
+        return published.withLockedValue { current in
+            var overview = overview
+            var history = current?.history ?? []
+            // A point every 5 minutes: the newest is replaced until it is 5 minutes younger than the one before it.
+            if history.count >= 2, point.at.timeIntervalSince(history[history.count - 2].at) < 300 {
+                history[history.count - 1] = point
+            } else if history.last.map({ point.at > $0.at }) ?? true {
+                history.append(point)
+            }
+            history.removeAll { point.at.timeIntervalSince($0.at) > AdminOverview.window }
+            overview.history = history
             if current.map({ $0.generatedAt <= overview.generatedAt }) ?? true { current = overview }
+            return overview
         }
-        return overview
     }
 
     public func run() async throws {

@@ -230,6 +230,8 @@ struct AdminRoutesTests {
             let window = try #require(overview.json["last24h"] as? [String: Any])
             #expect(window["captures"] as? Int == 3)
             #expect((overview.json["deadByCode"] as? [String: Int]) == ["ciphertext_invalid": 1])
+            let history = try #require(overview.json["history"] as? [[String: Any]])
+            #expect(history.last?["pending"] as? Int == 2 && history.last?["dead"] as? Int == 1)
 
             let found = try await client.execute(
                 uri: "/v1/admin/lookup",
