@@ -10,8 +10,8 @@ venv=.venv-browser
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import selenium, pytest, cryptography' 2>/dev/null; then
-    "$venv/bin/pip" install -q selenium pytest cryptography
+if ! "$venv/bin/python" -c 'import selenium, pytest, cryptography, opentelemetry.proto' 2>/dev/null; then
+    "$venv/bin/pip" install -q selenium pytest cryptography opentelemetry-proto
 fi
 export PROFILE_ESCROW_BIN="${PROFILE_ESCROW_BIN:-.build/debug/profile-escrow}"
 export PROFILE_ESCROW_BIN="$(cd "$(dirname "$PROFILE_ESCROW_BIN")" && pwd)/$(basename "$PROFILE_ESCROW_BIN")"

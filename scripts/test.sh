@@ -24,5 +24,7 @@ timeout 2400 swift test --explicit-target-dependency-import-check error --skip E
 timeout 1200 swift test --explicit-target-dependency-import-check error --filter EscrowPostgresTests
 # Every shell block of README.md and docs/ runs as written, with the profile-escrow the tests just built.
 PROFILE_ESCROW_BIN=.build/debug/profile-escrow timeout 900 scripts/check-docs.py
+# The alert rules (with their unit tests) and the Grafana dashboard's queries, with promtool.
+scripts/check-dashboards.sh
 # The browser suite: headless Chromium through Selenium against real `serve` processes (Tests/Browser).
 PROFILE_ESCROW_BIN=.build/debug/profile-escrow scripts/browser-tests.sh

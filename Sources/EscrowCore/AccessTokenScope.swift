@@ -3,6 +3,10 @@ public enum AccessTokenScope: String, Sendable, Hashable, Codable, CaseIterable,
     case capture, read, replay, confirm, erase, metrics
     /// Redeems web sign-in tickets (`POST /v1/apple/signin/tickets/redeem`): an app backend's, server to server.
     case signin
+    /// Requeues escrows through the admin API and the console (`/v1/admin/escrows/…/requeue`).
+    case operate
+    /// Reads the purge report through the admin API and the console (`/v1/admin/purge-report`).
+    case audit
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!

@@ -32,12 +32,18 @@ public enum AuditChain {
         previous: [UInt8],
         sequence: Int64,
         draft: AuditDraft,
-        prefixCommitment: String?
+        prefixCommitment: String?,
+        encoding: AuditEncoding = .v2
     ) -> [UInt8] {
         var input = [UInt8]()
         input.reserveCapacity(previous.count + 224)
         input.append(contentsOf: previous)
-        appendFields(sequence: sequence, draft: draft, magic: magicV2, prefixField: prefixCommitment, to: &input)
+        if encoding == .v3 {
+            appendFields(sequence: sequence, draft: draft, magic: magicV3, prefixField: prefixCommitment, to: &input)
+            appendField(draft.reason, to: &input)
+        } else {
+            appendFields(sequence: sequence, draft: draft, magic: magicV2, prefixField: prefixCommitment, to: &input)
+        }
         return Hashing.blake2b256(input)
     }
 
@@ -61,6 +67,7 @@ public enum AuditChain {
 
     private static let magic = Array("pe-audit-1".utf8)
     private static let magicV2 = Array("pe-audit-2".utf8)
+    private static let magicV3 = Array("pe-audit-3".utf8)
 
     /// The magic, then each field as a big-endian `u32` length and its UTF-8 bytes (an absent field is empty),
     /// written straight into `out`. ``AuditEncoding/v2`` has its own magic and the prefix's commitment in place of
@@ -72,6 +79,10 @@ public enum AuditChain {
         case .v2:
             let commitment = draft.indexPrefix.map { prefixCommitment(escrowID: draft.escrowID, indexPrefix: $0) }
             appendFields(sequence: sequence, draft: draft, magic: magicV2, prefixField: commitment, to: &out)
+        case .v3:
+            let commitment = draft.indexPrefix.map { prefixCommitment(escrowID: draft.escrowID, indexPrefix: $0) }
+            appendFields(sequence: sequence, draft: draft, magic: magicV3, prefixField: commitment, to: &out)
+            appendField(draft.reason, to: &out)
         }
     }
 
@@ -175,9 +186,15 @@ public enum AuditEncoding: Int, Sendable, Equatable, CaseIterable {
     /// `pe-audit-2`: a commitment to the prefix (``AuditChain/prefixCommitment(escrowID:indexPrefix:)``) is hashed
     /// instead, so an archive can drop the prefix and still verify. Every event appended since the archive exists.
     case v2 = 2
+    /// `pe-audit-3`: v2 and, last, the operator's reason (``AuditDraft/reason``). Every event appended since operator
+    /// reasons exist.
+    case v3 = 3
 
     /// The encoding of the events appended now.
-    public static let current = AuditEncoding.v2
+    public static let current = AuditEncoding.v3
+
+    /// Whether the prefix is hashed through its commitment (an archive may drop it).
+    public var commitsToPrefix: Bool { self != .v1 }
 }
 
 /// The last sequence number and hash of the chain, kept beside the events so that deleting the

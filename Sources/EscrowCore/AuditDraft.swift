@@ -15,6 +15,9 @@ public struct AuditDraft: Sendable, Equatable {
     public var actor: AuditActor
     /// For `purged`: milliseconds from capture to purge (feeds the purge report).
     public var ageMilliseconds: Int64?
+    /// An operator's reason for a requeue or erasure (``OperatorReason``: bounded, no control characters, never
+    /// personal data by contract); nil for every other event. Hashed only by the ``AuditEncoding/v3`` encoding.
+    public var reason: String?
 
     public init(
         type: AuditEventType,
@@ -24,7 +27,8 @@ public struct AuditDraft: Sendable, Equatable {
         detail: String? = nil,
         httpStatus: Int? = nil,
         actor: AuditActor,
-        ageMilliseconds: Int64? = nil
+        ageMilliseconds: Int64? = nil,
+        reason: String? = nil
     ) {
         self.type = type
         self.at = at
@@ -34,5 +38,6 @@ public struct AuditDraft: Sendable, Equatable {
         self.httpStatus = httpStatus
         self.actor = actor
         self.ageMilliseconds = ageMilliseconds
+        self.reason = reason
     }
 }

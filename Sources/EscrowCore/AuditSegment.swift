@@ -120,7 +120,7 @@ public final class AuditSegmentEncoder {
         writer.string(draft.type.rawValue)
         writer.key("escrow_id")
         writer.stringOrNull(draft.escrowID)
-        if header.redacted, event.encoding == .v2 {
+        if header.redacted, event.encoding.commitsToPrefix {
             writer.key("prefix_commitment")
             writer.stringOrNull(
                 draft.indexPrefix.map { AuditChain.prefixCommitment(escrowID: draft.escrowID, indexPrefix: $0) }
@@ -138,6 +138,10 @@ public final class AuditSegmentEncoder {
         writer.string(draft.actor.rawValue)
         writer.key("age_ms")
         if let age = draft.ageMilliseconds { writer.integer(age) } else { writer.null() }
+        if let reason = draft.reason {
+            writer.key("reason")
+            writer.string(reason)
+        }
         writer.key("prev")
         writer.string(Hex.encode(lastHash))
         writer.key("hash")
@@ -341,11 +345,12 @@ public final class AuditSegmentVerifier {
             detail: members.string("detail"),
             httpStatus: members.integer("http_status").map { Int(truncatingIfNeeded: $0) },
             actor: AuditActor(rawValue: actor),
-            ageMilliseconds: members.integer("age_ms")
+            ageMilliseconds: members.integer("age_ms"),
+            reason: members.string("reason")
         )
         let recomputed: [UInt8]
         if members["prefix_commitment"] != nil {
-            guard encoding == .v2 else {
+            guard encoding.commitsToPrefix else {
                 fail("\(place): a v1 event cannot carry a prefix commitment")
                 return nil
             }
@@ -353,7 +358,8 @@ public final class AuditSegmentVerifier {
                 previous: lastHash,
                 sequence: sequence,
                 draft: draft,
-                prefixCommitment: members.string("prefix_commitment")
+                prefixCommitment: members.string("prefix_commitment"),
+                encoding: encoding
             )
         } else {
             recomputed = AuditChain.hash(previous: lastHash, sequence: sequence, draft: draft, encoding: encoding)

@@ -87,7 +87,7 @@ extension AuditEvent {
     /// The columns of a stored audit event, in the order ``storedValues`` gives them (and stores read them).
     package static let storedColumns = [
         "seq", "at", "type", "escrow_id", "index_prefix", "detail", "http_status", "actor", "age_ms", "hash",
-        "encoding",
+        "encoding", "reason",
     ]
 
     /// This event's values of ``storedColumns``, in order.
@@ -96,7 +96,7 @@ extension AuditEvent {
             .integer(sequence), .integer(Timestamp.unixMilliseconds(draft.at)), .text(draft.type.rawValue),
             .text(draft.escrowID), .text(draft.indexPrefix), .text(draft.detail),
             .integer(draft.httpStatus.map { Int64($0) }), .text(draft.actor.rawValue), .integer(draft.ageMilliseconds),
-            .bytes(hash), .integer(Int64(encoding.rawValue)),
+            .bytes(hash), .integer(Int64(encoding.rawValue)), .text(draft.reason),
         ]
     }
 }

@@ -247,6 +247,17 @@ public protocol EscrowStore: Sendable {
 
     func summary(at now: Date) async throws -> StoreSummary
 
+    /// Live escrows matching `filter`, in (created_at, id) order, after `position`, at most `limit`: a keyset page
+    /// that walks an index (one of created_at, state, key version), so a deep page costs what the first does.
+    func list(_ filter: EscrowFilter, after position: EscrowListPosition?, limit: Int) async throws -> [EscrowRecord]
+
+    /// How many events of ``AuditCount/countedTypes`` the trail holds at or after `since`, by type and detail (a range
+    /// of the time index).
+    func auditCounts(since: Date) async throws -> [AuditCount]
+
+    /// The time of the newest event of one of `types`; nil when there is none.
+    func lastAuditEvent(of types: [AuditEventType]) async throws -> Date?
+
     /// Makes purged bytes unrecoverable from the store's files (SQLite: a WAL checkpoint
     /// that truncates the log). A no-op where the backend has no such copies to clear.
     func flushPurged() async throws

@@ -13,6 +13,16 @@ public enum Hashing {
         return output
     }
 
+    /// SHA-256 (`crypto_hash_sha256`): for Content-Security-Policy hashes of a page's own styles.
+    public static func sha256(_ data: some Collection<UInt8>) -> [UInt8] {
+        Sodium.ensureInitialized()
+        var output = [UInt8](repeating: 0, count: 32)
+        withContiguousBytes(data) { input in
+            _ = crypto_hash_sha256(&output, input.baseAddress, UInt64(input.count))
+        }
+        return output
+    }
+
     /// HMAC-SHA-256 (RFC 2104) with a key of any length (`crypto_auth_hmacsha256_init/update/final`).
     public static func hmacSHA256(key: some Collection<UInt8>, message: some Collection<UInt8>) -> [UInt8] {
         Sodium.ensureInitialized()

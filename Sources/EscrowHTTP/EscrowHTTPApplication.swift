@@ -38,6 +38,7 @@ public enum EscrowHTTPApplication {
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
+        overview: AdminOverviewPublisher? = nil,
         logger: Logger
     ) throws -> App {
         let router = buildRouter(
@@ -48,6 +49,7 @@ public enum EscrowHTTPApplication {
             registry: registry,
             configuration: configuration,
             draining: draining,
+            overview: overview,
             surface: configuration.publicPort == nil ? .all : .internalAPI
         )
         return try application(
@@ -71,6 +73,7 @@ public enum EscrowHTTPApplication {
         logger: Logger
     ) throws -> App {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
@@ -145,9 +148,11 @@ public enum EscrowHTTPApplication {
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
         draining: DrainState? = nil,
+        overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
@@ -164,6 +169,24 @@ public enum EscrowHTTPApplication {
             configuration: configuration,
             surface: surface
         )
+        // The operator's API and console: the overview they show is published off the request path (by the
+        // publisher's own service when the caller runs it; else read when the last one is stale).
+        let overview = overview ?? AdminOverviewPublisher(escrow: escrow, logger: Logger(label: "profile-escrow.admin"))
+        AdminRoutes(
+            escrow: escrow,
+            auth: auth,
+            overview: overview,
+            maximumBodySize: configuration.maximumBodySize
+        ).register(on: v1.group("admin"))
+        if configuration.console {
+            ConsoleRoutes(
+                escrow: escrow,
+                tokens: tokens,
+                overview: overview,
+                sessions: ConsoleSessions(),
+                anonymous: anonymous
+            ).register(on: router)
+        }
         OperationalRoutes(
             escrow: escrow,
             auth: auth,

@@ -48,5 +48,9 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// server stops at once; requests in flight still finish). Set it to your load balancer's probe period.
     public var drainDelay: Duration = .zero
 
+    /// Whether the operator console is served at `/console/` (default on; it needs a token with `read`, `operate`,
+    /// `erase` or `audit` to sign in).
+    public var console = true
+
     public init() {}
 }

@@ -31,6 +31,8 @@ public enum EscrowPrometheus {
         "http_server_request_duration_seconds": "Time to answer an HTTP request, by route template, method and status.",
         "http_server_active_requests": "HTTP requests in progress, by method.",
         "profile_escrow_captures_total": "Profiles captured (sealed and stored).",
+        "profile_escrow_capture_failures_total":
+            "Captures the store did not take (the caller must retry), by the store's error code.",
         "profile_escrow_purges_total": "Escrows purged, by reason.",
         "profile_escrow_dead_total": "Escrows that became dead (delivery given up), by code.",
         "profile_escrow_deliveries_total": "Deliveries to the registration backend, by outcome.",

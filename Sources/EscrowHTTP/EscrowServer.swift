@@ -29,6 +29,9 @@ public struct EscrowServer: Sendable {
     public let worker: ReplayWorker.Configuration?
     /// The keyring file to follow (reloaded on SIGHUP and when it changes); nil keeps the keyring given.
     public let keyringPath: String?
+    /// Services started before all others and stopped after them, such as a tracing exporter (so that the spans of
+    /// the last requests and deliveries are still sent).
+    public let telemetry: [any Service]
     public let logger: Logger
 
     public init(
@@ -40,6 +43,7 @@ public struct EscrowServer: Sendable {
         configuration: EscrowHTTPConfiguration,
         worker: ReplayWorker.Configuration?,
         keyringPath: String? = nil,
+        telemetry: [any Service] = [],
         logger: Logger
     ) {
         self.escrow = escrow
@@ -50,13 +54,16 @@ public struct EscrowServer: Sendable {
         self.configuration = configuration
         self.worker = worker
         self.keyringPath = keyringPath
+        self.telemetry = telemetry
         self.logger = logger
     }
 
-    /// The services in start order: flusher, keyring reloader, worker (or, without one, the live-gauge
-    /// refresher), HTTP application (and its public listener), drain marker.
+    /// The services in start order: telemetry, flusher, keyring reloader, worker (or, without one, the live-gauge
+    /// refresher), notification forwarder, TLS reloader, the admin overview publisher, HTTP application (and its
+    /// public listener), drain marker.
     public func services() throws -> [any Service] {
         let draining = DrainState()
+        let overview = AdminOverviewPublisher(escrow: escrow, logger: logger)
         let app = try EscrowHTTPApplication.build(
             escrow: escrow,
             tokens: tokens,
@@ -65,6 +72,7 @@ public struct EscrowServer: Sendable {
             registry: registry,
             configuration: configuration,
             draining: draining,
+            overview: overview,
             logger: logger
         )
         let services = try EscrowServiceGroup.replayServices(
@@ -103,7 +111,7 @@ public struct EscrowServer: Sendable {
         let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
         let forwarder: [any Service] = configuration.notificationForwarder.map { [$0] } ?? []
         let tlsReloader: [any Service] = configuration.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
-        return services + gauges + forwarder + tlsReloader + [app] + publicApp + [drain]
+        return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +

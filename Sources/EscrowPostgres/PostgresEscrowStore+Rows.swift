@@ -256,7 +256,8 @@ extension PostgresEscrowStore {
             detail: try cells[5].decode(String?.self),
             httpStatus: try cells[6].decode(Int64?.self).map { Int(truncatingIfNeeded: $0) },
             actor: AuditActor(rawValue: try cells[7].decode(String.self)),
-            ageMilliseconds: try cells[8].decode(Int64?.self)
+            ageMilliseconds: try cells[8].decode(Int64?.self),
+            reason: try cells[11].decode(String?.self)
         )
         return AuditEvent(
             sequence: try cells[0].decode(Int64.self),

@@ -147,6 +147,20 @@ enum PostgresSchema {
                 "CREATE INDEX signin_attempt_purge ON signin_attempt (purge_at)",
             ]
         ),
+        Migration(
+            version: 4,
+            name: "admin API: operator reasons, keyset list indexes",
+            statements: [
+                // An operator's reason on a requeue or erasure (hashed by the v3 encoding); null for every other event.
+                "ALTER TABLE audit_event ADD COLUMN reason text",
+                // The admin list pages escrows by (created_at, id) with a keyset cursor, alone or within one state or
+                // one key version: each a walk of its index, never a sort. IF NOT EXISTS: an operator may build them first
+                // with CREATE INDEX CONCURRENTLY (docs/operations.md, "Roles and migrations").
+                "CREATE INDEX IF NOT EXISTS escrow_created ON escrow (created_at, id)",
+                "CREATE INDEX IF NOT EXISTS escrow_state_created ON escrow (state, created_at, id)",
+                "CREATE INDEX IF NOT EXISTS escrow_key_version_created ON escrow (key_version, created_at, id)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -414,7 +414,8 @@ extension SQLiteEscrowStore {
     }
 
     /// Our own errors pass through; a malformed row is `malformed_row`; a disk error (``DiskFailure``) is
-    /// `unavailable`, its outcome unknown; anything else (GRDB, SQLite) becomes a PII-free `failed`.
+    /// `unavailable`, its outcome unknown; SQLite's busy timeout (another process kept the database locked) is
+    /// `busy`, nothing written; anything else (GRDB, SQLite) becomes a PII-free `failed`.
     static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
         if let error = error as? EscrowStoreError { return error }
         if DiskFailure.isDiskError(error) {
@@ -422,6 +423,12 @@ extension SQLiteEscrowStore {
                 .unavailable,
                 "\(what) with a disk error (\(describe(error))): whether it is on disk is unknown, and the store "
                     + "takes no more writes until a restart"
+            )
+        }
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            return EscrowStoreError(
+                .busy,
+                "\(what): another connection held the database past the busy timeout (\(describe(error)))"
             )
         }
         if let error = error as? MalformedRow {

@@ -98,7 +98,8 @@ extension SQLiteEscrowStore {
             detail: row[5],
             httpStatus: row[6],
             actor: AuditActor(rawValue: row[7] ?? ""),
-            ageMilliseconds: row[8]
+            ageMilliseconds: row[8],
+            reason: row[11]
         )
         // An encoding this version does not know verifies as v1, and so fails verification: it was not written here.
         return AuditEvent(

@@ -124,6 +124,19 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v6: the operator's admin API. Each audit event may carry an operator's reason (a requeue or erasure from the
+        // console or the admin API; hashed by the v3 encoding). The admin list pages escrows by (created_at, id) with
+        // a keyset cursor, alone or within one state or one key version: each a walk of its index, never a sort.
+        migrator.registerMigration("v6") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE audit_event ADD COLUMN reason TEXT;
+                    CREATE INDEX escrow_created ON escrow(created_at, id);
+                    CREATE INDEX escrow_state_created ON escrow(state, created_at, id);
+                    CREATE INDEX escrow_key_version_created ON escrow(key_version, created_at, id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -66,7 +66,7 @@ public enum StoreConformance {
     /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``,
     /// ``SignInStore``), key
     /// retirement, per-escrow audit history, and malformed rows.
-    public static let all: [Check] = coreChecks + signInChecks + archiveChecks
+    public static let all: [Check] = coreChecks + signInChecks + archiveChecks + adminChecks
 
     static let coreChecks: [Check] = [
         Check(name: "capture stores and reads back", escrows: captureReadsBack),

@@ -5,6 +5,8 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOSSL
+import Tracing
 
 /// POSTs one escrow to the registration backend and classifies the answer.
 ///
@@ -15,6 +17,8 @@ struct BackendClient: Sendable {
     let http: HTTPClient
     let url: String
     let secrets: [WebhookSecret]
+    /// The backend's host, for the delivery span (never its path or query).
+    var host: String { URL(string: url)?.host ?? "" }
 
     /// The most of a response body read (and discarded) so the connection can be reused: only the
     /// status and `Retry-After` matter. Past it the connection is closed instead.
@@ -34,7 +38,11 @@ struct BackendClient: Sendable {
             decompression: .disabled
         )
         httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.concurrency
-        if let tls = configuration.backendTLS { httpConfiguration.tlsConfiguration = tls }
+        if var tls = configuration.backendTLS {
+            // Whatever the caller set, the backend's certificate and name are verified.
+            tls.certificateVerification = .fullVerification
+            httpConfiguration.tlsConfiguration = tls
+        }
         let http = HTTPClient(
             eventLoopGroup: HTTPClient.defaultEventLoopGroup,
             configuration: httpConfiguration,
@@ -71,7 +79,39 @@ struct BackendClient: Sendable {
     /// request, the answer's head and the (bounded, discarded) body share this one deadline, so a
     /// backend that dribbles its answer cannot hold a delivery past it. Network failures and
     /// timeouts are `.retry(status: nil, …)`; this never throws.
-    func deliver(body: [UInt8], escrowID: String, within seconds: Double, now: Date) async -> Answer {
+    ///
+    /// With a `tracer`, the exchange is a client span, and the request carries its W3C `traceparent` (and
+    /// `tracestate`) so that the backend's trace continues it.
+    func deliver(
+        body: [UInt8],
+        escrowID: String,
+        within seconds: Double,
+        now: Date,
+        tracer: (any Tracer)? = nil
+    ) async -> Answer {
+        await EscrowTracing.withSpan(tracer, "POST", ofKind: .client) { span in
+            span?.attributes["http.request.method"] = "POST"
+            span?.attributes["server.address"] = host
+            let answer = await send(body: body, escrowID: escrowID, within: seconds, now: now) { headers in
+                tracer?.inject(.current ?? .topLevel, into: &headers, using: HTTPHeadersInjector())
+            }
+            if let status = answer.outcome.status {
+                span?.attributes["http.response.status_code"] = status
+                if status >= 500 { span?.setStatus(SpanStatus(code: .error)) }
+            } else {
+                span?.setStatus(SpanStatus(code: .error, message: answer.timedOut ? "timed out" : "no answer"))
+            }
+            return answer
+        }
+    }
+
+    private func send(
+        body: [UInt8],
+        escrowID: String,
+        within seconds: Double,
+        now: Date,
+        propagate: (inout HTTPHeaders) -> Void
+    ) async -> Answer {
         let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
         var request = HTTPClientRequest(url: url)
         request.method = .POST
@@ -84,6 +124,7 @@ struct BackendClient: Sendable {
             value: WebhookSignature.header(secrets: secrets, id: escrowID, timestamp: timestamp, body: body)
         )
         request.headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
+        propagate(&request.headers)
         request.body = .bytes(body)
 
         let budget = TimeAmount.milliseconds(Int64(max(0, seconds) * 1000))
@@ -167,5 +208,12 @@ struct BackendClient: Sendable {
         }
 
         let state = NIOLockedValueBox(State())
+    }
+}
+
+/// Writes a propagated trace context (`traceparent`, `tracestate`) into a request's headers.
+struct HTTPHeadersInjector: Injector {
+    func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
+        headers.replaceOrAdd(name: key, value: value)
     }
 }

@@ -3,6 +3,7 @@ public import EscrowCrypto
 import Foundation
 public import Logging
 import NIOConcurrencyHelpers
+import Tracing
 
 /// The keychain pattern, on the server: capture the one-time profile before registering, replay it
 /// until the backend confirms, then purge it. What registration services link.
@@ -80,11 +81,31 @@ public final class Escrow: Sendable {
         verified: Bool = false,
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
-        let record = try sealedRecord(profile, verified: verified, now: clock.now())
+        try await EscrowTracing.withSpan(configuration.tracer, "escrow.capture") { span in
+            let receipt = try await captureUntraced(profile, verified: verified, actor: actor)
+            span?.attributes["escrow.id"] = receipt.escrowID.hex
+            span?.attributes["escrow.capture.outcome"] = receipt.outcome.rawValue
+            return receipt
+        }
+    }
+
+    private func captureUntraced(
+        _ profile: Profile,
+        verified: Bool,
+        actor: AuditActor
+    ) async throws -> CaptureReceipt {
+        let tracer = configuration.tracer
+        let record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
+            try sealedRecord(profile, verified: verified, now: clock.now())
+        }
         let outcome: CaptureOutcome
         do {
-            outcome = try await store.capture(record, actor: actor, lifecycle: lifecycle)
-        } catch let error as EscrowStoreError where error.code == .keyVersionRetired {
+            outcome = try await EscrowTracing.withSpan(tracer, "escrow.commit") { _ in
+                try await store.capture(record, actor: actor, lifecycle: lifecycle)
+            }
+        } catch let error as EscrowStoreError {
+            EscrowMetrics.captureFailed(error.code.rawValue)
+            guard error.code == .keyVersionRetired else { throw error }
             logger.error(
                 "refusing to capture: this node's keyring seals to a retired master key version; reload the keyring",
                 metadata: ["key.version": "\(record.sealed.keyVersion)"]
@@ -94,6 +115,9 @@ public final class Escrow: Sendable {
                 "this node's keyring seals to master key version \(record.sealed.keyVersion), which is retired: the "
                     + "capture was not stored; reload the keyring (SIGHUP) or update the keyring file"
             )
+        } catch {
+            EscrowMetrics.captureFailed("unexpected")
+            throw error
         }
         let stored = outcome.record
         let receiptOutcome: CaptureReceipt.Outcome
@@ -264,9 +288,10 @@ public final class Escrow: Sendable {
     public func erase(
         userIdentifier: String,
         reason: PurgeReason = .erased,
-        actor: AuditActor = .library
+        actor: AuditActor = .library,
+        operatorReason: OperatorReason? = nil
     ) async throws -> Bool {
-        try await apply(.purge(reason), toUser: userIdentifier, actor: actor)
+        try await apply(.purge(reason), toUser: userIdentifier, actor: actor, operatorReason: operatorReason)
     }
 
     /// Purges every escrow past its retention as `expired`; returns how many.
@@ -331,11 +356,19 @@ public final class Escrow: Sendable {
 
     /// Brings a dead escrow back to `pending`. Returns false when it is not dead.
     @discardableResult
-    public func requeue(id: EscrowID, actor: AuditActor = .library) async throws -> Bool {
-        guard let record = try await store.record(id: id) else {
-            throw EscrowError(.notFound, "no escrow with this id")
+    public func requeue(id: EscrowID, actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Bool
+    {
+        for _ in 0..<8 {
+            guard let record = try await store.record(id: id) else {
+                throw EscrowError(.notFound, "no escrow with this id")
+            }
+            switch try await apply(.requeue, to: record, actor: actor, reason: reason) {
+            case .applied: return true
+            case .ignored: return false
+            case .stale: continue
+            }
         }
-        return try await apply(.requeue, to: record, actor: actor) == .applied
+        throw EscrowError(.conflict, "the escrow kept changing; try again")
     }
 
     /// Brings the user's dead escrow back to `pending`. Returns false when the escrow is not dead; throws
@@ -352,13 +385,13 @@ public final class Escrow: Sendable {
 
     /// Requeues every dead escrow; returns how many.
     @discardableResult
-    public func requeueAllDead(actor: AuditActor = .library) async throws -> Int {
+    public func requeueAllDead(actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Int {
         var count = 0
         var cursor: EscrowID?
         while true {
             let batch = try await store.records(.state(.dead), after: cursor, limit: 500)
             guard let last = batch.last else { break }
-            for record in batch where try await apply(.requeue, to: record, actor: actor) == .applied {
+            for record in batch where try await apply(.requeue, to: record, actor: actor, reason: reason) == .applied {
                 count += 1
             }
             cursor = last.id
@@ -372,7 +405,12 @@ public final class Escrow: Sendable {
         keyring.blindIndex(userIdentifier: userIdentifier)
     }
 
-    private func apply(_ event: LifecycleEvent, toUser userIdentifier: String, actor: AuditActor) async throws -> Bool {
+    private func apply(
+        _ event: LifecycleEvent,
+        toUser userIdentifier: String,
+        actor: AuditActor,
+        operatorReason: OperatorReason? = nil
+    ) async throws -> Bool {
         let index = blindIndex(userIdentifier)
         // A malformed row can never be delivered: a confirmation or an erasure deletes it, anything else quarantines it.
         let ifMalformed: MalformedRowEvent =
@@ -385,7 +423,7 @@ public final class Escrow: Sendable {
             let row = try await userRecord(index, ifMalformed: ifMalformed, actor: actor)
             if case .purgedMalformed = row { return true }
             guard let record = row.record else { return false }
-            switch try await apply(event, to: record, actor: actor) {
+            switch try await apply(event, to: record, actor: actor, reason: operatorReason) {
             case .applied: return true
             case .ignored: return false
             case .stale: continue  // it changed under us (a worker leased it, say): read it again
@@ -405,8 +443,16 @@ public final class Escrow: Sendable {
     }
 
     /// Applies one lifecycle event to `record` as read, with compare-and-set.
-    func apply(_ event: LifecycleEvent, to record: EscrowRecord, actor: AuditActor) async throws -> CommitResult {
-        try await commit(lifecycle.handle(event, on: record, at: clock.now(), actor: actor), on: record)
+    func apply(
+        _ event: LifecycleEvent,
+        to record: EscrowRecord,
+        actor: AuditActor,
+        reason: OperatorReason? = nil
+    ) async throws -> CommitResult {
+        try await commit(
+            lifecycle.handle(event, on: record, at: clock.now(), actor: actor).withReason(reason),
+            on: record
+        )
     }
 
     /// Commits a lifecycle action for `record` with compare-and-set on its revision (the fencing rule),

@@ -1,4 +1,5 @@
 public import EscrowCore
+public import Tracing
 
 /// How an ``Escrow`` behaves; every property has a sensible default.
 public struct EscrowConfiguration: Sendable {
@@ -12,6 +13,11 @@ public struct EscrowConfiguration: Sendable {
     /// the escrow's services wait (``PurgeFlusher``, ``KeyringReloader``, ``LiveGaugeRefresher``, a key cycle's
     /// grace, the HTTP drain delay).
     public var clock: any WallClock = SystemWallClock()
+    /// Where the escrow's spans go (capture with its seal and commit, and the replay worker's claims, deliveries and
+    /// commits), and the HTTP service's request spans; nil (the default) creates none. `profile-escrow serve` and
+    /// `replay` set it to swift-otel's tracer when the OTEL_* environment turns traces on. Spans never carry personal
+    /// data.
+    public var tracer: (any Tracer)?
 
     public init() {}
 

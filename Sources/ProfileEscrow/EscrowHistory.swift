@@ -19,6 +19,8 @@ public struct EscrowHistory: Sendable, Equatable, Encodable {
         public var detail: String?
         public var httpStatus: Int?
         public var actor: AuditActor
+        /// An operator's reason (a requeue or erasure from the console or the admin API).
+        public var reason: String?
 
         init(_ event: AuditEvent) {
             sequence = event.sequence
@@ -27,9 +29,10 @@ public struct EscrowHistory: Sendable, Equatable, Encodable {
             detail = event.draft.detail
             httpStatus = event.draft.httpStatus
             actor = event.draft.actor
+            reason = event.draft.reason
         }
 
-        private enum Keys: String, CodingKey { case sequence, at, type, detail, httpStatus, actor }
+        private enum Keys: String, CodingKey { case sequence, at, type, detail, httpStatus, actor, reason }
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: Keys.self)
@@ -39,6 +42,7 @@ public struct EscrowHistory: Sendable, Equatable, Encodable {
             try container.encode(detail, forKey: .detail)
             try container.encode(httpStatus, forKey: .httpStatus)
             try container.encode(actor.rawValue, forKey: .actor)
+            try container.encodeIfPresent(reason, forKey: .reason)
         }
     }
 

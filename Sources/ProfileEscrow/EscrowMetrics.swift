@@ -9,6 +9,12 @@ public enum EscrowMetrics {
         Counter(label: "profile_escrow_captures_total").increment()
     }
 
+    /// A capture the store did not take (unavailable, busy, disk full, a retired key version), by the store's error
+    /// code: the caller was told, and must keep the profile and retry. Bad input is not counted here.
+    static func captureFailed(_ code: String) {
+        Counter(label: "profile_escrow_capture_failures_total", dimensions: [("code", code)]).increment()
+    }
+
     static func purged(_ reason: PurgeReason) {
         Counter(label: "profile_escrow_purges_total", dimensions: [("reason", reason.rawValue)]).increment()
     }

@@ -2,6 +2,7 @@ import EscrowCore
 import EscrowCrypto
 import Foundation
 import Logging
+import Tracing
 
 extension ReplayWorker {
     /// What became of a delivery's outcome in the store.
@@ -25,6 +26,16 @@ extension ReplayWorker {
     /// the exchange ended, before the outcome's commit.
     @discardableResult
     func deliver(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async -> Bool {
+        // Each delivery is a trace of its own (the worker's task carries no span): the exchange and the commit are
+        // its children, and the backend continues it from the request's `traceparent`.
+        await EscrowTracing.withSpan(escrow.configuration.tracer, "escrow.delivery") { span in
+            span?.attributes["escrow.id"] = record.id.hex
+            span?.attributes["escrow.attempt"] = record.attempts + 1
+            return await deliverInSpan(record, backend: backend, run: run)
+        }
+    }
+
+    private func deliverInSpan(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async -> Bool {
         // The attempt this delivery would be: attempts count requests sent, not leases.
         let attempt = record.attempts + 1
         let metadata: Logger.Metadata = [
@@ -74,7 +85,13 @@ extension ReplayWorker {
         }
 
         let started = ContinuousClock.now
-        var answer = await backend.deliver(body: body, escrowID: record.id.hex, within: budget, now: clock.now())
+        var answer = await backend.deliver(
+            body: body,
+            escrowID: record.id.hex,
+            within: budget,
+            now: clock.now(),
+            tracer: escrow.configuration.tracer
+        )
         if answer.timedOut {
             // The backend may still be working on the request it did not answer in time: the lifecycle
             // waits at least one delivery timeout before the next attempt.
@@ -134,7 +151,11 @@ extension ReplayWorker {
         )
         let action = escrow.lifecycle.handle(event, on: record, at: clock.now(), actor: actor)
         do {
-            switch try await escrow.commit(action, on: record, metadata: metadata) {
+            let committed = try await EscrowTracing.withSpan(escrow.configuration.tracer, "escrow.commit") { span in
+                span?.attributes["escrow.delivery.outcome"] = outcome.auditName
+                return try await escrow.commit(action, on: record, metadata: metadata)
+            }
+            switch committed {
             case .applied: break
             case .stale, .ignored:
                 logger.warning(

@@ -3,6 +3,7 @@ import EscrowCrypto
 import Foundation
 public import Logging
 public import ServiceLifecycle
+import Tracing
 
 /// Retry, then replay: delivers captured escrows to the registration backend until it
 /// confirms them, then they are purged.
@@ -83,7 +84,12 @@ public final class ReplayWorker: Service {
             leaseDuration: leaseDuration,
             keyVersions: openable
         )
-        return try await escrow.store.claimDue(request, lifecycle: escrow.lifecycle)
+        return try await EscrowTracing.withSpan(escrow.configuration.tracer, "escrow.claim") { span in
+            let claimed = try await escrow.store.claimDue(request, lifecycle: escrow.lifecycle)
+            span?.attributes["escrow.claim.limit"] = limit
+            span?.attributes["escrow.claim.count"] = claimed.count
+            return claimed
+        }
     }
 
     // MARK: Service

@@ -6,12 +6,22 @@ struct Erase: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Purge the user's escrow as erased.")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "The Apple user identifier (sub).") var userIdentifier: String
+    @Option(help: "Why (a ticket or a cause, never personal data): kept in the audit trail with the erasure.")
+    var reason: String?
 
-    func validate() throws { try validateUserIdentifier(userIdentifier) }
+    func validate() throws {
+        try validateUserIdentifier(userIdentifier)
+        if let reason, OperatorReason(reason) == nil { throw ValidationError("--reason: \(OperatorReason.rule)") }
+    }
 
     func run() async throws {
         let escrow = try await options.openEscrow(owner: "profile-escrow erase")
-        let purged = try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .cli)
+        let purged = try await escrow.erase(
+            userIdentifier: userIdentifier,
+            reason: .erased,
+            actor: .cli,
+            operatorReason: reason.flatMap(OperatorReason.init)
+        )
         guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (erased)")
     }

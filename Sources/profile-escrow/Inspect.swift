@@ -40,8 +40,11 @@ struct Inspect: AsyncParsableCommand {
                 let extra = [event.detail, event.httpStatus.map { "HTTP \($0)" }].compactMap { $0 }.joined(
                     separator: " "
                 )
+                // An operator's reason is printed with its own label: it is text someone typed.
+                let reason = event.reason.map { "  reason: \($0.debugDescription)" } ?? ""
                 print(
                     "  #\(event.sequence)  \(Timestamp.milliseconds(event.at))  \(event.type.rawValue)  \(extra)  (\(event.actor.rawValue))"
+                        + reason
                 )
             }
         }

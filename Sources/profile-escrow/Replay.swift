@@ -45,6 +45,7 @@ struct Replay: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try OpenTelemetryTraces.validate(options.environment)
         if let port = try OptionEnvironment.process.value(metricsPort, "metrics-port"), !(0...65535).contains(port) {
             throw ValidationError("--metrics-port: must be 0-65535")
         }
@@ -59,10 +60,17 @@ struct Replay: AsyncParsableCommand {
         let logger = options.logger(label: "profile-escrow.replay", longRunning: true)
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
+        let traces = try OpenTelemetryTraces.make(
+            environment: options.environment,
+            processName: "replay",
+            logger: logger
+        )
+        var escrowConfiguration = try worker.escrowConfiguration(options)
+        escrowConfiguration.tracer = traces?.tracer
         let escrow = Escrow(
             store: opened.store,
             keyring: keyring,
-            configuration: try worker.escrowConfiguration(options),
+            configuration: escrowConfiguration,
             logger: logger
         )
         // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
@@ -70,7 +78,9 @@ struct Replay: AsyncParsableCommand {
         if once {
             let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
             let progress = Progress(label: "delivered")
-            let summary = try await replayWorker.runOnce { progress.update($0.delivered) }
+            let summary = try await Self.exporting(traces, logger: logger) {
+                try await replayWorker.runOnce { progress.update($0.delivered) }
+            }
             progress.finish()
             print("replay: \(summary)")
             if summary.failed > 0 {
@@ -89,11 +99,39 @@ struct Replay: AsyncParsableCommand {
                 logger: logger
             )
             try await EscrowServiceGroup.run(
-                services + metrics,
+                (traces.map { [$0.service] } ?? []) + services + metrics,
                 shutdownBound: workerConfiguration.gracefulShutdownBound,
                 logger: logger
             )
             print("replay: stopped")
+        }
+    }
+
+    /// Runs `body` with the trace exporter beside it, then shuts the exporter down gracefully, which sends the spans
+    /// still batched (within the exporter's own timeout).
+    static func exporting<T: Sendable>(
+        _ traces: OpenTelemetryTraces?,
+        logger: Logger,
+        _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        guard let traces else { return try await body() }
+        let group = ServiceGroup(services: [traces.service], gracefulShutdownSignals: [], logger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                return nil
+            }
+            defer { tasks.cancelAll() }
+            let result: T
+            do {
+                result = try await body()
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            _ = try await tasks.next()
+            return result
         }
     }
 }

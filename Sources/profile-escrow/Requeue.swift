@@ -8,8 +8,11 @@ struct Requeue: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
     @Argument(help: "The escrow id (32 hex characters).") var escrowID: String?
     @Flag(name: .customLong("all-dead"), help: "Requeue every dead escrow.") var allDead = false
+    @Option(help: "Why (a ticket or a cause, never personal data): kept in the audit trail with the requeue.")
+    var reason: String?
 
     func validate() throws {
+        if let reason, OperatorReason(reason) == nil { throw ValidationError("--reason: \(OperatorReason.rule)") }
         switch (escrowID, allDead) {
         case (nil, false): throw ValidationError("give an escrow id or --all-dead")
         case (.some, true): throw ValidationError("give an escrow id or --all-dead, not both")
@@ -22,9 +25,10 @@ struct Requeue: AsyncParsableCommand {
     func run() async throws {
         let escrow = try await options.openEscrow(owner: "profile-escrow requeue")
         if allDead {
-            print("requeued \(try await escrow.requeueAllDead(actor: .cli)) dead escrows")
+            let count = try await escrow.requeueAllDead(actor: .cli, reason: reason.flatMap(OperatorReason.init))
+            print("requeued \(count) dead escrows")
         } else if let id = escrowID.flatMap(EscrowID.init(hex:)) {
-            guard try await escrow.requeue(id: id, actor: .cli) else {
+            guard try await escrow.requeue(id: id, actor: .cli, reason: reason.flatMap(OperatorReason.init)) else {
                 throw ValidationError("escrow \(id.hex) is not dead; nothing to requeue")
             }
             print("requeued \(id.hex)")

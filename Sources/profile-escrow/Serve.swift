@@ -37,6 +37,11 @@ struct Serve: AsyncParsableCommand {
         help: "Do not run the replay worker in this process (env PROFILE_ESCROW_NO_WORKER=true)."
     )
     var noWorkerFlag = false
+    @Flag(
+        name: .customLong("no-console"),
+        help: "Do not answer the operator console at /console/ (env PROFILE_ESCROW_NO_CONSOLE=true)."
+    )
+    var noConsoleFlag = false
     @OptionGroup(title: "Replay worker") var worker: WorkerOptions
     @Option(
         name: .customLong("rate-limit"),
@@ -134,6 +139,7 @@ struct Serve: AsyncParsableCommand {
     var publicPortValue: Int? { try? environment.value(publicPort, "public-port") }
     var publicHostValue: String? { try? environment.value(publicHost, "public-host") }
     var noWorker: Bool { (try? environment.flag(noWorkerFlag, "no-worker")) ?? false }
+    var noConsole: Bool { (try? environment.flag(noConsoleFlag, "no-console")) ?? false }
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
     var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
@@ -183,9 +189,11 @@ struct Serve: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try OpenTelemetryTraces.validate(options.environment)
         _ = try environment.value(host, "host")
         _ = try environment.value(port, "port")
         _ = try environment.flag(noWorkerFlag, "no-worker")
+        _ = try environment.flag(noConsoleFlag, "no-console")
         _ = try environment.flag(metricsTokenFlag, "metrics-token")
         _ = try environment.value(rateLimit, "rate-limit")
         _ = try environment.value(rateBurst, "rate-burst")
@@ -265,10 +273,17 @@ struct Serve: AsyncParsableCommand {
         // (their own rollback-journal file, or the PostgreSQL database) and take effect at the next request (a SQLite
         // token file's lookups are kept only while its change counter stays the same).
         let tokens = try await tokenStore.open(options, beside: opened)
+        let traces = try OpenTelemetryTraces.make(
+            environment: options.environment,
+            processName: "serve",
+            logger: logger
+        )
+        var escrowConfiguration = try worker.escrowConfiguration(options)
+        escrowConfiguration.tracer = traces?.tracer
         let escrow = Escrow(
             store: opened.store,
             keyring: keyring,
-            configuration: try worker.escrowConfiguration(options),
+            configuration: escrowConfiguration,
             logger: logger
         )
         // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
@@ -282,6 +297,7 @@ struct Serve: AsyncParsableCommand {
                     "address": "\(hostValue):\(portValue)",
                     "public.address": "\(publicPortValue.map { "\(publicHostValue ?? hostValue):\($0)" } ?? "none")",
                     "tokens.path": "\(tokens.place)",
+                    "traces": "\(traces == nil ? "off" : "on (OTLP/HTTP)")",
                 ],
                 uniquingKeysWith: { $1 }
             )
@@ -301,6 +317,7 @@ struct Serve: AsyncParsableCommand {
         )
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
+        configuration.console = !noConsole
         // Apple's keys: a file, or fetched (and shut down after the server) from a URL.
         var keyClient: HTTPClient?
         if let jwksPath {
@@ -352,6 +369,7 @@ struct Serve: AsyncParsableCommand {
             configuration: configuration,
             worker: workerConfiguration,
             keyringPath: options.keyringPath,
+            telemetry: traces.map { [$0.service] } ?? [],
             logger: logger
         )
         do {

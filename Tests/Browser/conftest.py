@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -50,8 +51,10 @@ class Folder:
         result = subprocess.run(
             [BIN, *args], input=stdin, capture_output=True, text=True, timeout=60, env={**self.env, **(env or {})}
         )
+        # What the command logs is scanned for secrets; what it prints on stdout is its answer (a new token, say),
+        # given to the test.
         log = self.root / f"cli-{len(self.logs)}.log"
-        log.write_text(result.stdout + result.stderr)
+        log.write_text(result.stderr)
         self.logs.append(log)
         if check and result.returncode != 0:
             raise AssertionError(f"profile-escrow {' '.join(args[:2])} exited {result.returncode}: {result.stderr[-2000:]}")
@@ -77,21 +80,21 @@ class Node:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, health_url: str | None = None, timeout: float = 30, context=None) -> "Node":
-        """Starts serve and waits for its /healthz (`context`: an ssl.SSLContext for an https health URL)."""
+    def start(self, health_url: str | None = None, timeout: float = 30, tls: ssl.SSLContext | None = None) -> "Node":
+        """Starts the process and waits until /healthz answers 200 (over HTTPS with `tls`, the client's context)."""
         out = open(self.log, "ab")
         self.process = subprocess.Popen([BIN, *self.args], stdout=out, stderr=subprocess.STDOUT, env=self.env)
         out.close()
         deadline = time.monotonic() + timeout
-        url = (health_url or self.url) + "/healthz"
+        url = (health_url or (self.url.replace("http://", "https://") if tls else self.url)) + "/healthz"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"serve exited {self.process.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                with urllib.request.urlopen(url, timeout=1, context=context) as response:
+                with urllib.request.urlopen(url, timeout=1, context=tls) as response:
                     if response.status == 200:
                         return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
                 pass
             time.sleep(0.1)
         raise AssertionError(f"serve not healthy within {timeout} s: {self.log.read_text()[-2000:]}")

@@ -542,7 +542,7 @@ def test_full_flow_over_https_with_the_service_s_own_tls(folder, nodes, apple):
     public = free_port()
     node = signin_node(folder, apple, "--tls-certificate", str(folder.root / "tls.pem"), "--tls-key",
                        str(folder.root / "tls.key"), public_port=public, scheme="https")
-    nodes.append(node.start(health_url=f"https://127.0.0.1:{node.port}", context=context))
+    nodes.append(node.start(tls=context))
     token = folder.token("app-backend", "signin")
     # Plain HTTP is not served.
     with pytest.raises(Exception):

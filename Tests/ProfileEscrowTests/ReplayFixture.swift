@@ -229,6 +229,13 @@ final class ObservedStore: EscrowStore {
         try await inner.commitAuditArchive(plan, checkpoint: checkpoint, audit: audit)
     }
     func summary(at now: Date) async throws -> StoreSummary { try await inner.summary(at: now) }
+    func list(_ filter: EscrowFilter, after position: EscrowListPosition?, limit: Int) async throws -> [EscrowRecord] {
+        try await inner.list(filter, after: position, limit: limit)
+    }
+    func auditCounts(since: Date) async throws -> [AuditCount] { try await inner.auditCounts(since: since) }
+    func lastAuditEvent(of types: [AuditEventType]) async throws -> Date? {
+        try await inner.lastAuditEvent(of: types)
+    }
     func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
         try await inner.purgeMalformed(expiredAt: now, actor: actor)
     }
