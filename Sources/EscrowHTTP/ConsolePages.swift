@@ -86,21 +86,7 @@ enum ConsolePages {
 
     // MARK: Layout
 
-    static func escape(_ text: String) -> String {
-        var output = ""
-        output.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": output += "&amp;"
-            case "<": output += "&lt;"
-            case ">": output += "&gt;"
-            case "\"": output += "&quot;"
-            case "'": output += "&#39;"
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        return output
-    }
+    static func escape(_ text: String) -> String { HTMLEscaping.escape(text) }
 
     /// Query-string escaping of a value (RFC 3986 unreserved characters kept).
     static func query(_ text: String) -> String {

@@ -72,13 +72,7 @@ public enum EscrowHTTPApplication {
         configuration: EscrowHTTPConfiguration,
         logger: Logger
     ) throws -> App {
-        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
-        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
-        router.add(middleware: AccessLogMiddleware())
-        router.add(middleware: ProblemMiddleware())
-        router.add(middleware: MetricsMiddleware())
-        let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
-        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        let (router, auth, anonymous) = baseRouter(escrow: escrow, tokens: tokens, configuration: configuration)
         EscrowRouteCollection.register(
             on: router.group("/v1"),
             escrow: escrow,
@@ -140,6 +134,22 @@ public enum EscrowHTTPApplication {
         )
     }
 
+    /// What both listeners share: a router with the request span (when tracing), the access log line, problem
+    /// answers and metrics, and the token and anonymous rate limits.
+    private static func baseRouter(
+        escrow: Escrow,
+        tokens: any AccessTokenStore,
+        configuration: EscrowHTTPConfiguration
+    ) -> (Router<BasicRequestContext>, BearerAuthenticator, RateLimiter) {
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
+        router.add(middleware: AccessLogMiddleware())
+        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: MetricsMiddleware())
+        let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
+        return (router, auth, RateLimiter(limit: configuration.anonymousRateLimit))
+    }
+
     public static func buildRouter(
         escrow: Escrow,
         tokens: any AccessTokenStore,
@@ -151,13 +161,7 @@ public enum EscrowHTTPApplication {
         overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
     ) -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
-        if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
-        router.add(middleware: AccessLogMiddleware())
-        router.add(middleware: ProblemMiddleware())
-        router.add(middleware: MetricsMiddleware())
-        let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
-        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        let (router, auth, anonymous) = baseRouter(escrow: escrow, tokens: tokens, configuration: configuration)
         let v1 = router.group("/v1")
         EscrowRouteCollection.register(
             on: v1,

@@ -94,20 +94,7 @@ enum SignInPages {
     }
 
     /// HTML-escapes text for an element or a double-quoted attribute.
-    static func escape(_ text: String) -> String {
-        var output = ""
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": output += "&amp;"
-            case "<": output += "&lt;"
-            case ">": output += "&gt;"
-            case "\"": output += "&quot;"
-            case "'": output += "&#39;"
-            default: output.unicodeScalars.append(character)
-            }
-        }
-        return output
-    }
+    static func escape(_ text: String) -> String { HTMLEscaping.escape(text) }
 }
 
 extension HTTPField.Name {

@@ -60,21 +60,13 @@ struct Replay: AsyncParsableCommand {
         let logger = options.logger(label: "profile-escrow.replay", longRunning: true)
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
-        let traces = try OpenTelemetryTraces.make(
-            environment: options.environment,
-            processName: "replay",
-            logger: logger
-        )
-        var escrowConfiguration = try worker.escrowConfiguration(options)
-        escrowConfiguration.tracer = traces?.tracer
-        let escrow = Escrow(
+        let (escrow, traces) = try worker.escrow(
             store: opened.store,
             keyring: keyring,
-            configuration: escrowConfiguration,
+            options,
+            process: "replay",
             logger: logger
         )
-        // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
-        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         if once {
             let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
             let progress = Progress(label: "delivered")

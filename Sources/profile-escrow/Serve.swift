@@ -273,21 +273,13 @@ struct Serve: AsyncParsableCommand {
         // (their own rollback-journal file, or the PostgreSQL database) and take effect at the next request (a SQLite
         // token file's lookups are kept only while its change counter stays the same).
         let tokens = try await tokenStore.open(options, beside: opened)
-        let traces = try OpenTelemetryTraces.make(
-            environment: options.environment,
-            processName: "serve",
-            logger: logger
-        )
-        var escrowConfiguration = try worker.escrowConfiguration(options)
-        escrowConfiguration.tracer = traces?.tracer
-        let escrow = Escrow(
+        let (escrow, traces) = try worker.escrow(
             store: opened.store,
             keyring: keyring,
-            configuration: escrowConfiguration,
+            options,
+            process: "serve",
             logger: logger
         )
-        // The start's unwrap succeeded (it would have exited 4): the custody gauge says so.
-        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         logger.notice(
             "starting profile-escrow serve",
             metadata: opened.metadata.merging(

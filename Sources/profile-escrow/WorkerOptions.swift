@@ -1,6 +1,8 @@
 import ArgumentParser
 import EscrowCore
+import EscrowCrypto
 import Foundation
+import Logging
 import NIOSSL
 import ProfileEscrow
 
@@ -145,6 +147,27 @@ struct WorkerOptions: ParsableArguments {
         configuration.retryPolicy = RetryPolicy(maxAttempts: maxAttempts, base: base, cap: cap)
         configuration.confirmTimeout = try Self.duration(confirmTimeout, "confirm-timeout", default: "1h", environment)
         return configuration
+    }
+
+    /// The escrow a long-running process (`serve`, `replay`) works on, with the trace exporter the OTEL_* environment
+    /// asks for (nil: no spans). A keyring in custody was unwrapped to get here, so its gauge says so.
+    func escrow(
+        store: any EscrowStore,
+        keyring: Keyring,
+        _ options: GlobalOptions,
+        process: String,
+        logger: Logger
+    ) throws -> (Escrow, OpenTelemetryTraces?) {
+        let traces = try OpenTelemetryTraces.make(
+            environment: options.environment,
+            processName: process,
+            logger: logger
+        )
+        var configuration = try escrowConfiguration(options)
+        configuration.tracer = traces?.tracer
+        let escrow = Escrow(store: store, keyring: keyring, configuration: configuration, logger: logger)
+        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
+        return (escrow, traces)
     }
 
     /// A duration option: the command line, else its variable, else `default`; named in the error by where it
