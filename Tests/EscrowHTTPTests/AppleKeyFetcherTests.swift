@@ -63,12 +63,19 @@ struct AppleKeyFetcherTests {
         )
         try await Self.withFetcher(server) { fetcher, verifier in
             let token = try await Self.token()
-            // Five verifications well within the 3 s max-age, even on a loaded machine.
+            // One fetch per max-age at most, counted from the time the verifications really took: on a machine loaded
+            // enough to stretch five verifications past the max-age, a second fetch is right. Uncached, it is five.
+            let maxAge = Duration.seconds(3)
+            let started = ContinuousClock.now
             for _ in 0..<5 { #expect(await Self.verifies(verifier, token)) }
-            #expect(server.requests == ["/auth/keys"], "one fetch for five tokens within max-age")
-            try await Task.sleep(for: .milliseconds(3_300))
+            let fetched = server.requests.count
+            #expect(fetched >= 1 && fetched <= 1 + Int((ContinuousClock.now - started) / maxAge), "cached: \(fetched)")
+            try await Task.sleep(for: maxAge + .milliseconds(300))
+            let again = ContinuousClock.now
             #expect(await Self.verifies(verifier, token))
-            #expect(server.requests.count == 2, "fetched again once max-age passed")
+            let refetched = server.requests.count - fetched
+            #expect(refetched >= 1, "fetched again once max-age passed")
+            #expect(refetched <= 1 + Int((ContinuousClock.now - again) / maxAge))
         }
     }
 
