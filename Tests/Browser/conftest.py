@@ -16,9 +16,12 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -129,6 +132,57 @@ def http(method: str, url: str, body: bytes | dict | None = None, headers: dict 
     except urllib.error.HTTPError as error:
         return error.code, error.headers, error.read()
 
+
+
+class Recorder:
+    """A loopback HTTP(S) server standing in for a backend or a collector: it records every POST (path, headers with
+    lower-case names, body, and the client's certificate over mutual TLS) and answers `status`, or `status(n)` for
+    the n-th request (1-based). With `tls`, a server-side SSL context, it speaks HTTPS."""
+
+    @dataclass
+    class Request:
+        path: str
+        headers: dict
+        body: bytes
+        peer: dict | None
+
+    def __init__(self, status=200, tls: ssl.SSLContext | None = None):
+        self.requests: list[Recorder.Request] = []
+        self.lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                peer = self.connection.getpeercert() if tls else None
+                with recorder.lock:
+                    recorder.requests.append(Recorder.Request(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body, peer))
+                    count = len(recorder.requests)
+                self.send_response(status(count) if callable(status) else status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.scheme = "https" if tls else "http"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
+
+    def snapshot(self) -> list["Recorder.Request"]:
+        with self.lock:
+            return list(self.requests)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 def scan_for_secrets(folder: Folder, secrets: list[str], extra: list[Path] = ()):
     """Fails if any of `secrets` appears in a log of the test, any file of its folder, or `extra`."""

@@ -7,15 +7,13 @@ Screenshots go to $CONSOLE_SCREENSHOTS (docs/ when refreshing the ones the docs 
 
 from __future__ import annotations
 
-import http.server as httpserver
 import os
 import re
-import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import Node, free_port, http, scan_for_secrets
+from conftest import Node, Recorder, free_port, http, scan_for_secrets
 
 GIVEN, FAMILY = "Testy", "Canary"
 EMAIL = "canary{}@example.invalid"
@@ -36,19 +34,6 @@ def secrets() -> list[str]:
     return values
 
 
-class Rejecting(httpserver.BaseHTTPRequestHandler):
-    """A backend that answers 410 Gone: the escrows it gets die as backend_rejected."""
-
-    def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.send_response(410)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def store(folder):
     """Twelve escrows: 0-3 dead as attempts_exhausted (a refused backend), 4-5 dead as backend_rejected (a backend
@@ -58,12 +43,11 @@ def store(folder):
     ids = [folder.cli("capture", stdin=profile(n)).stdout.strip() for n in range(4)]
     folder.cli(*replay, "--backend", f"http://127.0.0.1:{free_port()}/register", env=env)
     ids += [folder.cli("capture", stdin=profile(n)).stdout.strip() for n in range(4, 6)]
-    server = httpserver.HTTPServer(("127.0.0.1", 0), Rejecting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    rejecting = Recorder(status=410)  # the escrows it gets die as backend_rejected
     try:
-        folder.cli(*replay, "--backend", f"http://127.0.0.1:{server.server_address[1]}/register", env=env)
+        folder.cli(*replay, "--backend", rejecting.url + "/register", env=env)
     finally:
-        server.shutdown()
+        rejecting.close()
     ids += [folder.cli("capture", stdin=profile(n)).stdout.strip() for n in range(6, COUNT)]
     tokens = {
         "viewer": folder.token("viewer", "read"),

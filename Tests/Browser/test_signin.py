@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from conftest import Folder, Node, browser_requests, free_port, http, make_browser, scan_for_secrets
+from conftest import Folder, Node, Recorder, browser_requests, free_port, http, make_browser, scan_for_secrets
 
 CLIENT_ID = "invalid.example.web"
 BUNDLE_ID = "invalid.example.app"
@@ -418,7 +418,7 @@ def test_store_down_mid_flow_the_page_resubmits_once_it_is_back(folder, nodes, b
     nodes.append(node.start())
     apple.mode = "hold"
     browser.get(node.url + "/v1/apple/signin?return=app")
-    button = wait_for(lambda: browser.find_elements("id", "continue"), 15, "Apple's page")[0]
+    wait_for(lambda: browser.find_elements("id", "continue"), 15, "Apple's page")
 
     # serve waits up to 30 s for the write lock before it gives up on the store: the page loads after that.
     browser.set_page_load_timeout(120)
@@ -570,26 +570,11 @@ def test_verified_notifications_are_forwarded_signed(folder, nodes, apple):
     import hashlib
     import hmac
 
-    received: list[tuple[dict, bytes]] = []
-
-    class Backend(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            # The first attempt fails: the forwarder retries.
-            self.send_response(503 if len(received) == 1 else 204)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    backend = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
-    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    backend = Recorder(status=lambda n: 503 if n == 1 else 204)  # the first attempt fails: the forwarder retries
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()  # not through the CLI: its output is logged
     public = free_port()
-    node = signin_node(folder, apple, "--forward-notifications", f"http://127.0.0.1:{backend.server_port}/apple",
-                       "--backend", f"http://127.0.0.1:{backend.server_port}/register", public_port=public)
+    node = signin_node(folder, apple, "--forward-notifications", backend.url + "/apple",
+                       "--backend", backend.url + "/register", public_port=public)
     node.env["PROFILE_ESCROW_WEBHOOK_SECRET"] = secret
     nodes.append(node.start())
     try:
@@ -603,19 +588,20 @@ def test_verified_notifications_are_forwarded_signed(folder, nodes, apple):
         assert http("POST", f"http://127.0.0.1:{public}/v1/apple/notifications", {"payload": forged})[0] == 401
         status, _, body = http("POST", f"http://127.0.0.1:{public}/v1/apple/notifications", {"payload": jws})
         assert status == 200, body
-        wait_for(lambda: len(received) >= 2, 20, "the notification forwarded after one retry")
+        wait_for(lambda: len(backend.snapshot()) >= 2, 20, "the notification forwarded after one retry")
         time.sleep(0.5)
+        received = backend.snapshot()
         assert len(received) == 2, "the forged notification was not forwarded, the verified one once more after 503"
-        headers, body = received[1]
+        headers, body = received[1].headers, received[1].body
         key = base64.b64decode(secret.removeprefix("whsec_"))
         signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
         expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
         assert expected in headers["webhook-signature"].split(" ")
-        assert received[0][0]["webhook-id"] == headers["webhook-id"]
+        assert received[0].headers["webhook-id"] == headers["webhook-id"]
         forwarded = json.loads(body)
         assert (forwarded["type"], forwarded["event"], forwarded["payload"]) == ("apple-notification", "consent-revoked",
                                                                                  jws)
     finally:
-        backend.shutdown()
+        backend.close()
     node.stop()
     scan_for_secrets(folder, apple.secrets + [secret])

@@ -12,9 +12,7 @@ import json
 import os
 import socket
 import ssl
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from conftest import Node, free_port, scan_for_secrets
+from conftest import Node, Recorder, free_port, scan_for_secrets
 
 
 class CA:
@@ -179,48 +177,22 @@ def test_a_tls_file_that_does_not_load_stops_the_start_naming_it(folder, pki):
         assert "PRIVATE KEY" not in result.stderr
 
 
-class HTTPSBackend:
-    """An https backend that requires a client certificate from `client_ca` and records deliveries."""
-
-    def __init__(self, ca: CA, client_ca: CA):
-        certificate, key, _ = ca.issue("backend")
-        self.deliveries: list[dict] = []
-        backend = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                backend.deliveries.append({"peer": self.connection.getpeercert()})
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(str(certificate), str(key))
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(str(client_ca.path))
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.server.server_address[1]}/register"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+def https_backend(ca: CA, client_ca: CA) -> Recorder:
+    """An https backend that requires a client certificate from `client_ca`, and records deliveries."""
+    certificate, key, _ = ca.issue("backend")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(certificate), str(key))
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(str(client_ca.path))
+    return Recorder(tls=context)
 
 
 def test_deliveries_verify_a_private_ca_and_present_a_client_certificate(folder, pki):
     backend_ca, worker_ca = CA(pki, "backend"), CA(pki, "workers")
     client_certificate, client_key, _ = worker_ca.issue("worker", client=True)
-    backend = HTTPSBackend(backend_ca, worker_ca)
+    backend = https_backend(backend_ca, worker_ca)
     secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
-    env = {"PROFILE_ESCROW_BACKEND_URL": backend.url, "PROFILE_ESCROW_WEBHOOK_SECRET": secret}
+    env = {"PROFILE_ESCROW_BACKEND_URL": backend.url + "/register", "PROFILE_ESCROW_WEBHOOK_SECRET": secret}
     try:
         folder.cli("capture", stdin=json.dumps({"userIdentifier": "000000.tlsbackend.0001",
                                                 "email": "tls.backend@example.invalid"}))
@@ -232,21 +204,21 @@ def test_deliveries_verify_a_private_ca_and_present_a_client_certificate(folder,
 
         # Without the backend's CA: its certificate is not trusted, nothing is delivered, the attempt counts.
         folder.cli("replay", "--once", *fast, check=False, env=env)
-        assert backend.deliveries == [] and attempts() == 1
+        assert backend.snapshot() == [] and attempts() == 1
         # Trusting the CA but without a client certificate: the backend refuses the handshake.
         time.sleep(0.1)
         folder.cli("replay", "--once", *fast, check=False,
                    env={**env, "PROFILE_ESCROW_BACKEND_CA": str(backend_ca.path)})
-        assert backend.deliveries == [] and attempts() == 2
+        assert backend.snapshot() == [] and attempts() == 2
         # Both: delivered, confirmed, purged.
         deadline = time.monotonic() + 30
-        while not backend.deliveries:
+        while not backend.snapshot():
             assert time.monotonic() < deadline, "never delivered"
             folder.cli("replay", "--once", *fast, "--backend-ca", str(backend_ca.path),
                                 "--backend-client-certificate", str(client_certificate),
                                 "--backend-client-key", str(client_key), check=False, env=env)
             time.sleep(0.5)
-        assert backend.deliveries[0]["peer"]["subject"] == ((("commonName", "worker"),),)
+        assert backend.snapshot()[0].peer["subject"] == ((("commonName", "worker"),),)
         assert folder.cli("status", "000000.tlsbackend.0001", check=False).returncode == 3   # purged: not found
     finally:
         backend.close()

@@ -11,66 +11,29 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from conftest import Node, free_port, http, scan_for_secrets
+from conftest import Node, Recorder, free_port, http, scan_for_secrets
 
 CANARY_NAME = "Canary-Tracewatch"
 CANARY_EMAIL = "canary.tracewatch@example.invalid"
 CANARY_USER = "000000.tracecanary.0001"
 
 
-class Recorder:
-    """A loopback HTTP server that records what it is sent: OTLP trace exports, or deliveries."""
-
-    def __init__(self, status: int = 200):
-        self.requests: list[tuple[str, dict, bytes]] = []
-        self.lock = threading.Lock()
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with recorder.lock:
-                    recorder.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.requests)
-
-    def spans(self):
-        """Every span exported so far, decoded."""
-        spans = []
-        for path, headers, body in self.snapshot():
-            assert path == "/v1/traces", path
-            assert headers.get("content-type") == "application/x-protobuf", headers.get("content-type")
-            request = trace_service_pb2.ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for resource_spans in request.resource_spans:
-                for scope_spans in resource_spans.scope_spans:
-                    spans.extend(scope_spans.spans)
-        return spans
+def exported_spans(collector: Recorder):
+    """Every span the collector was sent, decoded."""
+    spans = []
+    for request in collector.snapshot():
+        assert request.path == "/v1/traces", request.path
+        assert request.headers.get("content-type") == "application/x-protobuf", request.headers.get("content-type")
+        export = trace_service_pb2.ExportTraceServiceRequest()
+        export.ParseFromString(request.body)
+        for resource_spans in export.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                spans.extend(scope_spans.spans)
+    return spans
 
 
 def wait_for(predicate, timeout: float = 20, what: str = "condition"):
@@ -113,12 +76,12 @@ def test_spans_follow_a_capture_and_its_delivery_without_personal_data(folder, n
         status, _, _ = http("GET", f"{node.url}/v1/escrows/{CANARY_USER}", headers={"Authorization": f"Bearer {token}"})
         assert status in (200, 404)
 
-        delivery = wait_for(lambda: next((r for r in backend.snapshot() if r[0] == "/register"), None),
+        delivery = wait_for(lambda: next((r for r in backend.snapshot() if r.path == "/register"), None),
                             what="the delivery")
-        names = lambda: {s.name for s in collector.spans()}
+        names = lambda: {s.name for s in exported_spans(collector)}
         wait_for(lambda: {"POST /v1/escrows", "escrow.capture", "escrow.seal", "escrow.commit", "escrow.claim",
                           "escrow.delivery", "POST"} <= names(), what=f"every span (have {sorted(names())})")
-        spans = collector.spans()
+        spans = exported_spans(collector)
         by_id = {s.span_id.hex(): s for s in spans}
 
         # The capture continues the caller's trace: request span under the caller's, capture under the request,
@@ -136,8 +99,8 @@ def test_spans_follow_a_capture_and_its_delivery_without_personal_data(folder, n
         assert attributes["escrow.id"].string_value == escrow_id
 
         # The delivery: its request's traceparent names the worker's client span, child of the delivery span.
-        traceparent = delivery[1].get("traceparent")
-        assert traceparent, f"no traceparent on the delivery: {sorted(delivery[1])}"
+        traceparent = delivery.headers.get("traceparent")
+        assert traceparent, f"no traceparent on the delivery: {sorted(delivery.headers)}"
         _, trace_id, span_id, _ = traceparent.split("-")
         client = by_id[span_id]
         assert client.name == "POST" and client.kind == client.SPAN_KIND_CLIENT
@@ -150,7 +113,7 @@ def test_spans_follow_a_capture_and_its_delivery_without_personal_data(folder, n
         assert client_attributes["http.response.status_code"].int_value == 200
 
         # No personal data in any span, any attribute, any event; no path either.
-        raw = b"".join(body for _, _, body in collector.snapshot())
+        raw = b"".join(request.body for request in collector.snapshot())
         for secret in (CANARY_NAME, CANARY_EMAIL, CANARY_USER):
             assert secret.encode() not in raw
         for span in spans:
@@ -176,9 +139,9 @@ def test_without_otel_variables_nothing_is_exported_and_deliveries_carry_no_trac
                                headers={"Authorization": f"Bearer {token}", "traceparent":
                                         f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"})
         assert status == 201, body
-        delivery = wait_for(lambda: next((r for r in backend.snapshot() if r[0] == "/register"), None),
+        delivery = wait_for(lambda: next((r for r in backend.snapshot() if r.path == "/register"), None),
                             what="the delivery")
-        assert "traceparent" not in delivery[1]
+        assert "traceparent" not in delivery.headers
         time.sleep(1)
         assert collector.snapshot() == []
     finally:
