@@ -7,7 +7,7 @@ import Foundation
 public func fuzzAppleNotification(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: count), as: UTF8.self)
     _ = AppleNotificationEvent(json: text)
-    _ = Keys.jwks.checkHeader(of: text)
+    _ = AppleToken(text).map(Keys.jwks.accepts)
     return 0
 }
 

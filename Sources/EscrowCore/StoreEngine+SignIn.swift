@@ -23,22 +23,36 @@ extension StoreEngine {
         capture item: CaptureItem?,
         in transaction: some SignInWriteTransaction
     ) async throws -> SignInCompletion {
+        try await completeSignIns([SignInCompletionItem(request: request, capture: item)], in: transaction)[0]
+    }
+
+    /// One completion of ``completeSignIns(_:in:)``: its audit events are added to `audit`, its key version to
+    /// `keyVersions`.
+    private static func completeSignIn(
+        _ request: SignInCompletionRequest,
+        capture item: CaptureItem?,
+        in transaction: some SignInWriteTransaction,
+        auditing audit: inout [AuditDraft],
+        keyVersions: inout Set<UInt32>
+    ) async throws -> SignInCompletion {
         guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
         guard attempt.isLive(at: request.receivedAt) else { return .expired(attempt) }
         guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else {
             return .bindingMismatch(attempt)
         }
         var outcome: CaptureOutcome?
-        if let item, let captured = try await capture([item], in: transaction).first {
+        if let item, let captured = try await capture([item], in: transaction, auditing: &audit).first {
             outcome = captured
-            let draft = AuditDraft(
-                type: .signinCaptured,
-                at: request.now,
-                escrowID: captured.record.id.hex,
-                indexPrefix: captured.record.blindIndex.prefixHex,
-                actor: item.actor
+            keyVersions.insert(item.record.sealed.keyVersion)
+            audit.append(
+                AuditDraft(
+                    type: .signinCaptured,
+                    at: request.now,
+                    escrowID: captured.record.id.hex,
+                    indexPrefix: captured.record.blindIndex.prefixHex,
+                    actor: item.actor
+                )
             )
-            try await append([draft], transaction)
         }
         let ticket = request.ticket(outcome?.record.id)
         // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
@@ -72,9 +86,23 @@ extension StoreEngine {
     ) async throws -> [SignInCompletion] {
         var results: [SignInCompletion] = []
         results.reserveCapacity(items.count)
+        // The audit events of every completion are chained in one append, and the key versions checked once, after
+        // the last write, as a capture batch does.
+        var audit: [AuditDraft] = []
+        var keyVersions: Set<UInt32> = []
         for item in items {
-            results.append(try await completeSignIn(item.request, capture: item.capture, in: transaction))
+            results.append(
+                try await completeSignIn(
+                    item.request,
+                    capture: item.capture,
+                    in: transaction,
+                    auditing: &audit,
+                    keyVersions: &keyVersions
+                )
+            )
         }
+        try await transaction.requireUsable(keyVersions)
+        try await append(audit, transaction)
         return results
     }
 }

@@ -110,6 +110,20 @@ package enum StoreEngine {
         in transaction: some EscrowWriteTransaction
     ) async throws -> [CaptureOutcome] {
         var audit: [AuditDraft] = []
+        let outcomes = try await capture(items, in: transaction, auditing: &audit)
+        try await transaction.requireUsable(Set(items.map(\.record.sealed.keyVersion)))
+        try await append(audit, transaction)
+        return outcomes
+    }
+
+    /// ``capture(_:in:)`` less its last two steps, for a caller that writes more in the same transaction: the audit
+    /// events are added to `audit`, and the caller appends them and checks the records' key versions
+    /// (``EscrowWriteTransaction/requireUsable(_:)``) after its own writes, once for all.
+    package static func capture(
+        _ items: [CaptureItem],
+        in transaction: some EscrowWriteTransaction,
+        auditing audit: inout [AuditDraft]
+    ) async throws -> [CaptureOutcome] {
         let created = try await transaction.insertIfNoLiveEscrow(items.map(\.record))
         var outcomes: [CaptureOutcome] = []
         outcomes.reserveCapacity(items.count)
@@ -121,8 +135,6 @@ package enum StoreEngine {
                 outcomes.append(try await captureOverLive(item, transaction, &audit))
             }
         }
-        try await transaction.requireUsable(Set(items.map(\.record.sealed.keyVersion)))
-        try await append(audit, transaction)
         return outcomes
     }
 

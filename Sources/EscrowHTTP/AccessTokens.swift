@@ -33,10 +33,18 @@ public enum AccessTokens {
         return token
     }
 
+    /// Unpadded base64url. Foundation's base64, mapped on its bytes: three `replacingOccurrences` on the string
+    /// measured 1.5% of a web sign-in callback's CPU.
     static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var encoded = [UInt8](Data(bytes).base64EncodedData())
+        encoded.removeAll { $0 == UInt8(ascii: "=") }
+        for index in encoded.indices {
+            switch encoded[index] {
+            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: encoded, as: UTF8.self)
     }
 }

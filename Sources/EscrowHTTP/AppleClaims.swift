@@ -1,8 +1,8 @@
 import JWTKit
 
 /// The claims of an Apple identity token that verified capture checks. Every check but the
-/// signature is made by ``AppleVerifier`` itself, so `verify(using:)` does nothing.
-struct AppleIdentityClaims: JWTPayload {
+/// signature is made by ``AppleVerifier`` itself.
+struct AppleIdentityClaims: AppleTokenClaims {
     let iss: IssuerClaim
     let aud: AudienceClaim
     let exp: ExpirationClaim
@@ -10,38 +10,24 @@ struct AppleIdentityClaims: JWTPayload {
     let sub: SubjectClaim
     let email: String?
     /// Apple sends `"true"`/`"false"` strings; a JSON boolean is accepted too.
-    let is_private_email: AppleBoolean?
+    let is_private_email: Bool?
     /// 0 unsupported, 1 unknown, 2 likely real.
     let real_user_status: Int?
 
-    func verify(using _: some JWTAlgorithm) async throws {}
-}
-
-/// A boolean claim that Apple may send as a JSON boolean or as the string `"true"` / `"false"`.
-struct AppleBoolean: Codable, Sendable, Equatable {
-    let value: Bool
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let flag = try? container.decode(Bool.self) {
-            value = flag
-            return
-        }
-        switch try container.decode(String.self) {
-        case "true": value = true
-        case "false": value = false
-        default: throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a boolean")
-        }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(value)
+    init(_ claims: AppleClaimReader) throws(AppleClaimError) {
+        iss = try claims.issuer()
+        aud = try claims.audience()
+        exp = ExpirationClaim(value: try claims.requiredDate("exp"))
+        iat = IssuedAtClaim(value: try claims.requiredDate("iat"))
+        sub = SubjectClaim(value: try claims.required("sub"))
+        email = try claims.string("email")
+        is_private_email = try claims.boolean("is_private_email")
+        real_user_status = try claims.integer("real_user_status")
     }
 }
 
 /// The claims of an Apple server-to-server notification. `events` is a JSON document in a string.
-struct AppleNotificationClaims: JWTPayload {
+struct AppleNotificationClaims: AppleTokenClaims {
     let iss: IssuerClaim
     let aud: AudienceClaim
     let iat: IssuedAtClaim
@@ -49,5 +35,12 @@ struct AppleNotificationClaims: JWTPayload {
     let jti: IDClaim
     let events: String
 
-    func verify(using _: some JWTAlgorithm) async throws {}
+    init(_ claims: AppleClaimReader) throws(AppleClaimError) {
+        iss = try claims.issuer()
+        aud = try claims.audience()
+        iat = IssuedAtClaim(value: try claims.requiredDate("iat"))
+        exp = try claims.date("exp").map { ExpirationClaim(value: $0) }
+        jti = IDClaim(value: try claims.required("jti"))
+        events = try claims.required("events")
+    }
 }

@@ -20,6 +20,8 @@ struct AppleSignInRoutes: Sendable {
     let maximumBodySize: Int
     /// No token for the browser's routes: one shared bucket a route.
     let anonymous: RateLimiter
+    /// The attempts started here, read by their callback without a store read.
+    let started = StartedSignInAttempts()
 
     static let cookieName = "__Host-pe-signin"
 
@@ -66,6 +68,7 @@ struct AppleSignInRoutes: Sendable {
         )
         do {
             try await signIns.createSignInAttempt(attempt)
+            started.insert(attempt, now: now)
         } catch {
             context.logger.error("a sign-in attempt could not be stored", metadata: ["error": "\(error)"])
             return SignInPages.page(
@@ -143,7 +146,11 @@ struct AppleSignInRoutes: Sendable {
         }
         let attempt: SignInAttempt?
         do {
-            attempt = try await signIns.signInAttempt(stateHash: stateHash)
+            if let held = started.attempt(stateHash: stateHash, now: now) {
+                attempt = held
+            } else {
+                attempt = try await signIns.signInAttempt(stateHash: stateHash)
+            }
         } catch {
             context.logger.error("a sign-in callback could not read its attempt", metadata: ["error": "\(error)"])
             // Whether the id_token is valid now (all but its nonce, which does not age): the resubmission is then
@@ -170,9 +177,10 @@ struct AppleSignInRoutes: Sendable {
             return SignInPages.unknownAttempt()
         }
         guard attempt.isLive(at: receivedAt) else {
+            started.remove(stateHash: stateHash)
             return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
         }
-        let bindingHash = request.cookies[Self.cookieName].map { Self.hash($0.value) } ?? []
+        let bindingHash = request.cookieValue(Self.cookieName).map(Self.hash) ?? []
         guard Hashing.constantTimeEqual(bindingHash, attempt.bindingHash) else {
             // Never cleared here: the cookie may be the real user's, for a live attempt of their own.
             context.logger.info("sign-in callback refused: browser binding does not match")
@@ -222,6 +230,10 @@ struct AppleSignInRoutes: Sendable {
                 stateHash: stateHash,
                 stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: true)
             )
+        }
+        switch completion {
+        case .completed, .expired, .unknown: started.remove(stateHash: stateHash)
+        case .bindingMismatch: break
         }
         switch completion {
         case .completed:

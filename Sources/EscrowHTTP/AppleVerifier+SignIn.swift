@@ -3,7 +3,7 @@ import Foundation
 import JWTKit
 
 /// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent.
-struct AppleSignInClaims: JWTPayload {
+struct AppleSignInClaims: AppleTokenClaims {
     let iss: IssuerClaim
     let aud: AudienceClaim
     let exp: ExpirationClaim
@@ -11,11 +11,22 @@ struct AppleSignInClaims: JWTPayload {
     let sub: SubjectClaim
     let nonce: String?
     let email: String?
-    let email_verified: AppleBoolean?
-    let is_private_email: AppleBoolean?
+    let email_verified: Bool?
+    let is_private_email: Bool?
     let real_user_status: Int?
 
-    func verify(using _: some JWTAlgorithm) async throws {}
+    init(_ claims: AppleClaimReader) throws(AppleClaimError) {
+        iss = try claims.issuer()
+        aud = try claims.audience()
+        exp = ExpirationClaim(value: try claims.requiredDate("exp"))
+        iat = IssuedAtClaim(value: try claims.requiredDate("iat"))
+        sub = SubjectClaim(value: try claims.required("sub"))
+        nonce = try claims.string("nonce")
+        email = try claims.string("email")
+        email_verified = try claims.boolean("email_verified")
+        is_private_email = try claims.boolean("is_private_email")
+        real_user_status = try claims.integer("real_user_status")
+    }
 }
 
 /// Who signed in, as a verified id_token says.
@@ -52,8 +63,8 @@ extension AppleVerifier {
         return AppleSignInIdentity(
             userIdentifier: claims.sub.value,
             email: claims.email,
-            emailVerified: claims.email_verified?.value,
-            isPrivateEmail: claims.is_private_email?.value,
+            emailVerified: claims.email_verified,
+            isPrivateEmail: claims.is_private_email,
             realUserStatus: claims.real_user_status
         )
     }

@@ -79,7 +79,7 @@ public final class AppleVerifier: Sendable {
         }
         var isPrivateEmail = input.statedIsPrivateEmail
         // Only an email can be private: without one in the profile, the token's flag qualifies nothing.
-        if let flag = claims.is_private_email?.value, profile.email != nil {
+        if let flag = claims.is_private_email, profile.email != nil {
             if let stated = isPrivateEmail, stated != flag {
                 throw Rejection(reason: "isPrivateEmail does not match")
             }
@@ -125,24 +125,35 @@ public final class AppleVerifier: Sendable {
         return claims
     }
 
-    func verifySignature<Claims: JWTPayload>(_ token: String) async throws(Rejection) -> Claims {
+    func verifySignature<Claims: AppleTokenClaims>(_ token: String) async throws(Rejection) -> Claims {
         guard token.utf8.count <= 8 * 1024 else { throw Rejection(reason: "larger than 8 KiB") }
+        guard let parsed = AppleToken(token) else {
+            throw Rejection(reason: "not a compact JWS with a strict JSON header and payload")
+        }
         let jwks: AppleJWKS
         switch keys {
         case .fixed(let fixed): jwks = fixed
         case .fetched(let fetcher):
-            guard let fetched = await fetcher.keys(forKID: AppleJWKS.kid(of: token)) else {
+            guard let fetched = await fetcher.keys(forKID: parsed.kid) else {
                 throw Rejection(reason: "Apple's keys could not be fetched")
             }
             jwks = fetched
         }
-        guard jwks.checkHeader(of: token) else {
+        guard jwks.accepts(parsed) else {
             throw Rejection(reason: "header: unknown kid or algorithm not allowed")
         }
+        let verified: Bool
         do {
-            return try await jwks.keys.verify(token, as: Claims.self)
+            let key = try await jwks.keys.getKey(for: JWKIdentifier(string: parsed.kid), alg: parsed.alg)
+            verified = try key.name == parsed.alg && key.verify(parsed.signature, signs: parsed.signingInput)
         } catch {
-            throw Rejection(reason: "signature or claims did not verify")
+            verified = false
+        }
+        guard verified else { throw Rejection(reason: "signature did not verify") }
+        do {
+            return try Claims(AppleClaimReader(parsed.payload))
+        } catch {
+            throw Rejection(reason: "claim \(error.claim) missing or of the wrong type")
         }
     }
 

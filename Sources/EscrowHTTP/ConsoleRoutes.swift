@@ -89,20 +89,10 @@ struct ConsoleRoutes: Sendable {
         "\(name)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; Secure; SameSite=Strict"
     }
 
-    static func cookieValue(_ request: Request, _ name: String) -> String? {
-        for header in request.headers[values: .cookie] {
-            for pair in header.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0].trimmingSpaces() == name { return String(parts[1].trimmingSpaces()) }
-            }
-        }
-        return nil
-    }
-
     /// The signed-in viewer, with the session's cookie value; nil when there is no live session or its token was
     /// revoked (the session then ends).
     func viewer(_ request: Request) async throws -> (ConsolePages.Viewer, String)? {
-        guard let id = Self.cookieValue(request, Self.sessionCookie),
+        guard let id = request.cookieValue(Self.sessionCookie),
             let session = sessions.session(id: id, now: Date())
         else { return nil }
         guard let record = try await tokens.token(hash: session.tokenHash),
@@ -218,7 +208,7 @@ struct ConsoleRoutes: Sendable {
         do { try anonymous.admit("console-signin") } catch { return Self.failure(error, viewer: nil) }
         let fields: SignInForm
         do { fields = try await Self.readForm(request) } catch { return Self.failure(error, viewer: nil) }
-        guard Self.sameOrigin(request), let expected = Self.cookieValue(request, Self.signInCookie),
+        guard Self.sameOrigin(request), let expected = request.cookieValue(Self.signInCookie),
             let csrf = fields["csrf"], Hashing.constantTimeEqual(Array(csrf.utf8), Array(expected.utf8))
         else {
             return signInPage(

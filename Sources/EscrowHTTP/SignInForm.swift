@@ -50,18 +50,19 @@ struct SignInForm: Sendable {
 
     /// Percent-encodes a query or form value: only unreserved characters stay as they are.
     static func encode(_ value: String) -> String {
-        var output = ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(value.utf8.count)
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
                 UInt8(ascii: "~"):
-                output.unicodeScalars.append(Unicode.Scalar(byte))
+                output.append(byte)
             default:
-                let hex = Array("0123456789ABCDEF".utf8)
-                output += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
+                output += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
             }
         }
-        return output
+        return String(decoding: output, as: UTF8.self)
     }
 }

@@ -8,10 +8,11 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         "state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at"
 
     func insertSignInAttempt(_ attempt: SignInAttempt) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 Data(attempt.stateHash), Data(attempt.nonceHash), Data(attempt.bindingHash), attempt.returnName,
                 Timestamp.unixMilliseconds(attempt.createdAt), Timestamp.unixMilliseconds(attempt.expiresAt),
@@ -42,12 +43,13 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
     }
 
     func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) throws -> Bool {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?,
                     purge_at = MAX(expires_at, ?)
                 WHERE state_hash = ? AND used_at IS NULL
-                """,
+                """
+        ).execute(
             arguments: [
                 Timestamp.unixMilliseconds(now), Data(ticket.ticketHash), Timestamp.unixMilliseconds(ticket.expiresAt),
                 Data(ticket.sealedResult), Timestamp.unixMilliseconds(ticket.expiresAt), Data(stateHash),
@@ -59,19 +61,19 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
     func redeemSignInTicket(ticketHash: [UInt8], at now: Date) throws -> SignInRedemption? {
         guard
             let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT ticket_result, return_name FROM signin_attempt
-                    WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_result IS NOT NULL
-                        AND ticket_expires_at > ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT ticket_result, return_name FROM signin_attempt
+                        WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_result IS NOT NULL
+                            AND ticket_expires_at > ?
+                        """
+                ),
                 arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
             )
         else { return nil }
-        try db.execute(
-            sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE ticket_hash = ?",
-            arguments: [Timestamp.unixMilliseconds(now), Data(ticketHash)]
-        )
+        try db.cachedStatement(
+            sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE ticket_hash = ?"
+        ).execute(arguments: [Timestamp.unixMilliseconds(now), Data(ticketHash)])
         return SignInRedemption(sealedResult: [UInt8](row["ticket_result"] as Data), returnName: row["return_name"])
     }
 

@@ -156,11 +156,11 @@ struct AppleKeyFetcherTests {
 
     @Test("base64url of token parts is decoded strictly: no padding, no other alphabet, no stray bits")
     func base64URLStrict() {
-        #expect(AppleJWKS.base64URLDecode("eyJhbGciOiJSUzI1NiJ9") == Array(#"{"alg":"RS256"}"#.utf8))
-        #expect(AppleJWKS.base64URLDecode("-_8") == [0xFB, 0xFF])
-        #expect(AppleJWKS.base64URLDecode("") == [])
+        #expect(AppleJWKS.base64URLDecode("eyJhbGciOiJSUzI1NiJ9".utf8) == Array(#"{"alg":"RS256"}"#.utf8))
+        #expect(AppleJWKS.base64URLDecode("-_8".utf8) == [0xFB, 0xFF])
+        #expect(AppleJWKS.base64URLDecode("".utf8) == [])
         for bad in ["eyJ=", "+/8", "a", "abcde", "-_9", "ab c", "ab\u{0}"] {
-            #expect(AppleJWKS.base64URLDecode(Substring(bad)) == nil, "\(bad)")
+            #expect(AppleJWKS.base64URLDecode(bad.utf8) == nil, "\(bad)")
         }
     }
 
