@@ -51,11 +51,12 @@ public enum NotificationRecording: Sendable, Equatable {
 /// The `EscrowStoreConformance` module holds the checks every implementation must pass.
 public protocol NotificationOutbox: NotificationLog {
     /// In one transaction: records the notification id as handled and, when it was not recorded before, queues
-    /// `forward` unless the outbox already holds `capacity` entries. Queueing is idempotent on the webhook id.
+    /// `forward` (when given) unless the outbox already holds `capacity` entries. Queueing is idempotent on the
+    /// webhook id.
     func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry,
+        forward: OutboxEntry?,
         capacity: Int
     ) async throws -> NotificationRecording
 
@@ -75,4 +76,11 @@ public protocol NotificationOutbox: NotificationLog {
 
     /// How many entries wait, claimed or not.
     func outboxCount() async throws -> Int
+}
+
+extension NotificationOutbox {
+    /// The log's record: nothing to forward.
+    public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
+        try await recordNotification(idHash: idHash, at: now, forward: nil, capacity: 0) == .recorded
+    }
 }

@@ -30,7 +30,10 @@ extension Keyring {
             throw CryptoError(.unknownKeyVersion, "master key version \(keyVersion) is not in this keyring")
         }
         guard let secretKey = master.secretKey else {
-            throw CryptoError(.secretKeyUnavailable, "this keyring has no secret key for master key version \(keyVersion)")
+            throw CryptoError(
+                .secretKeyUnavailable,
+                "this keyring has no secret key for master key version \(keyVersion)"
+            )
         }
         let binding = Self.notificationBinding(webhookID, version: keyVersion)
         guard sealed.count >= Sodium.sealBytes + binding.count else { throw CryptoError.ciphertextInvalid }

@@ -6,22 +6,21 @@ import PostgresNIO
 /// Handled Apple notifications and the outbox of their forwarded copies in the shared database, through the store
 /// engine: a notification is applied once, and forwarded by one node at a time, whichever node receives it.
 extension PostgresEscrowStore: NotificationOutbox {
-    public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
-        try requireWritable()
-        return try await Self.engineTransaction(database, "recording a notification failed") {
-            try await StoreEngine.recordNotification(idHash: idHash, at: now, forward: nil, capacity: 0, in: $0)
-        } == .recorded
-    }
-
     public func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry,
+        forward: OutboxEntry?,
         capacity: Int
     ) async throws -> NotificationRecording {
         try requireWritable()
         return try await Self.engineTransaction(database, "recording a notification failed") {
-            try await StoreEngine.recordNotification(idHash: idHash, at: now, forward: forward, capacity: capacity, in: $0)
+            try await StoreEngine.recordNotification(
+                idHash: idHash,
+                at: now,
+                forward: forward,
+                capacity: capacity,
+                in: $0
+            )
         }
     }
 

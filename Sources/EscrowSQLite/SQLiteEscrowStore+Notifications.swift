@@ -5,20 +5,20 @@ import GRDB
 /// Handled Apple notifications and the outbox of their forwarded copies, through the store engine
 /// (``StoreEngine/recordNotification(idHash:at:forward:capacity:in:)``).
 extension SQLiteEscrowStore: NotificationOutbox {
-    public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
-        try await write {
-            try await StoreEngine.recordNotification(idHash: idHash, at: now, forward: nil, capacity: 0, in: $0)
-        } == .recorded
-    }
-
     public func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry,
+        forward: OutboxEntry?,
         capacity: Int
     ) async throws -> NotificationRecording {
         try await write {
-            try await StoreEngine.recordNotification(idHash: idHash, at: now, forward: forward, capacity: capacity, in: $0)
+            try await StoreEngine.recordNotification(
+                idHash: idHash,
+                at: now,
+                forward: forward,
+                capacity: capacity,
+                in: $0
+            )
         }
     }
 

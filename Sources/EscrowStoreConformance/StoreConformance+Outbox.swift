@@ -16,42 +16,26 @@ extension StoreConformance {
         let outbox = try await make().notifications
         let fixture = OutboxFixture()
         let entry = try fixture.entry(1)
-        let queued = try await outbox.recordNotification(
-            idHash: fixture.idHash(1),
-            at: fixture.start,
-            forward: entry,
-            capacity: 2
-        )
+        // Records notification `number` with `forward`, the outbox holding 2 entries at most.
+        let record = { (number: Int, forward: OutboxEntry) in
+            try await outbox.recordNotification(
+                idHash: fixture.idHash(number),
+                at: fixture.start,
+                forward: forward,
+                capacity: 2
+            )
+        }
+        let queued = try await record(1, entry)
         try expect(queued == .queued, "queued: \(queued)")
         try expect(try await outbox.hasNotification(idHash: fixture.idHash(1)), "recorded with it")
-        let again = try await outbox.recordNotification(
-            idHash: fixture.idHash(1),
-            at: fixture.start,
-            forward: entry,
-            capacity: 2
-        )
+        let again = try await record(1, entry)
         try expect(again == .duplicate, "a duplicate queues nothing: \(again)")
         // Another record (a jti hash) with the same webhook id is the same notification: one entry.
-        let sameID = try await outbox.recordNotification(
-            idHash: fixture.idHash(9),
-            at: fixture.start,
-            forward: entry,
-            capacity: 2
-        )
+        let sameID = try await record(9, entry)
         let count = try await outbox.outboxCount()
         try expect(sameID == .queued && count == 1, "one entry a webhook id: \(sameID), \(count)")
-        _ = try await outbox.recordNotification(
-            idHash: fixture.idHash(2),
-            at: fixture.start,
-            forward: try fixture.entry(2),
-            capacity: 2
-        )
-        let full = try await outbox.recordNotification(
-            idHash: fixture.idHash(3),
-            at: fixture.start,
-            forward: try fixture.entry(3),
-            capacity: 2
-        )
+        _ = try await record(2, try fixture.entry(2))
+        let full = try await record(3, try fixture.entry(3))
         try expect(full == .full, "past the capacity, not queued: \(full)")
         try expect(try await outbox.hasNotification(idHash: fixture.idHash(3)), "but recorded as handled")
         let entries = try await outbox.outboxCount()
@@ -65,7 +49,9 @@ extension StoreConformance {
     static func outboxClaimsWithLease(_ make: MakeSubject) async throws {
         let outbox = try await make().notifications
         let fixture = OutboxFixture()
-        for number in 1...3 { try await fixture.queue(number, in: outbox, due: fixture.start.addingTimeInterval(Double(number))) }
+        for number in 1...3 {
+            try await fixture.queue(number, in: outbox, due: fixture.start.addingTimeInterval(Double(number)))
+        }
         let later = fixture.start.addingTimeInterval(10)
         let first = try await outbox.claimOutbox(at: later, limit: 2, lease: 60)
         try expect(first.map(\.webhookID) == [fixture.webhookID(1), fixture.webhookID(2)], "the longest due first")
@@ -73,7 +59,10 @@ extension StoreConformance {
         try expect(first.allSatisfy { $0.nextAttemptAt == later.addingTimeInterval(60) }, "leased for 60 s")
         let second = try await outbox.claimOutbox(at: later, limit: 2, lease: 60)
         try expect(second.map(\.webhookID) == [fixture.webhookID(3)], "a leased entry is not claimed again")
-        try expect(try await outbox.claimOutbox(at: later.addingTimeInterval(59), limit: 5, lease: 60).isEmpty, "leased")
+        try expect(
+            try await outbox.claimOutbox(at: later.addingTimeInterval(59), limit: 5, lease: 60).isEmpty,
+            "leased"
+        )
         let expired = try await outbox.claimOutbox(at: later.addingTimeInterval(61), limit: 5, lease: 600)
         try expect(expired.count == 3 && expired.allSatisfy { $0.attempts == 2 }, "back after the lease: \(expired)")
         let id = fixture.webhookID(1)

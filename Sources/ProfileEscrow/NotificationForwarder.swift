@@ -189,8 +189,8 @@ public final class NotificationForwarder: Service, Sendable {
 
     private func sweep(at now: Date) async {
         let cutoff = now.addingTimeInterval(-configuration.effectiveRetention)
-        for id in await settle("sweeping the outbox", { try await self.outbox.sweepOutbox(createdBefore: cutoff) }) ?? []
-        {
+        let swept = await settle("sweeping the outbox") { try await self.outbox.sweepOutbox(createdBefore: cutoff) }
+        for id in swept ?? [] {
             logger.error(
                 "an Apple notification was not forwarded: it is older than the outbox's retention",
                 metadata: ["webhook.id": "\(id)", "retention": "\(Int(configuration.effectiveRetention))s"]
@@ -201,9 +201,16 @@ public final class NotificationForwarder: Service, Sendable {
     private func send(_ entry: OutboxEntry, _ client: BackendClient) async {
         let body: [UInt8]
         do {
-            body = try keyring().openNotification(entry.sealedBody, keyVersion: entry.keyVersion, webhookID: entry.webhookID)
+            body = try keyring().openNotification(
+                entry.sealedBody,
+                keyVersion: entry.keyVersion,
+                webhookID: entry.webhookID
+            )
         } catch {
-            await delete(entry, "an Apple notification was not forwarded: its sealed body does not open (\(error.message))")
+            await delete(
+                entry,
+                "an Apple notification was not forwarded: its sealed body does not open (\(error.message))"
+            )
             return
         }
         let answer = await client.deliver(
@@ -215,16 +222,24 @@ public final class NotificationForwarder: Service, Sendable {
         let status = answer.outcome.status.map(String.init) ?? "-"
         switch answer.outcome {
         case .confirmed, .accepted:
-            await delete(entry, nil, status: status)
+            await delete(entry, nil)
             logger.info(
                 "Apple notification forwarded",
                 metadata: ["webhook.id": "\(entry.webhookID)", "http.status": "\(status)"]
             )
         case .rejected:
-            await delete(entry, "the backend refused a forwarded Apple notification; it is not sent again", status: status)
+            await delete(
+                entry,
+                "the backend refused a forwarded Apple notification; it is not sent again",
+                status: status
+            )
         case .retry, .timedOut:
             guard entry.attempts < configuration.maximumAttempts else {
-                await delete(entry, "an Apple notification was not forwarded: the backend did not take it", status: status)
+                await delete(
+                    entry,
+                    "an Apple notification was not forwarded: the backend did not take it",
+                    status: status
+                )
                 return
             }
             var retryAfter: Double?
@@ -246,7 +261,9 @@ public final class NotificationForwarder: Service, Sendable {
         if let giveUp {
             logger.error(
                 "\(giveUp)",
-                metadata: ["webhook.id": "\(entry.webhookID)", "attempts": "\(entry.attempts)", "http.status": "\(status)"]
+                metadata: [
+                    "webhook.id": "\(entry.webhookID)", "attempts": "\(entry.attempts)", "http.status": "\(status)",
+                ]
             )
         }
         _ = await settle("deleting a forwarded Apple notification") {
