@@ -31,6 +31,13 @@ public struct OutboxEntry: Sendable, Equatable {
     }
 }
 
+extension OutboxEntry {
+    /// How long an entry is kept at most (seconds), sent or not: a day, far past the retry window of the default
+    /// attempts and backoff (about 20 minutes), so that it also covers a time with no forwarder running. The
+    /// forwarder's sweep and the retention sweep (``EscrowStore``'s users: the worker, `sweep`) delete it after.
+    public static let retention: Double = 86_400
+}
+
 /// What recording a handled notification did.
 public enum NotificationRecording: Sendable, Equatable {
     /// It was recorded before: nothing changed.

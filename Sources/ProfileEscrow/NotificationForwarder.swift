@@ -16,8 +16,8 @@ public import ServiceLifecycle
 /// time with a lease (forwarders on several nodes share one outbox and never send one entry at once), opens and
 /// sends each, and deletes it once the backend took it (2xx) or refused it (4xx), or retries it with exponential
 /// backoff (1 s doubling to ``Configuration/maximumBackoff``, or the backend's `Retry-After`) for
-/// ``Configuration/maximumAttempts`` attempts. Entries outlive a restart; one older than ``Configuration/retention``,
-/// or sealed to a key version the keyring no longer has, is given up. Every give-up is logged with its webhook id,
+/// ``Configuration/maximumAttempts`` attempts. Entries outlive a restart; one older than ``OutboxEntry/retention``
+/// (a day), or sealed to a key version the keyring no longer has, is given up. Every give-up is logged with its webhook id,
 /// never its content.
 public final class NotificationForwarder: Service, Sendable {
     public struct Configuration: Sendable {
@@ -34,9 +34,6 @@ public final class NotificationForwarder: Service, Sendable {
         public var maximumBackoff: Double = 300
         /// One attempt's deadline, answer included.
         public var timeout: Double = 10
-        /// How long an entry is kept at most (seconds), sent or not: it covers the process being down for a while.
-        /// Never less than the retry window (``retryWindow``).
-        public var retention: Double = 86_400
         /// TLS toward the backend, as the deliveries' (``ReplayWorker/Configuration/backendTLS``).
         public var tls: TLSConfiguration?
 
@@ -57,16 +54,6 @@ public final class NotificationForwarder: Service, Sendable {
             let doubling = pow(2, Double(min(max(attempts - 1, 0), 62)))
             return min(maximumBackoff, max(doubling, retryAfter ?? 0))
         }
-
-        /// The longest an entry can take through all its attempts while forwarders run: each attempt's deadline and
-        /// the backoffs between them, and one lease.
-        public var retryWindow: Double {
-            let backoffs = (1..<max(maximumAttempts, 1)).reduce(0) { $0 + backoff(after: $1, retryAfter: nil) }
-            return Double(maximumAttempts) * timeout + backoffs + lease
-        }
-
-        /// ``retention``, never less than ``retryWindow``.
-        var effectiveRetention: Double { max(retention, retryWindow) }
     }
 
     public let configuration: Configuration
@@ -188,14 +175,7 @@ public final class NotificationForwarder: Service, Sendable {
     }
 
     private func sweep(at now: Date) async {
-        let cutoff = now.addingTimeInterval(-configuration.effectiveRetention)
-        let swept = await settle("sweeping the outbox") { try await self.outbox.sweepOutbox(createdBefore: cutoff) }
-        for id in swept ?? [] {
-            logger.error(
-                "an Apple notification was not forwarded: it is older than the outbox's retention",
-                metadata: ["webhook.id": "\(id)", "retention": "\(Int(configuration.effectiveRetention))s"]
-            )
-        }
+        _ = await settle("sweeping the outbox") { try await self.outbox.sweepExpired(at: now, logger: self.logger) }
     }
 
     private func send(_ entry: OutboxEntry, _ client: BackendClient) async {
@@ -287,5 +267,21 @@ public final class NotificationForwarder: Service, Sendable {
             logger.warning("\(what) failed", metadata: ["error": "\(error)"])
             return nil
         }
+    }
+}
+
+extension NotificationOutbox {
+    /// Deletes the entries older than ``OutboxEntry/retention`` at `now`, each logged with its webhook id (never its
+    /// content); returns how many.
+    @discardableResult
+    func sweepExpired(at now: Date, logger: Logger) async throws -> Int {
+        let swept = try await sweepOutbox(createdBefore: now.addingTimeInterval(-OutboxEntry.retention))
+        for id in swept {
+            logger.error(
+                "an Apple notification was not forwarded: it is older than the outbox's retention",
+                metadata: ["webhook.id": "\(id)", "retention": "\(Int(OutboxEntry.retention))s"]
+            )
+        }
+        return swept.count
     }
 }

@@ -199,6 +199,21 @@ struct NotificationOutboxTests {
         await backend.stop()
     }
 
+    @Test("an entry older than the retention is swept by the retention sweep, even with no forwarder running")
+    func retention() async throws {
+        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
+        let (harness, _) = try await queueing(to: backend)
+        try await notify(harness)
+        harness.fixture.clock.advance(by: OutboxEntry.retention - 60)
+        try await harness.escrow.sweep()
+        #expect(try await harness.store.outboxCount() == 1, "kept within the retention")
+        harness.fixture.clock.advance(by: 120)
+        try await harness.escrow.sweep()
+        #expect(try await harness.store.outboxCount() == 0, "swept past it")
+        #expect(harness.loggedText().contains("older than the outbox's retention"))
+        await backend.stop()
+    }
+
     @Test("the database never holds a queued notification in clear")
     func sealedAtRest() async throws {
         let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
