@@ -42,15 +42,18 @@ extension HTTPHarness {
 struct NotificationOutboxTests {
     let keys = AppleTestKeys.shared
 
-    /// A harness whose notifications are queued for `backend`, with no forwarder running yet.
+    /// A backend answering `reply`, and a harness whose notifications are queued for it, with no forwarder running
+    /// yet.
     func queueing(
-        to backend: FakeBackend,
+        answering reply: FakeBackend.Reply = .status(204),
         configure: (inout NotificationForwarder.Configuration) -> Void = { _ in }
-    ) async throws -> (HTTPHarness, NotificationForwarder) {
+    ) async throws -> (FakeBackend, HTTPHarness, NotificationForwarder) {
+        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
+        backend.respond { _, _ in reply }
         var harness = try await HTTPHarness(apple: try await keys.verifier())
         let forwarder = try harness.forwarder(to: backend, configure: configure)
         harness.configuration.notificationForwarder = forwarder
-        return (harness, forwarder)
+        return (backend, harness, forwarder)
     }
 
     /// Posts a verified notification of `type` for fake user `number`; returns Apple's JWS.
@@ -95,9 +98,7 @@ struct NotificationOutboxTests {
 
     @Test("a notification queued before a stop is forwarded by a new forwarder on the reopened store")
     func acrossRestart() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        backend.respond { _, _ in .status(204) }
-        let (harness, first) = try await queueing(to: backend)
+        let (backend, harness, first) = try await queueing()
         // The first forwarder runs, and stops before the notification arrives: nothing is sent.
         await stop(running(first))
         let jws = try await notify(harness)
@@ -121,9 +122,7 @@ struct NotificationOutboxTests {
 
     @Test("a rejection (4xx) is not retried: deleted and logged by webhook id")
     func rejection() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        backend.respond { _, _ in .status(422) }
-        let (harness, forwarder) = try await queueing(to: backend)
+        let (backend, harness, forwarder) = try await queueing(answering: .status(422))
         let task = running(forwarder)
         try await notify(harness)
         try await eventually("refused", within: 20) { backend.answered.map(\.status) == [422] }
@@ -139,9 +138,7 @@ struct NotificationOutboxTests {
 
     @Test("given up after the maximum attempts, honoring the backoff; logged by id, never content")
     func givesUp() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        backend.respond { _, _ in .status(503) }
-        let (harness, forwarder) = try await queueing(to: backend) {
+        let (backend, harness, forwarder) = try await queueing(answering: .status(503)) {
             $0.maximumAttempts = 3
             $0.maximumBackoff = 0.3
         }
@@ -165,10 +162,8 @@ struct NotificationOutboxTests {
 
     @Test("two forwarders on one store never send the same notification at once")
     func twoForwarders() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
         // Slow answers: both forwarders claim while the other is still sending.
-        backend.respond { _, _ in .delayed(0.05, .status(204)) }
-        let (harness, _) = try await queueing(to: backend)
+        let (backend, harness, _) = try await queueing(answering: .delayed(0.05, .status(204)))
         for number in 1...12 { try await notify(harness, number: number) }
         #expect(try await harness.store.outboxCount() == 12)
         let other = try SQLiteEscrowStore(path: harness.fixture.databasePath, logger: harness.fixture.logger)
@@ -187,8 +182,7 @@ struct NotificationOutboxTests {
 
     @Test("an entry the keyring cannot open is given up and logged by id")
     func unopenable() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        let (harness, _) = try await queueing(to: backend)
+        let (backend, harness, _) = try await queueing()
         try await notify(harness)
         let forwarder = try harness.forwarder(to: backend, keyring: Keyring.generate())
         let task = running(forwarder)
@@ -201,8 +195,7 @@ struct NotificationOutboxTests {
 
     @Test("an entry older than the retention is swept by the retention sweep, even with no forwarder running")
     func retention() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        let (harness, _) = try await queueing(to: backend)
+        let (backend, harness, _) = try await queueing()
         try await notify(harness)
         harness.fixture.clock.advance(by: OutboxEntry.retention - 60)
         try await harness.escrow.sweep()
@@ -216,8 +209,7 @@ struct NotificationOutboxTests {
 
     @Test("the database never holds a queued notification in clear")
     func sealedAtRest() async throws {
-        let backend = try await FakeBackend.start(secret: WebhookSecret.generateText())
-        let (harness, _) = try await queueing(to: backend)
+        let (backend, harness, _) = try await queueing()
         let email = "canaryoutbox7@privaterelay.appleid.com"
         let jws = try await notify(harness, "email-enabled", number: 7, email: email)
         #expect(try await harness.store.outboxCount() == 1)
