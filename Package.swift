@@ -265,6 +265,7 @@ let package = Package(
                 "EscrowStoreConformance",
                 "EscrowCore",
                 "EscrowCrypto",
+                "ProfileEscrow",
                 // Built before these tests: the fault tests kill a real `serve` node and a real `replay` worker.
                 "profile-escrow",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

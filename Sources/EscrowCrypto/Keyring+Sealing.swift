@@ -251,7 +251,7 @@ extension Keyring {
     }
 
     /// `crypto_box_seal` of a secret plaintext to `publicKey`.
-    private static func sealBox(_ plaintext: SecretBytes, to publicKey: [UInt8]) throws(CryptoError) -> [UInt8] {
+    static func sealBox(_ plaintext: SecretBytes, to publicKey: [UInt8]) throws(CryptoError) -> [UInt8] {
         guard publicKey.count == Sodium.boxPublicKeyBytes else {
             throw CryptoError(.keyringMalformed, "a public key has the wrong length")
         }

@@ -74,16 +74,19 @@ struct AppleNotificationRoutes: Sendable {
         // Only an escrow captured before the event changes: a late or replayed notification never touches a
         // newer capture. Without an `event_time`, the notification's own `iat` bounds it.
         let outcome = try await apply(event, before: event.eventTime ?? claims.iat.value)
-        _ = try await log.recordNotification(idHash: idHash, at: escrow.configuration.clock.now())
+        let now = escrow.configuration.clock.now()
         if let forwarder {
             // Apple's signed payload as received, with what this service made of it: the backend can verify the JWS
             // against Apple's keys itself. Its webhook id is stable (a hash of the jti): a backend dedupes on it.
+            // Recorded and queued (sealed) in one transaction, before Apple's answer: never recorded unforwarded.
             let id = "apple-" + Hex.encode(idHash.prefix(16))
             let body = JSONResponse.encode([
                 "type": "apple-notification", "id": .string(id), "event": .string(event.kind.name),
                 "events": .string(claims.events), "outcome": .string(outcome), "payload": .string(payload),
             ])
-            forwarder.forward(id: id, body: body)
+            try await forwarder.record(idHash: idHash, id: id, body: body, at: now)
+        } else {
+            _ = try await log.recordNotification(idHash: idHash, at: now)
         }
         context.logger.info(
             "Apple notification handled",

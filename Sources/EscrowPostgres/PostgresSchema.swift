@@ -161,6 +161,27 @@ enum PostgresSchema {
                 "CREATE INDEX IF NOT EXISTS escrow_key_version_created ON escrow (key_version, created_at, id)",
             ]
         ),
+        Migration(
+            version: 5,
+            name: "notification outbox",
+            statements: [
+                // Forwarded Apple notifications, each body sealed to a master key version (crypto_box_seal,
+                // docs/FORMAT.md), never in clear. `next_attempt_at` is when an entry is next due, and while a
+                // forwarder holds it, the end of its lease.
+                """
+                CREATE TABLE notification_outbox (
+                    webhook_id text PRIMARY KEY,
+                    key_version bigint NOT NULL,
+                    sealed_body bytea NOT NULL,
+                    attempts bigint NOT NULL,
+                    next_attempt_at bigint NOT NULL,
+                    created_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX notification_outbox_due ON notification_outbox (next_attempt_at)",
+                "CREATE INDEX notification_outbox_created ON notification_outbox (created_at)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -137,6 +137,25 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v7: the outbox of forwarded Apple notifications: each body sealed to a master key version (crypto_box_seal,
+        // docs/FORMAT.md), never in clear. `next_attempt_at` is when an entry is next due, and while a forwarder holds
+        // it, the end of its lease. A row lives until it is forwarded, refused, given up, or swept past the retention.
+        migrator.registerMigration("v7") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE notification_outbox (
+                        webhook_id TEXT PRIMARY KEY NOT NULL,
+                        key_version INTEGER NOT NULL,
+                        sealed_body BLOB NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL
+                    ) STRICT;
+                    CREATE INDEX notification_outbox_due ON notification_outbox(next_attempt_at);
+                    CREATE INDEX notification_outbox_created ON notification_outbox(created_at);
+                    """
+            )
+        }
         return migrator
     }
 }

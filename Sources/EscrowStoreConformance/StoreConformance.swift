@@ -15,7 +15,8 @@ public enum StoreConformance {
     /// damage a stored row as someone with database access (but no keyring) would.
     public struct Subject: Sendable {
         public var escrows: any EscrowStore
-        public var notifications: any NotificationLog
+        /// The Apple notification log and its outbox of forwarded copies.
+        public var notifications: any NotificationOutbox
         public var tokens: any AccessTokenStore
         public var signIns: any SignInStore
         /// Damages the stored row of escrow `id` in the store's own SQL.
@@ -23,7 +24,7 @@ public enum StoreConformance {
 
         public init(
             escrows: any EscrowStore,
-            notifications: any NotificationLog,
+            notifications: any NotificationOutbox,
             tokens: any AccessTokenStore,
             signIns: any SignInStore,
             damage: @escaping @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
@@ -63,10 +64,11 @@ public enum StoreConformance {
         }
     }
 
-    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog``, ``AccessTokenStore``,
+    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog`` and ``NotificationOutbox``,
+    /// ``AccessTokenStore``,
     /// ``SignInStore``), key
     /// retirement, per-escrow audit history, and malformed rows.
-    public static let all: [Check] = coreChecks + signInChecks + archiveChecks + adminChecks
+    public static let all: [Check] = coreChecks + signInChecks + archiveChecks + adminChecks + outboxChecks
 
     static let coreChecks: [Check] = [
         Check(name: "capture stores and reads back", escrows: captureReadsBack),

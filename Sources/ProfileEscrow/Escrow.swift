@@ -324,6 +324,8 @@ public final class Escrow: Sendable {
             )
             if attempts > 0 { logger.info("swept expired sign-in attempts", metadata: ["count": "\(attempts)"]) }
         }
+        // Forwarded Apple notifications past the outbox's retention, whether a forwarder runs or not.
+        if let outbox = store as? any NotificationOutbox { try await outbox.sweepExpired(at: now, logger: logger) }
         return purged
     }
 

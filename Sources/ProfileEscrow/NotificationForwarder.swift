@@ -1,8 +1,8 @@
 import AsyncHTTPClient
-import EscrowCore
+public import EscrowCore
+public import EscrowCrypto
 public import Foundation
 public import Logging
-import NIOConcurrencyHelpers
 public import NIOSSL
 public import ServiceLifecycle
 
@@ -10,19 +10,24 @@ public import ServiceLifecycle
 /// `webhook-id`, `webhook-timestamp`, `webhook-signature` over the webhook secrets), so that Apple's one notification
 /// URL can be this service's and the backend still hears every event.
 ///
-/// A `Service`: ``run()`` sends what ``forward(id:body:)`` queued until graceful shutdown, one at a time, retrying
-/// with exponential backoff (1 s doubling to ``Configuration/maximumBackoff``) for ``Configuration/maximumAttempts``
-/// attempts. The queue is in memory and bounded (``Configuration/capacity``): a notification still queued when the
-/// process stops, or refused because the queue is full, is not forwarded (logged with its id, never its content).
-/// The effect on the escrow itself (a purge, an email change) is durable before Apple's answer, forwarded or not.
+/// Durable: ``record(idHash:id:body:at:)`` records a notification as handled and queues its forwarded copy in the
+/// store's outbox (``NotificationOutbox``) in one transaction, before Apple gets its answer; the body is sealed to the
+/// keyring's active master key version, never stored in clear. A `Service`: ``run()`` claims due entries a few at a
+/// time with a lease (forwarders on several nodes share one outbox and never send one entry at once), opens and
+/// sends each, and deletes it once the backend took it (2xx) or refused it (4xx), or retries it with exponential
+/// backoff (1 s doubling to ``Configuration/maximumBackoff``, or the backend's `Retry-After`) for
+/// ``Configuration/maximumAttempts`` attempts. Entries outlive a restart; one older than ``OutboxEntry/retention``
+/// (a day), or sealed to a key version the keyring no longer has, is given up. Every give-up is logged with its webhook id,
+/// never its content.
 public final class NotificationForwarder: Service, Sendable {
     public struct Configuration: Sendable {
         /// Where notifications are POSTed.
         public var url: URL
         /// The webhook secrets the requests are signed with (the deliveries' own).
         public var secrets: [WebhookSecret]
-        /// The most notifications waiting at once.
-        public var capacity = 1_000
+        /// The most entries the outbox holds: past it, a notification is still handled and answered, but its copy is
+        /// not queued (logged with its webhook id).
+        public var capacity = 100_000
         /// Attempts per notification before it is given up (logged).
         public var maximumAttempts = 12
         /// The longest wait between two attempts.
@@ -36,50 +41,82 @@ public final class NotificationForwarder: Service, Sendable {
             self.url = url
             self.secrets = secrets
         }
-    }
 
-    struct Item: Sendable {
-        let id: String
-        let body: [UInt8]
-        var attempts = 0
-        var due: ContinuousClock.Instant
+        /// Entries claimed at once.
+        static let batch = 4
+
+        /// How long a claim holds its entries: every attempt of the batch at its deadline, and a margin.
+        var lease: Double { Double(Self.batch) * (timeout + 5) + 30 }
+
+        /// The backoff before attempt `attempts + 1`: 1 s doubling, at least the backend's `Retry-After`, at most
+        /// ``maximumBackoff``.
+        func backoff(after attempts: Int, retryAfter: Double?) -> Double {
+            let doubling = pow(2, Double(min(max(attempts - 1, 0), 62)))
+            return min(maximumBackoff, max(doubling, retryAfter ?? 0))
+        }
     }
 
     public let configuration: Configuration
+    let outbox: any NotificationOutbox
+    let keyring: @Sendable () -> Keyring
+    let clock: any WallClock
     let logger: Logger
-    private let queue = NIOLockedValueBox<[Item]>([])
-    /// How often an idle forwarder looks at its queue: a new notification waits at most this long.
-    static let idlePoll: Duration = .milliseconds(200)
+    private let wakeup: Wakeup
+    /// How long an idle forwarder waits before looking at the outbox again (a ``record(idHash:id:body:at:)`` in this
+    /// process wakes it at once).
+    static let idlePoll: Double = 1
+    /// How often entries past the retention are swept.
+    static let sweepInterval: Double = 60
 
-    public init(_ configuration: Configuration, logger: Logger) {
+    /// `keyring`: the keyring in use now (it may be reloaded); `outbox`: the store the notification log is in.
+    public init(
+        _ configuration: Configuration,
+        outbox: any NotificationOutbox,
+        keyring: @escaping @Sendable () -> Keyring,
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger
+    ) {
         self.configuration = configuration
+        self.outbox = outbox
+        self.keyring = keyring
+        self.clock = clock
         self.logger = logger
+        self.wakeup = Wakeup(clock: clock)
     }
 
-    /// Queues one notification (`id`: the webhook id, stable across retries). False when the queue is full: it is
-    /// dropped and logged.
+    /// Records a handled notification (`idHash`: the hash of its `jti`) and queues its forwarded copy (`id`: the
+    /// webhook id, stable across Apple's retries), sealed, in one transaction. A full outbox is logged: the
+    /// notification is recorded all the same.
     @discardableResult
-    public func forward(id: String, body: [UInt8]) -> Bool {
-        let queued = queue.withLockedValue { items in
-            guard items.count < configuration.capacity else { return false }
-            items.append(Item(id: id, body: body, due: .now))
-            return true
-        }
-        if !queued {
+    public func record(idHash: [UInt8], id: String, body: [UInt8], at now: Date) async throws -> NotificationRecording {
+        let (version, sealed) = try keyring().sealNotification(body, webhookID: id)
+        let entry = OutboxEntry(
+            webhookID: id,
+            keyVersion: version,
+            sealedBody: sealed,
+            nextAttemptAt: now,
+            createdAt: now
+        )
+        let recorded = try await outbox.recordNotification(
+            idHash: idHash,
+            at: now,
+            forward: entry,
+            capacity: configuration.capacity
+        )
+        switch recorded {
+        case .queued: wakeup.signal()
+        case .full:
             logger.error(
-                "an Apple notification was not forwarded: the queue is full",
-                metadata: ["webhook.id": "\(id)"]
+                "an Apple notification is not forwarded: the outbox is full",
+                metadata: ["webhook.id": "\(id)", "capacity": "\(configuration.capacity)"]
             )
+        case .duplicate, .recorded: break
         }
-        return queued
+        return recorded
     }
-
-    /// How many notifications wait.
-    public var pending: Int { queue.withLockedValue { $0.count } }
 
     public func run() async throws {
-        let worker = ReplayWorker.Configuration(backendURL: configuration.url, webhookSecrets: configuration.secrets)
-        var settings = worker
+        var settings = ReplayWorker.Configuration(backendURL: configuration.url, webhookSecrets: configuration.secrets)
         settings.concurrency = 1
         settings.deliveryTimeout = configuration.timeout
         settings.backendTLS = configuration.tls
@@ -88,66 +125,163 @@ public final class NotificationForwarder: Service, Sendable {
                 await self.loop(client)
             }
         }
-        let left = pending
-        if left > 0 {
-            logger.warning("stopping with Apple notifications not forwarded", metadata: ["count": "\(left)"])
+        if let left = await settle("counting the outbox", { try await self.outbox.outboxCount() }), left > 0 {
+            logger.notice(
+                "stopping with Apple notifications still to forward: they are sent after the next start",
+                metadata: ["count": "\(left)"]
+            )
         }
     }
 
     private func loop(_ client: BackendClient) async {
+        var nextSweep = clock.now()
+        var warnedPublicOnly = false
         while !Task.isCancelled {
-            let now = ContinuousClock.now
-            let next = queue.withLockedValue { items -> Item? in
-                guard let index = items.firstIndex(where: { $0.due <= now }) else { return nil }
-                return items.remove(at: index)
+            let now = clock.now()
+            if now >= nextSweep {
+                await sweep(at: now)
+                nextSweep = now.addingTimeInterval(Self.sweepInterval)
             }
-            guard var item = next else {
-                // Sleep until the next one is due, looking for new ones meanwhile.
-                let due = queue.withLockedValue { $0.map(\.due).min() }
-                let wait = due.map { max(.zero, $0 - now) } ?? Self.idlePoll
-                try? await Task.sleep(for: min(wait, Self.idlePoll))
+            // A capture-only node cannot open the bodies: a node with the full keyring forwards them.
+            guard !keyring().isPublicOnly else {
+                if !warnedPublicOnly {
+                    logger.notice("Apple notifications are queued here and forwarded by a node with the full keyring")
+                    warnedPublicOnly = true
+                }
+                await wakeup.wait(seconds: Self.sweepInterval)
                 continue
             }
-            let answer = await client.deliver(
-                body: item.body,
-                escrowID: item.id,
-                within: configuration.timeout,
-                now: Date()
-            )
-            item.attempts += 1
-            let status = answer.outcome.status.map(String.init) ?? "-"
-            switch answer.outcome {
-            case .confirmed, .accepted:
-                logger.info(
-                    "Apple notification forwarded",
-                    metadata: ["webhook.id": "\(item.id)", "http.status": "\(status)"]
-                )
-            case .rejected:
-                logger.error(
-                    "the backend refused a forwarded Apple notification; it is not sent again",
-                    metadata: ["webhook.id": "\(item.id)", "http.status": "\(status)"]
-                )
-            case .retry, .timedOut:
-                guard item.attempts < configuration.maximumAttempts else {
-                    logger.error(
-                        "an Apple notification was not forwarded: the backend did not take it",
-                        metadata: ["webhook.id": "\(item.id)", "attempts": "\(item.attempts)"]
+            let claimed =
+                await settle("claiming Apple notifications to forward") {
+                    try await self.outbox.claimOutbox(
+                        at: now,
+                        limit: Configuration.batch,
+                        lease: self.configuration.lease
                     )
-                    continue
+                } ?? []
+            if claimed.isEmpty {
+                await wakeup.wait(seconds: Self.idlePoll)
+                continue
+            }
+            for (index, entry) in claimed.enumerated() {
+                guard !Task.isCancelled else {
+                    // Stopping: the rest of the batch is due again at once, for the next forwarder to take.
+                    for left in claimed[index...] { await reschedule(left, at: clock.now()) }
+                    break
                 }
-                var backoff = min(configuration.maximumBackoff, pow(2, Double(item.attempts - 1)))
-                if case .retry(_, let retryAfter?) = answer.outcome { backoff = max(backoff, retryAfter) }
-                item.due = .now + .milliseconds(Int64(min(backoff, configuration.maximumBackoff) * 1000))
-                logger.warning(
-                    "forwarding an Apple notification failed; it is retried",
-                    metadata: [
-                        "webhook.id": "\(item.id)", "attempts": "\(item.attempts)", "http.status": "\(status)",
-                        "error": "\(answer.failure ?? "-")",
-                    ]
-                )
-                let retry = item
-                queue.withLockedValue { $0.append(retry) }
+                await send(entry, client)
             }
         }
+    }
+
+    private func sweep(at now: Date) async {
+        _ = await settle("sweeping the outbox") { try await self.outbox.sweepExpired(at: now, logger: self.logger) }
+    }
+
+    private func send(_ entry: OutboxEntry, _ client: BackendClient) async {
+        let body: [UInt8]
+        do {
+            body = try keyring().openNotification(
+                entry.sealedBody,
+                keyVersion: entry.keyVersion,
+                webhookID: entry.webhookID
+            )
+        } catch {
+            await delete(
+                entry,
+                "an Apple notification was not forwarded: its sealed body does not open (\(error.message))"
+            )
+            return
+        }
+        let answer = await client.deliver(
+            body: body,
+            escrowID: entry.webhookID,
+            within: configuration.timeout,
+            now: clock.now()
+        )
+        let status = answer.outcome.status.map(String.init) ?? "-"
+        switch answer.outcome {
+        case .confirmed, .accepted:
+            await delete(entry, nil)
+            logger.info(
+                "Apple notification forwarded",
+                metadata: ["webhook.id": "\(entry.webhookID)", "http.status": "\(status)"]
+            )
+        case .rejected:
+            await delete(
+                entry,
+                "the backend refused a forwarded Apple notification; it is not sent again",
+                status: status
+            )
+        case .retry, .timedOut:
+            guard entry.attempts < configuration.maximumAttempts else {
+                await delete(
+                    entry,
+                    "an Apple notification was not forwarded: the backend did not take it",
+                    status: status
+                )
+                return
+            }
+            var retryAfter: Double?
+            if case .retry(_, let after?) = answer.outcome { retryAfter = after }
+            let backoff = configuration.backoff(after: entry.attempts, retryAfter: retryAfter)
+            logger.warning(
+                "forwarding an Apple notification failed; it is retried",
+                metadata: [
+                    "webhook.id": "\(entry.webhookID)", "attempts": "\(entry.attempts)", "http.status": "\(status)",
+                    "error": "\(answer.failure ?? "-")", "retry.in": "\(backoff)s",
+                ]
+            )
+            await reschedule(entry, at: clock.now().addingTimeInterval(backoff))
+        }
+    }
+
+    /// Deletes an entry; `giveUp`, when it was not forwarded, is logged with its webhook id.
+    private func delete(_ entry: OutboxEntry, _ giveUp: String?, status: String = "-") async {
+        if let giveUp {
+            logger.error(
+                "\(giveUp)",
+                metadata: [
+                    "webhook.id": "\(entry.webhookID)", "attempts": "\(entry.attempts)", "http.status": "\(status)",
+                ]
+            )
+        }
+        _ = await settle("deleting a forwarded Apple notification") {
+            try await self.outbox.deleteOutbox(webhookID: entry.webhookID)
+        }
+    }
+
+    private func reschedule(_ entry: OutboxEntry, at next: Date) async {
+        _ = await settle("rescheduling a forwarded Apple notification") {
+            try await self.outbox.rescheduleOutbox(webhookID: entry.webhookID, attempts: entry.attempts, at: next)
+        }
+    }
+
+    /// Runs a store operation to its end even while the forwarder stops (its own task: a stop does not cancel it
+    /// half way); a failure is logged (store errors name no person) and gives nil: the entry comes back after its
+    /// lease.
+    private func settle<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async -> T? {
+        switch await Task(operation: body).result {
+        case .success(let value): return value
+        case .failure(let error):
+            logger.warning("\(what) failed", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+}
+
+extension NotificationOutbox {
+    /// Deletes the entries older than ``OutboxEntry/retention`` at `now`, each logged with its webhook id (never its
+    /// content); returns how many.
+    @discardableResult
+    func sweepExpired(at now: Date, logger: Logger) async throws -> Int {
+        let swept = try await sweepOutbox(createdBefore: now.addingTimeInterval(-OutboxEntry.retention))
+        for id in swept {
+            logger.error(
+                "an Apple notification was not forwarded: it is older than the outbox's retention",
+                metadata: ["webhook.id": "\(id)", "retention": "\(Int(OutboxEntry.retention))s"]
+            )
+        }
+        return swept.count
     }
 }

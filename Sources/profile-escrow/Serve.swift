@@ -330,9 +330,15 @@ struct Serve: AsyncParsableCommand {
         }
         configuration.signIn = try signIn.configuration(environment)
         if let forwarding = try forwarderConfiguration() {
-            configuration.notificationForwarder = NotificationForwarder(forwarding, logger: logger)
+            configuration.notificationForwarder = NotificationForwarder(
+                forwarding,
+                outbox: opened.notifications,
+                keyring: { escrow.keyring },
+                clock: escrow.configuration.clock,
+                logger: logger
+            )
             logger.notice(
-                "Apple notifications are forwarded to the backend",
+                "Apple notifications are forwarded to the backend (queued sealed in the store until taken)",
                 metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
             )
         }

@@ -21,7 +21,7 @@ enum StoreLocation {
     /// An open store and what lives beside it.
     struct Opened: Sendable {
         let store: any EscrowStore
-        let notifications: any NotificationLog
+        let notifications: any NotificationOutbox
         /// Web sign-in attempts, in the same database as the escrows (a callback's capture and its attempt's use are
         /// one transaction).
         let signIns: any SignInStore

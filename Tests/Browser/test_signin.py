@@ -565,8 +565,9 @@ def test_full_flow_over_https_with_the_service_s_own_tls(folder, nodes, apple):
 
 
 def test_verified_notifications_are_forwarded_signed(folder, nodes, apple):
-    """serve --forward-notifications: Apple's notification (on the public listener) is applied, then POSTed to the
-    backend with Standard Webhooks headers that verify with the webhook secret; a forged one is not forwarded."""
+    """serve --forward-notifications: Apple's notification (on the public listener) is applied and queued sealed in
+    the store, then POSTed to the backend with Standard Webhooks headers that verify with the webhook secret, retried
+    after a 503; a forged one is not forwarded, and the JWS is never in a file in clear."""
     import hashlib
     import hmac
 
@@ -604,4 +605,5 @@ def test_verified_notifications_are_forwarded_signed(folder, nodes, apple):
     finally:
         backend.close()
     node.stop()
-    scan_for_secrets(folder, apple.secrets + [secret])
+    # The outbox held the notification sealed: Apple's JWS never reached a file in clear.
+    scan_for_secrets(folder, apple.secrets + [secret, jws])

@@ -63,10 +63,7 @@ struct AppleNotificationTests {
         // The first attempt fails (503): the forwarder tries again after its backoff.
         backend.respond { _, count in count == 0 ? .status(503) : .status(204) }
         var harness = try await harnessWithEscrow()
-        let forwarder = NotificationForwarder(
-            NotificationForwarder.Configuration(url: URL(string: backend.url)!, secrets: [try WebhookSecret(secret)]),
-            logger: harness.fixture.logger
-        )
+        let forwarder = try harness.forwarder(to: backend)
         harness.configuration.notificationForwarder = forwarder
         let running = Task { try await forwarder.run() }
         let jti = UUID().uuidString
@@ -87,6 +84,7 @@ struct AppleNotificationTests {
         #expect(requests[1].at.timeIntervalSince(requests[0].at) >= 0.9, "after a backoff")
         try await Task.sleep(for: .milliseconds(500))
         #expect(backend.requests.count == 2, "the duplicate is not forwarded")
+        #expect(try await harness.store.outboxCount() == 0, "forwarded: out of the outbox")
         running.cancel()
         _ = try? await running.value
         await backend.stop()

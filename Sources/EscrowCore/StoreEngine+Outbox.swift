@@ -1,0 +1,68 @@
+package import Foundation
+
+/// The statements a store runs for handled Apple notifications and their outbox, inside an
+/// ``EscrowWriteTransaction``.
+package protocol OutboxWriteTransaction: EscrowWriteTransaction {
+    /// Records a handled notification id; false when it was recorded already.
+    func insertNotification(idHash: [UInt8], at now: Date) async throws -> Bool
+    /// How many entries the outbox holds.
+    func outboxCount() async throws -> Int
+    /// Inserts an entry unless one with its webhook id exists; returns whether it did.
+    func insertOutbox(_ entry: OutboxEntry) async throws -> Bool
+    /// Up to `limit` entries due at `now`, the longest due first, locked (skipping entries other transactions hold)
+    /// where the store locks rows.
+    func dueOutbox(at now: Date, limit: Int) async throws -> [OutboxEntry]
+    /// Sets an entry's attempts and when it is next due, when its attempts are `expected` (nil: whatever they are);
+    /// returns whether it did.
+    func setOutbox(webhookID: String, expected: Int?, attempts: Int, next: Date) async throws -> Bool
+    /// Deletes an entry; returns whether it was there.
+    func deleteOutbox(webhookID: String) async throws -> Bool
+    /// Deletes every entry created before `cutoff`; returns their webhook ids.
+    func deleteOutbox(createdBefore cutoff: Date) async throws -> [String]
+}
+
+extension StoreEngine {
+    /// Records a handled notification and queues its forwarded copy in the caller's transaction: nothing is queued
+    /// for a duplicate, nor past `capacity` entries.
+    package static func recordNotification(
+        idHash: [UInt8],
+        at now: Date,
+        forward: OutboxEntry?,
+        capacity: Int,
+        in transaction: some OutboxWriteTransaction
+    ) async throws -> NotificationRecording {
+        guard try await transaction.insertNotification(idHash: idHash, at: now) else { return .duplicate }
+        guard let forward else { return .recorded }
+        guard try await transaction.outboxCount() < capacity else { return .full }
+        // An entry with this webhook id already queued (the id is the jti's hash) is the same notification.
+        _ = try await transaction.insertOutbox(forward)
+        return .queued
+    }
+
+    /// Claims due entries in the caller's transaction: each one's attempts counted and its lease set, so another
+    /// forwarder does not take it before `now + lease` (nor a late answer of this claim touch a later one).
+    package static func claimOutbox(
+        at now: Date,
+        limit: Int,
+        lease: Double,
+        in transaction: some OutboxWriteTransaction
+    ) async throws -> [OutboxEntry] {
+        let until = now.addingTimeInterval(max(0, lease))
+        var claimed: [OutboxEntry] = []
+        for var entry in try await transaction.dueOutbox(at: now, limit: max(0, limit)) {
+            let attempts = entry.attempts + 1
+            guard
+                try await transaction.setOutbox(
+                    webhookID: entry.webhookID,
+                    expected: entry.attempts,
+                    attempts: attempts,
+                    next: until
+                )
+            else { continue }
+            entry.attempts = attempts
+            entry.nextAttemptAt = until
+            claimed.append(entry)
+        }
+        return claimed
+    }
+}
