@@ -79,32 +79,63 @@ package struct AppleJWKS: Sendable {
         Self.allowedAlgorithms.contains(token.alg) && algorithms[token.kid] == token.alg
     }
 
-    /// Unpadded base64url (RFC 7515), strictly: any other byte, padding, or an impossible length is nil. On the UTF-8
-    /// bytes: Foundation's string replacing measured 3% of a sign-in callback's CPU.
+    /// Unpadded base64url (RFC 7515), strictly: any other byte, padding, or an impossible length is nil, and so are
+    /// leftover bits that are not zero (one encoding per value). Neither Foundation nor jwt-kit offers a strict
+    /// base64url decoder in public; this one decodes four characters at a time through a table, on the UTF-8 bytes
+    /// (a byte-at-a-time decoder measured 1% of a web sign-in callback's CPU, Foundation's string replacing 3%).
     static func base64URLDecode(_ text: some Collection<UInt8>) -> [UInt8]? {
-        var output: [UInt8] = []
-        output.reserveCapacity(text.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for byte in text {
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
-            case UInt8(ascii: "-"): value = 62
-            case UInt8(ascii: "_"): value = 63
-            default: return nil
-            }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        if let decoded = text.withContiguousStorageIfAvailable({ decode($0) }) { return decoded }
+        return Array(text).withUnsafeBufferPointer { decode($0) }
+    }
+
+    /// Each byte's 6-bit value, or `invalid`.
+    private static let values: [UInt8] = {
+        var values = [UInt8](repeating: invalid, count: 256)
+        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            values[Int(byte)] = UInt8(value)
+        }
+        return values
+    }()
+    private static let invalid: UInt8 = 0x80
+
+    private static func decode(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        let remainder = input.count % 4
+        guard remainder != 1 else { return nil }
+        let outputCount = input.count / 4 * 3 + max(0, remainder - 1)
+        var flags: UInt8 = 0
+        let output = values.withUnsafeBufferPointer { table in
+            [UInt8](unsafeUninitializedCapacity: outputCount) { buffer, initialized in
+                func value(_ index: Int) -> UInt32 {
+                    let value = table[Int(input[index])]
+                    flags |= value
+                    return UInt32(value)
+                }
+                var index = 0
+                var out = 0
+                while index + 4 <= input.count {
+                    let group = value(index) << 18 | value(index + 1) << 12 | value(index + 2) << 6 | value(index + 3)
+                    buffer[out] = UInt8(truncatingIfNeeded: group >> 16)
+                    buffer[out + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                    buffer[out + 2] = UInt8(truncatingIfNeeded: group)
+                    index += 4
+                    out += 3
+                }
+                if remainder >= 2 {
+                    let second = value(index + 1)
+                    var group = value(index) << 18 | second << 12
+                    buffer[out] = UInt8(truncatingIfNeeded: group >> 16)
+                    if remainder == 3 {
+                        let third = value(index + 2)
+                        group |= third << 6
+                        buffer[out + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                        if third & 0x03 != 0 { flags |= invalid }
+                    } else if second & 0x0F != 0 {
+                        flags |= invalid
+                    }
+                }
+                initialized = outputCount
             }
         }
-        // A length of 4n+1 characters cannot be base64; leftover bits must be zero (one encoding per value).
-        guard bits < 6, accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
-        return output
+        return flags & invalid == 0 ? output : nil
     }
 }

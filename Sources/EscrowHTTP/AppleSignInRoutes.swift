@@ -237,7 +237,8 @@ struct AppleSignInRoutes: Sendable {
         }
         switch completion {
         case .completed:
-            context.logger.info(
+            // Debug, as a capture's own line: the access log and the sign-in metric count every completion.
+            context.logger.debug(
                 "sign-in completed",
                 metadata: ["signin.profile": "\(profile == nil ? "none" : "escrowed")"]
             )
