@@ -110,9 +110,7 @@ struct AppleSignInRoutes: Sendable {
         // Rate-limited, a callback is not refused but answered with the page that posts it again: a 429 would lose the
         // profile the form holds.
         let admitted = anonymous.acquire("apple-signin-callback") == nil
-        let mediaType = request.headers[.contentType]?.split(separator: ";").first
-            .map { $0.trimmingSpaces().lowercased() }
-        guard mediaType == "application/x-www-form-urlencoded" else {
+        guard Self.isForm(request.headers[.contentType]) else {
             throw Problem(
                 .unsupportedMediaType,
                 code: "unsupported_media_type",
@@ -374,6 +372,16 @@ struct AppleSignInRoutes: Sendable {
     static func secret() -> String { AccessTokens.base64URL(Hashing.randomBytes(count: 32)) }
 
     static func hash(_ secret: String) -> [UInt8] { Hashing.blake2b256(Array(secret.utf8)) }
+
+    /// Whether a `Content-Type` names `application/x-www-form-urlencoded` (ASCII case-insensitively, parameters
+    /// ignored), without a Unicode `lowercased()`.
+    static func isForm(_ contentType: String?) -> Bool {
+        guard let mediaType = contentType?.split(separator: ";", maxSplits: 1).first else { return false }
+        return AppleVerifier.asciiCaseInsensitiveEqual(
+            mediaType.trimmingSpaces(),
+            "application/x-www-form-urlencoded"
+        )
+    }
 
     static func bindingCookie(_ value: String, maxAge: Int) -> String {
         "\(cookieName)=\(value); Max-Age=\(maxAge); Path=/; Secure; HttpOnly; SameSite=None"

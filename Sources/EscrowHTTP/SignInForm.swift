@@ -10,12 +10,20 @@ struct SignInForm: Sendable {
 
     init?(_ body: [UInt8]) {
         var fields: [(name: String, value: String)] = []
-        for pair in body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count == 2 ? parts[1] : [])
-            else { return nil }
-            guard !fields.contains(where: { $0.name == name }) else { return nil }
-            fields.append((name, value))
+        // One pass over the bytes, each pair decoded from its range of `body` (no array of slices).
+        var start = body.startIndex
+        while start < body.endIndex {
+            let end = body[start...].firstIndex(of: UInt8(ascii: "&")) ?? body.endIndex
+            if end > start {
+                let pair = body[start..<end]
+                let equals = pair.firstIndex(of: UInt8(ascii: "=")) ?? end
+                guard let name = Self.decode(body[start..<equals]),
+                    let value = Self.decode(equals < end ? body[(equals + 1)..<end] : [])
+                else { return nil }
+                guard !fields.contains(where: { $0.name == name }) else { return nil }
+                fields.append((name, value))
+            }
+            start = end + 1
         }
         self.fields = fields
     }
