@@ -4,7 +4,8 @@
 #   2. `replay --once --concurrency <connections>` of everything captured, to an instant loopback backend
 #      (nginx answering 200 at once);
 # then prints captures/s, confirmed purges/s, their ratio, and the CPU per replayed escrow.
-#   Benchmarks/replay/capture-then-replay.sh [connections] [seconds]        (STRACE=1 adds `strace -c -f`)
+#   Benchmarks/replay/capture-then-replay.sh [connections] [seconds]        (STRACE=1 adds `strace -c -f`;
+#   PERF=1 records the replay's stacks into perf-replay.data: `perf report -i perf-replay.data`)
 # Uses BIN when set (a release profile-escrow), otherwise builds one. KEYS_INIT_ARGS, when set, is added to
 # `keys init` (a keyring in custody: `--custody pkcs11 …`, with the engine's credential in the environment).
 set -euo pipefail
@@ -58,7 +59,18 @@ capture_rate=$(python3 -c "print(round($captured / $seconds))")
 secret=$("$BIN" webhook-secret)
 run=("$BIN" replay --once --concurrency "$connections" --backend http://127.0.0.1:18081/register)
 start=$(date +%s.%N)
-if [ "${STRACE:-0}" = 1 ]; then
+if [ "${PERF:-0}" = 1 ]; then
+    # Attached to the running process (the process makes itself undumpable at start, which a child's perf does not
+    # follow into its threads).
+    PROFILE_ESCROW_WEBHOOK_SECRET="$secret" /usr/bin/time -f "%U %S" -o "$work/time.txt" "${run[@]}" \
+        > "$work/replay.txt" &
+    timed=$!
+    sleep 0.3
+    perf record -e cpu-clock -g -o perf-replay.data -p "$(pgrep -n -f "replay --once --concurrency $connections")" \
+        >/dev/null 2>&1 &
+    wait "$timed"
+    wait
+elif [ "${STRACE:-0}" = 1 ]; then
     PROFILE_ESCROW_WEBHOOK_SECRET="$secret" strace -c -f -o "$work/strace.txt" /usr/bin/time -f "%U %S" \
         -o "$work/time.txt" "${run[@]}" > "$work/replay.txt"
 else
