@@ -28,7 +28,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         public var migrate: Bool = true
         /// The most connections the pool opens.
         public var maximumConnections: Int = 20
-        /// The most captures (and the most lifecycle actions) one group-commit transaction holds.
+        /// The most captures (and the most lifecycle actions, and the most sign-in completions) one group-commit
+        /// transaction holds.
         public var maximumBatch: Int = 256
         /// How long an operation waits for a pooled connection, in seconds, before it fails with
         /// ``EscrowStoreError/Code/unavailable``: while the server is down or restarting, captures fail fast (HTTP
@@ -55,6 +56,7 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     let database: StoreDatabase
     let captures: CaptureBatcher
     let commits: CommitBatcher
+    let signIns: SignInBatcher
 
     /// Connects to `url` (`postgres://` or `postgresql://`, see ``PostgresURL``), checks that commits are durable,
     /// and applies missing migrations (``Configuration/migrate``). Fails with a PII-free, password-free error.
@@ -171,6 +173,13 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
             bound: bound,
             writer: .async { [database] batch, deadline in
                 await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCommits(batch, database) }
+            }
+        )
+        self.signIns = SignInBatcher(
+            maximumBatch: configuration.maximumBatch,
+            bound: bound,
+            writer: .async { [database] batch, deadline in
+                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeSignIns(batch, database) }
             }
         )
     }
