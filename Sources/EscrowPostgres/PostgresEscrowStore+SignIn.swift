@@ -20,7 +20,9 @@ extension PostgresEscrowStore: SignInStore {
 
     /// Through a group commit of its own (``SignInBatcher``), as captures: concurrent callbacks of this node share
     /// one transaction and one WAL flush, each attempt's use and capture still committed together, and each answered
-    /// only once its COMMIT returned.
+    /// only once its COMMIT returned. A batch locks its attempts' rows (`FOR UPDATE`) in the order of their state
+    /// hash, so two nodes' batches lock them in the same order; of two callbacks of one state in one batch, the first
+    /// written completes and the other finds the attempt used, as in two transactions.
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         capture record: EscrowRecord?,
@@ -32,22 +34,6 @@ extension PostgresEscrowStore: SignInStore {
         return try await signIns.submit(
             SignInCompletionItem(request: request, capture: item),
             deadline: StoreDatabase.callerDeadline
-        )
-    }
-
-    /// Writes a batch of completions in the order of their state hash: each locks its attempt's row (`FOR UPDATE`),
-    /// and two nodes' batches lock those rows in the same order. Of two callbacks of one state in one batch, the
-    /// first written completes and the other finds the attempt used, as in two transactions.
-    static func writeSignIns(
-        _ batch: [SignInCompletionItem],
-        _ database: StoreDatabase
-    ) async -> [Result<SignInCompletion, any Error>] {
-        await writeBatch(
-            batch,
-            database,
-            what: "completing a sign-in failed",
-            order: { $0.request.stateHash },
-            write: { try await StoreEngine.completeSignIns($0, in: $1) }
         )
     }
 

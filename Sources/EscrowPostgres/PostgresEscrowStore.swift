@@ -159,29 +159,12 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         self.synchronousCommit = synchronousCommit
         self.database = database
         let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
-        // A batch is written under its oldest caller's deadline (the operations' bound from its call, or the
-        // deadline it brought).
-        self.captures = CaptureBatcher(
-            maximumBatch: configuration.maximumBatch,
-            bound: bound,
-            writer: .async { [database] batch, deadline in
-                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCaptures(batch, database) }
-            }
-        )
-        self.commits = CommitBatcher(
-            maximumBatch: configuration.maximumBatch,
-            bound: bound,
-            writer: .async { [database] batch, deadline in
-                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCommits(batch, database) }
-            }
-        )
-        self.signIns = SignInBatcher(
-            maximumBatch: configuration.maximumBatch,
-            bound: bound,
-            writer: .async { [database] batch, deadline in
-                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeSignIns(batch, database) }
-            }
-        )
+        let batching = (maximumBatch: configuration.maximumBatch, bound: bound)
+        captures = Self.groupCommit(database, batching, "capture failed") { try await StoreEngine.capture($0, in: $1) }
+        commits = Self.groupCommit(database, batching, "commit failed") { try await StoreEngine.commit($0, in: $1) }
+        signIns = Self.groupCommit(database, batching, "completing a sign-in failed") {
+            try await StoreEngine.completeSignIns($0, in: $1)
+        }
     }
 
     deinit {
