@@ -45,6 +45,10 @@ public enum EscrowPrometheus {
         "profile_escrow_signins_total":
             "Web sign-ins: started, completed, answered with the resubmission page, or refused, by outcome.",
         "profile_escrow_signin_redeems_total": "Web sign-in ticket redeems, by outcome (redeemed or gone).",
+        "profile_escrow_notifications_forwarded_total":
+            "Apple notifications forwarded to the backend, by outcome (full: not queued, the outbox was full).",
+        "profile_escrow_notification_outbox_entries":
+            "Apple notifications waiting in the outbox to be forwarded, as the forwarder last counted them.",
     ]
 
     /// The factory to bootstrap `MetricsSystem` with: Hummingbird's names and labels renamed.

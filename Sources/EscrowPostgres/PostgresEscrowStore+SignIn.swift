@@ -18,7 +18,11 @@ extension PostgresEscrowStore: SignInStore {
         }
     }
 
-    /// One transaction of its own, outside the group commit: the attempt's use and the capture commit together.
+    /// Through a group commit of its own (``SignInBatcher``), as captures: concurrent callbacks of this node share
+    /// one transaction and one WAL flush, each attempt's use and capture still committed together, and each answered
+    /// only once its COMMIT returned. A batch locks its attempts' rows (`FOR UPDATE`) in the order of their state
+    /// hash, so two nodes' batches lock them in the same order; of two callbacks of one state in one batch, the first
+    /// written completes and the other finds the attempt used, as in two transactions.
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         capture record: EscrowRecord?,
@@ -27,9 +31,10 @@ extension PostgresEscrowStore: SignInStore {
     ) async throws -> SignInCompletion {
         try requireWritable()
         let item = record.map { CaptureItem(record: $0, actor: actor, lifecycle: lifecycle) }
-        return try await Self.engineTransaction(database, "completing a sign-in failed") {
-            try await StoreEngine.completeSignIn(request, capture: item, in: $0)
-        }
+        return try await signIns.submit(
+            SignInCompletionItem(request: request, capture: item),
+            deadline: StoreDatabase.callerDeadline
+        )
     }
 
     public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {

@@ -48,45 +48,30 @@ extension PostgresEscrowStore {
         }
     }
 
-    /// Writes a group commit's batch with the store engine: one transaction, and one an item when that fails. Items
-    /// are written in the order of their blind index (captures) or id (commits): two nodes lock the same rows in the
+    /// A group commit of this store: a batch is written in one transaction by the store engine (`write`), and one
+    /// an item when that fails, under the deadline of its oldest caller (the operations' bound from its call, or the
+    /// deadline it brought). Items are written in their ``LockOrdered`` order: two nodes lock the same rows in the
     /// same order.
-    static func writeBatch<Item: Sendable, Output: Sendable>(
-        _ batch: [Item],
+    static func groupCommit<Item: LockOrdered, Output: Sendable>(
         _ database: StoreDatabase,
-        what: String,
-        order: @escaping (Item) -> [UInt8],
+        _ batching: (maximumBatch: Int, bound: Duration),
+        _ what: String,
         write: @escaping @Sendable ([Item], PostgresWriteTransaction) async throws -> [Output]
-    ) async -> [Result<Output, any Error>] {
-        await StoreEngine.writeBatch(
-            batch,
-            order: order,
-            describe: { database.storeError($0, what) },
-            isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
-            write: { items in try await engineTransaction(database, what) { try await write(items, $0) } }
-        )
-    }
-
-    static func writeCaptures(
-        _ batch: [CaptureItem],
-        _ database: StoreDatabase
-    ) async -> [Result<CaptureOutcome, any Error>] {
-        await writeBatch(
-            batch,
-            database,
-            what: "capture failed",
-            order: { $0.record.blindIndex.bytes },
-            write: { try await StoreEngine.capture($0, in: $1) }
-        )
-    }
-
-    static func writeCommits(_ batch: [CommitItem], _ database: StoreDatabase) async -> [Result<Bool, any Error>] {
-        await writeBatch(
-            batch,
-            database,
-            what: "commit failed",
-            order: { $0.id.bytes },
-            write: { try await StoreEngine.commit($0, in: $1) }
+    ) -> GroupCommit<Item, Output> {
+        GroupCommit(
+            maximumBatch: batching.maximumBatch,
+            bound: batching.bound,
+            writer: .async { batch, deadline in
+                await StoreDatabase.$callerDeadline.withValue(deadline) {
+                    await StoreEngine.writeBatch(
+                        batch,
+                        order: { $0.lockOrder },
+                        describe: { database.storeError($0, what) },
+                        isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
+                        write: { items in try await engineTransaction(database, what) { try await write(items, $0) } }
+                    )
+                }
+            }
         )
     }
 
@@ -181,4 +166,25 @@ extension PostgresEscrowStore {
     /// backups: none of them can be cleared from here. What bounds them is key cycling (`keys cycle`): once the
     /// master key version an escrow was sealed to is retired, every such copy is unreadable.
     public func flushPurged() async throws {}
+}
+
+/// The order in which a PostgreSQL group commit writes its items, by the rows each locks: two nodes' batches lock
+/// them in the same order, and do not deadlock on each other.
+protocol LockOrdered: Sendable {
+    var lockOrder: [UInt8] { get }
+}
+
+extension CaptureItem: LockOrdered {
+    /// The blind index: the unique index entry of the user's live escrow.
+    var lockOrder: [UInt8] { record.blindIndex.bytes }
+}
+
+extension CommitItem: LockOrdered {
+    /// The escrow id: its row.
+    var lockOrder: [UInt8] { id.bytes }
+}
+
+extension SignInCompletionItem: LockOrdered {
+    /// The state hash: the attempt's row, locked `FOR UPDATE`.
+    var lockOrder: [UInt8] { request.stateHash }
 }

@@ -28,7 +28,8 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         public var migrate: Bool = true
         /// The most connections the pool opens.
         public var maximumConnections: Int = 20
-        /// The most captures (and the most lifecycle actions) one group-commit transaction holds.
+        /// The most captures (and the most lifecycle actions, and the most sign-in completions) one group-commit
+        /// transaction holds.
         public var maximumBatch: Int = 256
         /// How long an operation waits for a pooled connection, in seconds, before it fails with
         /// ``EscrowStoreError/Code/unavailable``: while the server is down or restarting, captures fail fast (HTTP
@@ -55,6 +56,7 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
     let database: StoreDatabase
     let captures: CaptureBatcher
     let commits: CommitBatcher
+    let signIns: SignInBatcher
 
     /// Connects to `url` (`postgres://` or `postgresql://`, see ``PostgresURL``), checks that commits are durable,
     /// and applies missing migrations (``Configuration/migrate``). Fails with a PII-free, password-free error.
@@ -157,22 +159,12 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         self.synchronousCommit = synchronousCommit
         self.database = database
         let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
-        // A batch is written under its oldest caller's deadline (the operations' bound from its call, or the
-        // deadline it brought).
-        self.captures = CaptureBatcher(
-            maximumBatch: configuration.maximumBatch,
-            bound: bound,
-            writer: .async { [database] batch, deadline in
-                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCaptures(batch, database) }
-            }
-        )
-        self.commits = CommitBatcher(
-            maximumBatch: configuration.maximumBatch,
-            bound: bound,
-            writer: .async { [database] batch, deadline in
-                await StoreDatabase.$callerDeadline.withValue(deadline) { await Self.writeCommits(batch, database) }
-            }
-        )
+        let batching = (maximumBatch: configuration.maximumBatch, bound: bound)
+        captures = Self.groupCommit(database, batching, "capture failed") { try await StoreEngine.capture($0, in: $1) }
+        commits = Self.groupCommit(database, batching, "commit failed") { try await StoreEngine.commit($0, in: $1) }
+        signIns = Self.groupCommit(database, batching, "completing a sign-in failed") {
+            try await StoreEngine.completeSignIns($0, in: $1)
+        }
     }
 
     deinit {

@@ -10,6 +10,7 @@ extension StoreConformance {
         Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
         Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
         Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
+        Check(name: "concurrent callbacks of many attempts each answer as alone", run: signInConcurrentAttempts),
         Check(name: "a sign-in's capture replaces the user's held escrow", run: signInReplaces),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
@@ -98,6 +99,80 @@ extension StoreConformance {
         try expect(completions.count - completed.count == 7, "the others find it used")
         let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
         try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture")
+    }
+
+    /// Callbacks of distinct attempts at once (a store may complete them in one transaction): each answers as it
+    /// would alone (live ones capture, an unknown, an expired and another browser's are refused), and of two
+    /// callbacks of one attempt among them one captures.
+    static func signInConcurrentAttempts(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = subject.signIns
+        let fixture = SignInFixture()
+        let records = Fixture()
+        let attempts = (1...9).map { fixture.attempt($0) }
+        for attempt in attempts { try await store.createSignInAttempt(attempt) }
+        var otherBrowser = fixture.request(attempts[7], at: fixture.start, ticket: 8)
+        otherBrowser.bindingHash = fixture.hash("binding-other")
+        // Attempts 1 to 6 live, attempt 7 twice, an unknown state, attempt 8 from another browser, 9 at its expiry.
+        var calls = (0..<6).map { (fixture.request(attempts[$0], at: fixture.start, ticket: $0 + 1), $0 + 1) }
+        calls += [
+            (fixture.request(attempts[6], at: fixture.start, ticket: 7), 7),
+            (fixture.request(attempts[6], at: fixture.start, ticket: 17), 17),
+            (fixture.request(fixture.attempt(10), at: fixture.start, ticket: 10), 10),
+            (otherBrowser, 8),
+            (fixture.request(attempts[8], at: attempts[8].expiresAt, ticket: 9), 9),
+        ]
+        let captures = try calls.map { try records.record(user: $0.1, at: fixture.start) }
+        let answers = try await withThrowingTaskGroup(of: (Int, SignInCompletion).self) { group in
+            for (position, call) in calls.enumerated() {
+                let record = captures[position]
+                group.addTask {
+                    let completion = try await store.completeSignIn(
+                        call.0,
+                        capture: record,
+                        actor: .http(token: "signin"),
+                        lifecycle: EscrowLifecycle()
+                    )
+                    return (position, completion)
+                }
+            }
+            return try await group.reduce(into: [Int: SignInCompletion]()) { $0[$1.0] = $1.1 }
+        }
+        for position in 0..<6 {
+            guard case .completed(let used, .created(let stored)) = answers[position] else {
+                throw ConformanceFailure(
+                    "live attempt \(position + 1) completes and captures: \(String(describing: answers[position]))"
+                )
+            }
+            try expect(
+                used.stateHash == attempts[position].stateHash && stored.id == captures[position].id,
+                "attempt \(position + 1) answers its own state and capture"
+            )
+        }
+        let twice = [answers[6], answers[7]]
+        let completedTwice = twice.compactMap { answer -> EscrowRecord? in
+            guard case .completed(_, .created(let stored)) = answer else { return nil }
+            return stored
+        }
+        try expect(completedTwice.count == 1, "of two callbacks of one attempt, one captures: \(twice)")
+        try expect(
+            twice.contains { if case .expired = $0 { true } else { false } },
+            "the other finds the attempt used: \(twice)"
+        )
+        try expect(answers[8] == .unknown, "an unknown state: \(String(describing: answers[8]))")
+        try expect(answers[9] == .bindingMismatch(attempts[7]), "another browser's binding is refused")
+        try expect(answers[10] == .expired(attempts[8]), "an attempt at its expiry is refused")
+        try expect(try await store.signInAttempt(stateHash: attempts[7].stateHash)?.usedAt == nil, "8 stays live")
+        for position in 6..<11 where completedTwice.first?.id != captures[position].id {
+            try expect(
+                try await subject.escrows.record(id: captures[position].id) == nil,
+                "a refused callback stores nothing"
+            )
+        }
+        let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
+        try expect(events.filter { $0.draft.type == .captured }.count == 7, "seven captures audited")
+        try expect(events.filter { $0.draft.type == .signinCaptured }.count == 7, "seven signin-captured events")
+        try await records.expectIntactChain(events, of: subject.escrows, "the chain of concurrent sign-ins")
     }
 
     static func signInReplaces(_ make: MakeSubject) async throws {

@@ -28,6 +28,47 @@ public enum EscrowMetrics {
         Timer(label: "profile_escrow_delivery_duration_seconds").recordNanoseconds(Int64(seconds * 1e9))
     }
 
+    /// What became of a forwarded Apple notification, for `profile_escrow_notifications_forwarded_total{outcome}`.
+    public enum ForwardOutcome: String, Sendable, CaseIterable {
+        /// The backend took it (2xx).
+        case delivered
+        /// The backend refused it (4xx): not sent again.
+        case rejected
+        /// Not taken after the last attempt, or older than the outbox's retention.
+        case givenUp = "given_up"
+        /// Its sealed body does not open (a key version the keyring no longer has).
+        case unopenable
+        /// Not queued: the outbox was full.
+        case full
+    }
+
+    /// Counts forwarded notifications by outcome (`count` of them); the label is the outcome only, never a webhook id.
+    static func forwarded(_ outcome: ForwardOutcome, count: Int = 1, factory: any MetricsFactory) {
+        guard count > 0 else { return }
+        Counter(
+            label: "profile_escrow_notifications_forwarded_total",
+            dimensions: [("outcome", outcome.rawValue)],
+            factory: factory
+        ).increment(by: count)
+    }
+
+    /// Exposes every outcome of `profile_escrow_notifications_forwarded_total` at 0, so the first give-up is an
+    /// increase Prometheus sees (a series first seen at 1 shows none).
+    static func forwardingStarted(factory: any MetricsFactory) {
+        for outcome in ForwardOutcome.allCases {
+            _ = Counter(
+                label: "profile_escrow_notifications_forwarded_total",
+                dimensions: [("outcome", outcome.rawValue)],
+                factory: factory
+            )
+        }
+    }
+
+    /// The entries waiting in the notification outbox (claimed or not), as the forwarder last counted them.
+    static func outboxEntries(_ count: Int, factory: any MetricsFactory) {
+        Gauge(label: "profile_escrow_notification_outbox_entries", factory: factory).record(count)
+    }
+
     /// The live gauges: live escrows by state (0 for a state with none) and the oldest pending
     /// escrow's age. Their one publisher: the worker calls it after each sweep, `/metrics` at scrape time
     /// with its registry's factory (the same series when the process bootstrapped metrics over that registry).

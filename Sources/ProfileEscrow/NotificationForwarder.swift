@@ -3,6 +3,7 @@ public import EscrowCore
 public import EscrowCrypto
 public import Foundation
 public import Logging
+public import Metrics
 public import NIOSSL
 public import ServiceLifecycle
 
@@ -19,6 +20,11 @@ public import ServiceLifecycle
 /// ``Configuration/maximumAttempts`` attempts. Entries outlive a restart; one older than ``OutboxEntry/retention``
 /// (a day), or sealed to a key version the keyring no longer has, is given up. Every give-up is logged with its webhook id,
 /// never its content.
+///
+/// Metrics (labels are outcomes only): `profile_escrow_notifications_forwarded_total{outcome}` (`delivered`,
+/// `rejected`, `given_up`, `unopenable`, and `full` for one the outbox had no room for), and the gauge
+/// `profile_escrow_notification_outbox_entries`, counted through the store by the running forwarder at most every
+/// ``outboxCountInterval`` seconds, never on a request's path.
 public final class NotificationForwarder: Service, Sendable {
     public struct Configuration: Sendable {
         /// Where notifications are POSTed.
@@ -61,27 +67,35 @@ public final class NotificationForwarder: Service, Sendable {
     let keyring: @Sendable () -> Keyring
     let clock: any WallClock
     let logger: Logger
+    let factory: any MetricsFactory
     private let wakeup: Wakeup
     /// How long an idle forwarder waits before looking at the outbox again (a ``record(idHash:id:body:at:)`` in this
     /// process wakes it at once).
     static let idlePoll: Double = 1
     /// How often entries past the retention are swept.
     static let sweepInterval: Double = 60
+    /// How often the outbox's entries are counted for the gauge: one `COUNT` over at most ``Configuration/capacity``
+    /// rows.
+    static let outboxCountInterval: Double = 5
 
-    /// `keyring`: the keyring in use now (it may be reloaded); `outbox`: the store the notification log is in.
+    /// `keyring`: the keyring in use now (it may be reloaded); `outbox`: the store the notification log is in;
+    /// `factory`: where its metrics go (the process's by default).
     public init(
         _ configuration: Configuration,
         outbox: any NotificationOutbox,
         keyring: @escaping @Sendable () -> Keyring,
         clock: any WallClock = SystemWallClock(),
-        logger: Logger
+        logger: Logger,
+        factory: any MetricsFactory = MetricsSystem.factory
     ) {
         self.configuration = configuration
         self.outbox = outbox
         self.keyring = keyring
         self.clock = clock
         self.logger = logger
+        self.factory = factory
         self.wakeup = Wakeup(clock: clock)
+        EscrowMetrics.forwardingStarted(factory: factory)
     }
 
     /// Records a handled notification (`idHash`: the hash of its `jti`) and queues its forwarded copy (`id`: the
@@ -106,6 +120,7 @@ public final class NotificationForwarder: Service, Sendable {
         switch recorded {
         case .queued: wakeup.signal()
         case .full:
+            EscrowMetrics.forwarded(.full, factory: factory)
             logger.error(
                 "an Apple notification is not forwarded: the outbox is full",
                 metadata: ["webhook.id": "\(id)", "capacity": "\(configuration.capacity)"]
@@ -125,7 +140,8 @@ public final class NotificationForwarder: Service, Sendable {
                 await self.loop(client)
             }
         }
-        if let left = await settle("counting the outbox", { try await self.outbox.outboxCount() }), left > 0 {
+        let left = await countOutbox()
+        if let left, left > 0 {
             logger.notice(
                 "stopping with Apple notifications still to forward: they are sent after the next start",
                 metadata: ["count": "\(left)"]
@@ -135,12 +151,17 @@ public final class NotificationForwarder: Service, Sendable {
 
     private func loop(_ client: BackendClient) async {
         var nextSweep = clock.now()
+        var nextCount = nextSweep
         var warnedPublicOnly = false
         while !Task.isCancelled {
             let now = clock.now()
             if now >= nextSweep {
                 await sweep(at: now)
                 nextSweep = now.addingTimeInterval(Self.sweepInterval)
+            }
+            if now >= nextCount {
+                await countOutbox()
+                nextCount = clock.now().addingTimeInterval(Self.outboxCountInterval)
             }
             // A capture-only node cannot open the bodies: a node with the full keyring forwards them.
             guard !keyring().isPublicOnly else {
@@ -175,7 +196,19 @@ public final class NotificationForwarder: Service, Sendable {
     }
 
     private func sweep(at now: Date) async {
-        _ = await settle("sweeping the outbox") { try await self.outbox.sweepExpired(at: now, logger: self.logger) }
+        _ = await settle("sweeping the outbox") {
+            try await self.outbox.sweepExpired(at: now, logger: self.logger, factory: self.factory)
+        }
+    }
+
+    /// Counts the outbox's entries and publishes them as the gauge; nil (the gauge kept) when the store fails.
+    @discardableResult
+    private func countOutbox() async -> Int? {
+        guard let count = await settle("counting the outbox", { try await self.outbox.outboxCount() }) else {
+            return nil
+        }
+        EscrowMetrics.outboxEntries(count, factory: factory)
+        return count
     }
 
     private func send(_ entry: OutboxEntry, _ client: BackendClient) async {
@@ -189,6 +222,7 @@ public final class NotificationForwarder: Service, Sendable {
         } catch {
             await delete(
                 entry,
+                .unopenable,
                 "an Apple notification was not forwarded: its sealed body does not open (\(error.message))"
             )
             return
@@ -202,7 +236,7 @@ public final class NotificationForwarder: Service, Sendable {
         let status = answer.outcome.status.map(String.init) ?? "-"
         switch answer.outcome {
         case .confirmed, .accepted:
-            await delete(entry, nil)
+            await delete(entry, .delivered, nil)
             logger.info(
                 "Apple notification forwarded",
                 metadata: ["webhook.id": "\(entry.webhookID)", "http.status": "\(status)"]
@@ -210,6 +244,7 @@ public final class NotificationForwarder: Service, Sendable {
         case .rejected:
             await delete(
                 entry,
+                .rejected,
                 "the backend refused a forwarded Apple notification; it is not sent again",
                 status: status
             )
@@ -217,6 +252,7 @@ public final class NotificationForwarder: Service, Sendable {
             guard entry.attempts < configuration.maximumAttempts else {
                 await delete(
                     entry,
+                    .givenUp,
                     "an Apple notification was not forwarded: the backend did not take it",
                     status: status
                 )
@@ -236,8 +272,14 @@ public final class NotificationForwarder: Service, Sendable {
         }
     }
 
-    /// Deletes an entry; `giveUp`, when it was not forwarded, is logged with its webhook id.
-    private func delete(_ entry: OutboxEntry, _ giveUp: String?, status: String = "-") async {
+    /// Deletes an entry and counts its `outcome`; `giveUp`, when it was not forwarded, is logged with its webhook id.
+    private func delete(
+        _ entry: OutboxEntry,
+        _ outcome: EscrowMetrics.ForwardOutcome,
+        _ giveUp: String?,
+        status: String = "-"
+    ) async {
+        EscrowMetrics.forwarded(outcome, factory: factory)
         if let giveUp {
             logger.error(
                 "\(giveUp)",
@@ -272,10 +314,15 @@ public final class NotificationForwarder: Service, Sendable {
 
 extension NotificationOutbox {
     /// Deletes the entries older than ``OutboxEntry/retention`` at `now`, each logged with its webhook id (never its
-    /// content); returns how many.
+    /// content) and counted as given up; returns how many.
     @discardableResult
-    func sweepExpired(at now: Date, logger: Logger) async throws -> Int {
+    func sweepExpired(
+        at now: Date,
+        logger: Logger,
+        factory: any MetricsFactory = MetricsSystem.factory
+    ) async throws -> Int {
         let swept = try await sweepOutbox(createdBefore: now.addingTimeInterval(-OutboxEntry.retention))
+        EscrowMetrics.forwarded(.givenUp, count: swept.count, factory: factory)
         for id in swept {
             logger.error(
                 "an Apple notification was not forwarded: it is older than the outbox's retention",

@@ -7,6 +7,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import Metrics
 import ProfileEscrow
 import Testing
 
@@ -18,6 +19,7 @@ extension HTTPHarness {
         to backend: FakeBackend,
         store: (any NotificationOutbox)? = nil,
         keyring: Keyring? = nil,
+        factory: (any MetricsFactory)? = nil,
         configure: (inout NotificationForwarder.Configuration) -> Void = { _ in }
     ) throws -> NotificationForwarder {
         var configuration = NotificationForwarder.Configuration(
@@ -31,7 +33,8 @@ extension HTTPHarness {
             outbox: store ?? fixture.store,
             keyring: { keyring },
             clock: fixture.clock,
-            logger: fixture.logger
+            logger: fixture.logger,
+            factory: factory ?? MetricsSystem.factory
         )
     }
 }

@@ -68,6 +68,14 @@ panel("Web sign-ins by outcome",
       [f"sum by (outcome) (rate(profile_escrow_signins_total{{{J}}}{R}))",
        f"sum by (outcome) (rate(profile_escrow_signin_redeems_total{{{J}}}{R}))"],
       unit="reqps", legend=["sign-in {{outcome}}", "redeem {{outcome}}"])
+panel("Forwarded Apple notifications by outcome",
+      [f"sum by (outcome) (increase(profile_escrow_notifications_forwarded_total{{{J}}}[1h]))"],
+      legend=["{{outcome}}"],
+      desc="Notifications forwarded to the backend over the last hour: delivered, rejected (4xx), and those the "
+           "backend never heard of (given_up, unopenable, full). Alerts on any of the last three.")
+panel("Notification outbox", [f"max(profile_escrow_notification_outbox_entries{{{J}}})"],
+      legend=["waiting"],
+      desc="Apple notifications waiting to be forwarded (one outbox per store: every node counts the same rows).")
 panel("Key custody", [f"min by (instance) (profile_escrow_custody_up{{{J}}})"], kind="stat",
       legend=["{{instance}}"],
       desc="1 when the custody engine unwrapped the keyring at the last start or reload. Alerts on 0 for 5 minutes.")
