@@ -22,6 +22,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, Cus
     /// The keyring's master secret keys moved into, out of or within custody (an external engine that wraps them).
     public static let keysCustodyChanged = AuditEventType(rawValue: "keys-custody-changed")
     /// A web sign-in's callback escrowed the profile (after its `captured`, in the same transaction): the escrow id,
-    /// never the state, code or ticket.
+    /// never the state, code or ticket. Written by earlier versions only: a web sign-in's capture is now one
+    /// `captured` event whose detail is `web-signin`. Still read, and verified, in existing chains.
     public static let signinCaptured = AuditEventType(rawValue: "signin-captured")
 }

@@ -94,13 +94,15 @@ public struct EscrowLifecycle: Sendable {
         self.confirmTimeout = confirmTimeout
     }
 
-    /// The `captured` event of a new escrow.
-    public func captured(_ record: EscrowRecord, actor: AuditActor) -> AuditDraft {
+    /// The `captured` event of a new escrow; `detail` says how the profile came when not by a capture call
+    /// (`web-signin`: a web sign-in's callback).
+    public func captured(_ record: EscrowRecord, actor: AuditActor, detail: String? = nil) -> AuditDraft {
         AuditDraft(
             type: .captured,
             at: record.createdAt,
             escrowID: record.id.hex,
             indexPrefix: record.blindIndex.prefixHex,
+            detail: detail,
             actor: actor
         )
     }

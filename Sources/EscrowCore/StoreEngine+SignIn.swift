@@ -6,8 +6,9 @@ package protocol SignInWriteTransaction: EscrowWriteTransaction {
     func insertSignInAttempt(_ attempt: SignInAttempt) async throws
     /// The attempt with this state hash, locked until the transaction ends where the store locks rows.
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
-    /// Marks a live attempt used and stores its ticket; returns false when it was used already.
-    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) async throws -> Bool
+    /// Marks a live attempt (as read in this transaction) used and stores its ticket, keeping the row until the
+    /// ticket's expiry when that is after the attempt's; returns false when it was used already.
+    func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) async throws -> Bool
     /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`.
     func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption?
     /// Deletes attempts past their expiry, and past their ticket's when used; returns how many.
@@ -41,22 +42,15 @@ extension StoreEngine {
             return .bindingMismatch(attempt)
         }
         var outcome: CaptureOutcome?
-        if let item, let captured = try await capture([item], in: transaction, auditing: &audit).first {
-            outcome = captured
+        if var item {
+            // One event says it all: the escrow's `captured`, whose detail names the web sign-in.
+            item.detail = CaptureItem.webSignIn
+            outcome = try await capture([item], in: transaction, auditing: &audit).first
             keyVersions.insert(item.record.sealed.keyVersion)
-            audit.append(
-                AuditDraft(
-                    type: .signinCaptured,
-                    at: request.now,
-                    escrowID: captured.record.id.hex,
-                    indexPrefix: captured.record.blindIndex.prefixHex,
-                    actor: item.actor
-                )
-            )
         }
         let ticket = request.ticket(outcome?.record.id)
         // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
-        guard try await transaction.useSignInAttempt(stateHash: attempt.stateHash, at: request.now, ticket: ticket)
+        guard try await transaction.useSignInAttempt(attempt, at: request.now, ticket: ticket)
         else { throw EscrowStoreError(.failed, "the sign-in attempt was used during its completion; try again") }
         var used = attempt
         used.usedAt = request.now

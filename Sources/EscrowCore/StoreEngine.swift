@@ -6,11 +6,17 @@ package struct CaptureItem: Sendable {
     package let record: EscrowRecord
     package let actor: AuditActor
     package let lifecycle: EscrowLifecycle
+    /// The `captured` event's detail: how the profile came, when not by a capture call (``webSignIn``).
+    package var detail: String?
 
-    package init(record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) {
+    /// The detail of a capture made by a web sign-in's callback.
+    package static let webSignIn = "web-signin"
+
+    package init(record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle, detail: String? = nil) {
         self.record = record
         self.actor = actor
         self.lifecycle = lifecycle
+        self.detail = detail
     }
 }
 
@@ -129,7 +135,7 @@ package enum StoreEngine {
         outcomes.reserveCapacity(items.count)
         for item in items {
             if created.contains(item.record.id) {
-                audit.append(item.lifecycle.captured(item.record, actor: item.actor))
+                audit.append(item.lifecycle.captured(item.record, actor: item.actor, detail: item.detail))
                 outcomes.append(.created(item.record))
             } else {
                 outcomes.append(try await captureOverLive(item, transaction, &audit))
@@ -145,7 +151,7 @@ package enum StoreEngine {
         _ audit: inout [AuditDraft]
     ) async throws -> CaptureOutcome {
         let record = item.record
-        let captured = item.lifecycle.captured(record, actor: item.actor)
+        let captured = item.lifecycle.captured(record, actor: item.actor, detail: item.detail)
         // The live escrow may be deleted by another writer between the insert and the read: insert again.
         for _ in 0..<3 {
             switch try await transaction.liveRow(blindIndex: record.blindIndex) {

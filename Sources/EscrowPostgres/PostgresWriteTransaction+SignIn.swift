@@ -22,14 +22,14 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         try await PostgresEscrowStore.signInAttempt(connection, stateHash: stateHash, forUpdate: true, logger: logger)
     }
 
-    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) async throws -> Bool {
+    func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) async throws -> Bool {
         let ticketExpires = PostgresEscrowStore.ms(ticket.expiresAt)
         let rows = try await connection.query(
             """
             UPDATE signin_attempt SET used_at = \(PostgresEscrowStore.ms(now)), ticket_hash = \(Data(ticket.ticketHash)),
                 ticket_expires_at = \(ticketExpires), ticket_result = \(Data(ticket.sealedResult)),
                 purge_at = GREATEST(expires_at, \(ticketExpires))
-            WHERE state_hash = \(Data(stateHash)) AND used_at IS NULL
+            WHERE state_hash = \(Data(attempt.stateHash)) AND used_at IS NULL
             RETURNING 1
             """,
             logger: logger

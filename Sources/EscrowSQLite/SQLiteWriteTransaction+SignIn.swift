@@ -42,19 +42,23 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         }
     }
 
-    func useSignInAttempt(stateHash: [UInt8], at now: Date, ticket: SignInTicket) throws -> Bool {
+    func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) throws -> Bool {
+        var arguments: StatementArguments = [
+            Timestamp.unixMilliseconds(now), Data(ticket.ticketHash), Timestamp.unixMilliseconds(ticket.expiresAt),
+            Data(ticket.sealedResult),
+        ]
+        // The row is kept until the later of the attempt's and the ticket's expiry. Usually the attempt's, which
+        // `purge_at` already holds: the statement then leaves the column, and so its index, alone.
+        let extendsPurge = ticket.expiresAt > attempt.expiresAt
+        if extendsPurge { arguments += [Timestamp.unixMilliseconds(ticket.expiresAt)] }
+        arguments += [Data(attempt.stateHash)]
         try db.cachedStatement(
             sql: """
-                UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?,
-                    purge_at = MAX(expires_at, ?)
+                UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?\(
+                    extendsPurge ? ", purge_at = ?" : "")
                 WHERE state_hash = ? AND used_at IS NULL
                 """
-        ).execute(
-            arguments: [
-                Timestamp.unixMilliseconds(now), Data(ticket.ticketHash), Timestamp.unixMilliseconds(ticket.expiresAt),
-                Data(ticket.sealedResult), Timestamp.unixMilliseconds(ticket.expiresAt), Data(stateHash),
-            ]
-        )
+        ).execute(arguments: arguments)
         return db.changesCount == 1
     }
 

@@ -60,9 +60,9 @@ extension StoreConformance {
         let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
         try expect(events.filter { $0.draft.type == .captured }.count == 1, "one capture audited")
         try expect(
-            events.map(\.draft.type) == [.captured, .signinCaptured]
-                && events.allSatisfy { $0.draft.escrowID == record.id.hex },
-            "the capture, then signin-captured, of that escrow: \(events.map(\.draft.type))"
+            events.map(\.draft.type) == [.captured] && events[0].draft.escrowID == record.id.hex
+                && events[0].draft.detail == CaptureItem.webSignIn,
+            "one captured event of that escrow, detail web-signin: \(events.map(\.draft.type))"
         )
         try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with sign-in events")
         let unknown = try await store.completeSignIn(
@@ -171,7 +171,10 @@ extension StoreConformance {
         }
         let events = try await subject.escrows.auditEvents(after: 0, limit: 100)
         try expect(events.filter { $0.draft.type == .captured }.count == 7, "seven captures audited")
-        try expect(events.filter { $0.draft.type == .signinCaptured }.count == 7, "seven signin-captured events")
+        try expect(
+            events.filter { $0.draft.type == .captured && $0.draft.detail == CaptureItem.webSignIn }.count == 7,
+            "each with the detail web-signin"
+        )
         try await records.expectIntactChain(events, of: subject.escrows, "the chain of concurrent sign-ins")
     }
 
@@ -277,9 +280,24 @@ extension StoreConformance {
             actor: .http(token: "signin"),
             lifecycle: EscrowLifecycle()
         )
+        // Used early: its ticket expires before the attempt, which keeps the row until its own expiry.
+        let early = fixture.attempt(3)
+        try await store.createSignInAttempt(early)
+        let earlyTicket = fixture.ticket(3, at: fixture.start)
+        _ = try await store.completeSignIn(
+            fixture.request(early, at: fixture.start, ticket: 3),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(try await store.sweepSignInAttempts(at: earlyTicket.expiresAt) == 0, "none at the early ticket's")
         try expect(try await store.sweepSignInAttempts(at: unused.expiresAt.addingTimeInterval(-1)) == 0, "none yet")
-        try expect(try await store.sweepSignInAttempts(at: unused.expiresAt) == 1, "the unused one at its expiry")
+        try expect(
+            try await store.sweepSignInAttempts(at: unused.expiresAt) == 2,
+            "the unused one and the early one at their expiry"
+        )
         try expect(try await store.signInAttempt(stateHash: unused.stateHash) == nil, "gone")
+        try expect(try await store.signInAttempt(stateHash: early.stateHash) == nil, "gone as well")
         try expect(try await store.signInAttempt(stateHash: used.stateHash) != nil, "the used one waits for its ticket")
         let ticketExpiry = fixture.ticket(2, at: usedAt).expiresAt
         try expect(try await store.sweepSignInAttempts(at: ticketExpiry) == 1, "the used one at its ticket's expiry")

@@ -251,8 +251,10 @@ def escrows(folder: Folder) -> list[dict]:
     return json.loads(folder.cli("list", "--format", "json").stdout)
 
 
-def audit_types(folder: Folder, escrow_id: str) -> list[str]:
-    return [e["type"] for e in json.loads(folder.cli("inspect", escrow_id, "--format", "json").stdout)["events"]]
+def audit_events(folder: Folder, escrow_id: str) -> list[tuple[str, str | None]]:
+    """The escrow's audit events as `inspect` shows them: (type, detail)."""
+    events = json.loads(folder.cli("inspect", escrow_id, "--format", "json").stdout)["events"]
+    return [(e["type"], e.get("detail")) for e in events]
 
 
 def returned_query(driver, apple: FakeApple) -> dict:
@@ -292,7 +294,7 @@ def test_full_flow_captures_durably_and_redeems_once(folder, nodes, browser, app
     assert len(listed) == 1 and listed[0]["state"] == "pending"
     status = json.loads(folder.cli("status", apple.sub, "--format", "json").stdout)
     assert status["escrowId"] == listed[0]["escrowId"], "escrowed under the id_token's sub"
-    assert audit_types(folder, listed[0]["escrowId"]) == ["captured", "signin-captured"]
+    assert audit_events(folder, listed[0]["escrowId"]) == [("captured", "web-signin")]
 
     # The redirect chain: start (302) → Apple → callback (303) → the app; the callback's 303 cleared the cookie.
     callback = [r for r in requests if r["url"].endswith("/v1/apple/signin/callback")]
@@ -369,7 +371,7 @@ def test_replayed_state_captures_nothing_twice(folder, nodes, browser, apple):
     browser.get(apple.origin + "/replay")
     assert returned_query(browser, apple) == {"error": "signin_expired"}
     assert escrows(folder) == first
-    assert audit_types(folder, first[0]["escrowId"]) == ["captured", "signin-captured"]
+    assert audit_events(folder, first[0]["escrowId"]) == [("captured", "web-signin")]
     node.stop()
     scan_for_secrets(folder, apple.secrets + [ticket])
 

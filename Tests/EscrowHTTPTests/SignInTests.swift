@@ -82,8 +82,9 @@ struct SignInTests {
             let again = try await flow.callback(client, form, cookie: start.cookie)
             #expect(again.headers[.location] == SignInFlow.returnURL + "?error=signin_expired")
             #expect(try await flow.captures() == 1, "one capture whatever the reloads")
-            let signInEvents = try await flow.harness.auditEvents().filter { $0.draft.type == .signinCaptured }
-            #expect(signInEvents.map(\.draft.escrowID) == [status?.escrowID.hex], "signin-captured, once")
+            let signInEvents = try await flow.harness.auditEvents().filter { $0.draft.type == .captured }
+            #expect(signInEvents.map(\.draft.escrowID) == [status?.escrowID.hex], "captured, once")
+            #expect(signInEvents.first?.draft.detail == "web-signin")
             #expect(signInEvents.first?.draft.actor == .apple)
             let secrets = [form["code"]!, form["id_token"]!, form["state"]!, start.nonce, ticket, start.cookie]
             try flow.expectNothingSecretLogged(secrets)
