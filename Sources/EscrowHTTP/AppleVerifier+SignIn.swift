@@ -2,30 +2,17 @@ import EscrowCrypto
 import Foundation
 import JWTKit
 
-/// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent.
+/// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent and
+/// `email_verified`.
 struct AppleSignInClaims: AppleTokenClaims {
-    let iss: IssuerClaim
-    let aud: AudienceClaim
-    let exp: ExpirationClaim
-    let iat: IssuedAtClaim
-    let sub: SubjectClaim
+    let identity: AppleIdentityClaims
     let nonce: String?
-    let email: String?
     let email_verified: Bool?
-    let is_private_email: Bool?
-    let real_user_status: Int?
 
     init(_ claims: AppleClaimReader) throws(AppleClaimError) {
-        iss = try claims.issuer()
-        aud = try claims.audience()
-        exp = ExpirationClaim(value: try claims.requiredDate("exp"))
-        iat = IssuedAtClaim(value: try claims.requiredDate("iat"))
-        sub = SubjectClaim(value: try claims.required("sub"))
+        identity = try AppleIdentityClaims(claims)
         nonce = try claims.string("nonce")
-        email = try claims.string("email")
         email_verified = try claims.boolean("email_verified")
-        is_private_email = try claims.boolean("is_private_email")
-        real_user_status = try claims.integer("real_user_status")
     }
 }
 
@@ -48,13 +35,15 @@ extension AppleVerifier {
         nonceHash: [UInt8]?,
         now: Date
     ) async throws(Rejection) -> AppleSignInIdentity {
-        let claims: AppleSignInClaims = try await verifySignature(token)
+        let signIn: AppleSignInClaims = try await verifySignature(token)
+        let claims = signIn.identity
         guard claims.iss.value == Self.issuer else { throw Rejection(reason: "wrong issuer") }
         guard claims.aud.value == [clientID] else { throw Rejection(reason: "wrong audience") }
         guard claims.exp.value.timeIntervalSince(now) > -leeway else { throw Rejection(reason: "expired") }
         guard claims.iat.value.timeIntervalSince(now) <= leeway else { throw Rejection(reason: "issued in the future") }
         if let nonceHash {
-            guard let nonce = claims.nonce, Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
+            guard let nonce = signIn.nonce,
+                Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
             else { throw Rejection(reason: "nonce does not match") }
         }
         if let code = claims.real_user_status, Self.realUserStatus(code) == nil {
@@ -63,7 +52,7 @@ extension AppleVerifier {
         return AppleSignInIdentity(
             userIdentifier: claims.sub.value,
             email: claims.email,
-            emailVerified: claims.email_verified,
+            emailVerified: signIn.email_verified,
             isPrivateEmail: claims.is_private_email,
             realUserStatus: claims.real_user_status
         )
