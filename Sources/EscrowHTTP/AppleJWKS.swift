@@ -10,7 +10,9 @@ import JWTKit
 package struct AppleJWKS: Sendable {
     /// kid → the one algorithm its key is used with.
     let algorithms: [String: String]
-    let keys: JWTKeyCollection
+    /// kid → jwt-kit's verifier of its key, taken from the key collection once: a token's check then needs no hop
+    /// to the collection's actor.
+    let verifiers: [String: any JWTAlgorithm]
 
     static let allowedAlgorithms: Set<String> = ["RS256", "ES256"]
 
@@ -68,8 +70,12 @@ package struct AppleJWKS: Sendable {
         guard !algorithms.isEmpty else {
             throw LoadError(description: "the JWKS holds no RS256 or ES256 signing key")
         }
+        var verifiers: [String: any JWTAlgorithm] = [:]
+        for (kid, algorithm) in algorithms {
+            verifiers[kid] = try await keys.getKey(for: JWKIdentifier(string: kid), alg: algorithm)
+        }
         self.algorithms = algorithms
-        self.keys = keys
+        self.verifiers = verifiers
     }
 
     /// Whether `token` may be checked with these keys, before any key is touched: its `kid` is known and its `alg` is
@@ -77,6 +83,12 @@ package struct AppleJWKS: Sendable {
     /// `kid`.
     package func accepts(_ token: AppleToken) -> Bool {
         Self.allowedAlgorithms.contains(token.alg) && algorithms[token.kid] == token.alg
+    }
+
+    /// Whether the token's signature verifies with the key its `kid` names (call ``accepts(_:)`` first).
+    func verifiesSignature(of token: AppleToken) -> Bool {
+        guard let verifier = verifiers[token.kid], verifier.name == token.alg else { return false }
+        return (try? verifier.verify(token.signature, signs: token.signingInput)) == true
     }
 
     /// Unpadded base64url (RFC 7515), strictly: any other byte, padding, or an impossible length is nil, and so are

@@ -142,14 +142,7 @@ public final class AppleVerifier: Sendable {
         guard jwks.accepts(parsed) else {
             throw Rejection(reason: "header: unknown kid or algorithm not allowed")
         }
-        let verified: Bool
-        do {
-            let key = try await jwks.keys.getKey(for: JWKIdentifier(string: parsed.kid), alg: parsed.alg)
-            verified = try key.name == parsed.alg && key.verify(parsed.signature, signs: parsed.signingInput)
-        } catch {
-            verified = false
-        }
-        guard verified else { throw Rejection(reason: "signature did not verify") }
+        guard jwks.verifiesSignature(of: parsed) else { throw Rejection(reason: "signature did not verify") }
         do {
             return try Claims(AppleClaimReader(parsed.payload))
         } catch {
