@@ -72,7 +72,10 @@ package struct AppleJWKS: Sendable {
         }
         var verifiers: [String: any JWTAlgorithm] = [:]
         for (kid, algorithm) in algorithms {
-            verifiers[kid] = try await keys.getKey(for: JWKIdentifier(string: kid), alg: algorithm)
+            guard let verifier = try? await keys.getKey(for: JWKIdentifier(string: kid), alg: algorithm) else {
+                throw LoadError(description: "the JWKS's key \(kid) cannot verify \(algorithm)")
+            }
+            verifiers[kid] = verifier
         }
         self.algorithms = algorithms
         self.verifiers = verifiers

@@ -229,12 +229,10 @@ struct AppleSignInRoutes: Sendable {
                 stamp: stamp ?? SignInStamp(receivedAt: now, tokenVerified: true)
             )
         }
-        switch completion {
-        case .completed, .expired, .unknown: started.remove(stateHash: stateHash)
-        case .bindingMismatch: break
-        }
+        // The attempt is over, except after a binding that did not match: the real user's callback may still come.
         switch completion {
         case .completed:
+            started.remove(stateHash: stateHash)
             // Debug, as a capture's own line: the access log and the sign-in metric count every completion.
             context.logger.debug(
                 "sign-in completed",
@@ -242,10 +240,12 @@ struct AppleSignInRoutes: Sendable {
             )
             return Self.redirect(returnURL, ["ticket": ticket], clearCookie: true)
         case .expired:
+            started.remove(stateHash: stateHash)
             return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
         case .bindingMismatch:
             return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
         case .unknown:
+            started.remove(stateHash: stateHash)
             SignInMetrics.signIn("unknown_state")
             return SignInPages.unknownAttempt()
         }
