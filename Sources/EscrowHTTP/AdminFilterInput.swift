@@ -101,19 +101,12 @@ struct AdminFilterInput: Sendable, Equatable {
             bytes.append(UInt8(truncatingIfNeeded: time >> UInt64(shift)))
         }
         bytes += position.id.bytes
-        return AccessTokens.base64URL(bytes)
+        return Base64URL.encode(bytes)
     }
 
     static func decodeCursor(_ text: String) -> EscrowListPosition? {
-        guard text.utf8.count == 32,
-            text.utf8.allSatisfy({ byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || byte == 0x2D || byte == 0x5F
-            })
+        guard text.utf8.count == 32, let bytes = Base64URL.decode(text.utf8), bytes.count == 8 + EscrowID.byteCount
         else { return nil }
-        let base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard let data = Data(base64Encoded: base64), data.count == 8 + EscrowID.byteCount else { return nil }
-        let bytes = [UInt8](data)
         let time = bytes[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         guard let id = EscrowID(bytes: Array(bytes[8...])) else { return nil }
         return EscrowListPosition(createdAt: Int64(bitPattern: time), id: id)

@@ -369,7 +369,7 @@ struct AppleSignInRoutes: Sendable {
     // MARK: - Helpers
 
     /// 32 random bytes in base64url: 256 bits.
-    static func secret() -> String { AccessTokens.base64URL(Hashing.randomBytes(count: 32)) }
+    static func secret() -> String { Base64URL.encode(Hashing.randomBytes(count: 32)) }
 
     static func hash(_ secret: String) -> [UInt8] { Hashing.blake2b256(Array(secret.utf8)) }
 

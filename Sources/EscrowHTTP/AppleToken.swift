@@ -1,4 +1,5 @@
 import EscrowCore
+import EscrowCrypto
 import Foundation
 import JWTKit
 
@@ -23,11 +24,11 @@ package struct AppleToken: Sendable {
         guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
             let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
             !bytes[(second + 1)...].contains(UInt8(ascii: ".")),
-            let headerBytes = AppleJWKS.base64URLDecode(bytes[..<first]),
+            let headerBytes = Base64URL.decode(bytes[..<first]),
             case .object(let header)? = try? StrictJSON.parse(headerBytes),
-            let payloadBytes = AppleJWKS.base64URLDecode(bytes[(first + 1)..<second]),
+            let payloadBytes = Base64URL.decode(bytes[(first + 1)..<second]),
             case .object(let payload)? = try? StrictJSON.parse(payloadBytes),
-            let signature = AppleJWKS.base64URLDecode(bytes[(second + 1)...])
+            let signature = Base64URL.decode(bytes[(second + 1)...])
         else { return nil }
         let members = StrictJSON.Value.object(header)
         guard let kid = members["kid"]?.stringValue, let alg = members["alg"]?.stringValue, members["crit"] == nil

@@ -196,7 +196,7 @@ struct ConsoleRoutes: Sendable {
     // MARK: Sign-in
 
     func signInPage(message: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
-        let csrf = AccessTokens.base64URL(Hashing.randomBytes(count: 24))
+        let csrf = Base64URL.encode(Hashing.randomBytes(count: 24))
         return ConsolePages.response(
             status,
             ConsolePages.signIn(csrf: csrf, message: message),

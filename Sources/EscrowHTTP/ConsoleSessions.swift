@@ -29,8 +29,8 @@ final class ConsoleSessions: Sendable {
 
     /// A new session for the token whose hash is `tokenHash`: its cookie value and CSRF token.
     func create(tokenHash: [UInt8], now: Date) -> (id: String, csrf: String) {
-        let id = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
-        let csrf = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
+        let id = Base64URL.encode(Hashing.randomBytes(count: 32))
+        let csrf = Base64URL.encode(Hashing.randomBytes(count: 32))
         let session = Session(tokenHash: tokenHash, csrf: csrf, createdAt: now, lastSeen: now)
         sessions.withLockedValue { sessions in
             sessions = sessions.filter { isLive($0.value, now: now) }

@@ -25,7 +25,7 @@ enum SignInPages {
     /// answer redirects to a return URL: `returnOrigins` (the allow-list's origins) must be in `form-action`, which
     /// browsers also enforce on a form's redirects.
     static func retry(_ form: SignInForm, action: String, returnOrigins: [String]) -> Response {
-        let nonce = AccessTokens.base64URL(Hashing.randomBytes(count: 16))
+        let nonce = Base64URL.encode(Hashing.randomBytes(count: 16))
         var inputs = ""
         for field in form.fields {
             inputs += "<input type=\"hidden\" name=\"\(escape(field.name))\" value=\"\(escape(field.value))\">"

@@ -20,7 +20,7 @@ struct SignInStamp: Equatable {
     func encoded(_ escrow: Escrow, stateHash: [UInt8], form: SignInForm) -> String {
         let milliseconds = Timestamp.unixMilliseconds(receivedAt)
         let mac = escrow.serviceStamp(Self.message(stateHash, form, milliseconds, tokenVerified))
-        return "1.\(milliseconds).\(tokenVerified ? 1 : 0).\(AccessTokens.base64URL(mac))"
+        return "1.\(milliseconds).\(tokenVerified ? 1 : 0).\(Base64URL.encode(mac))"
     }
 
     /// The stamp `text` carries when the service made it for this state and form and it is still honoured at
@@ -38,7 +38,7 @@ struct SignInStamp: Equatable {
         guard parts.count == 4, parts[0] == "1", let milliseconds = Int64(parts[1]), parts[2] == "0" || parts[2] == "1"
         else { return nil }
         let tokenVerified = parts[2] == "1"
-        let expected = AccessTokens.base64URL(
+        let expected = Base64URL.encode(
             escrow.serviceStamp(message(stateHash, form, milliseconds, tokenVerified))
         )
         guard Hashing.constantTimeEqual(Array(expected.utf8), Array(parts[3].utf8)) else { return nil }

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import EscrowCrypto
 import EscrowTestSupport
 import Foundation
 import Logging
@@ -156,18 +157,18 @@ struct AppleKeyFetcherTests {
 
     @Test("base64url of token parts is decoded strictly: no padding, no other alphabet, no stray bits")
     func base64URLStrict() {
-        #expect(AppleJWKS.base64URLDecode("eyJhbGciOiJSUzI1NiJ9".utf8) == Array(#"{"alg":"RS256"}"#.utf8))
-        #expect(AppleJWKS.base64URLDecode("-_8".utf8) == [0xFB, 0xFF])
-        #expect(AppleJWKS.base64URLDecode("".utf8) == [])
+        #expect(Base64URL.decode("eyJhbGciOiJSUzI1NiJ9".utf8) == Array(#"{"alg":"RS256"}"#.utf8))
+        #expect(Base64URL.decode("-_8".utf8) == [0xFB, 0xFF])
+        #expect(Base64URL.decode("".utf8) == [])
         for bad in ["eyJ=", "+/8", "a", "abcde", "-_9", "ab c", "ab\u{0}", "AAAA-_8=", "AAAAé"] {
-            #expect(AppleJWKS.base64URLDecode(bad.utf8) == nil, "\(bad)")
+            #expect(Base64URL.decode(bad.utf8) == nil, "\(bad)")
         }
         // Every length, every byte value: the inverse of the encoder (Foundation's base64, mapped to base64url).
         for count in 0..<70 {
             let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ count &* 11) }
-            let encoded = AccessTokens.base64URL(bytes)
-            #expect(AppleJWKS.base64URLDecode(encoded.utf8) == bytes, "\(count) bytes")
-            #expect(AppleJWKS.base64URLDecode(Array(encoded.utf8)[...]) == bytes, "\(count) bytes, a slice")
+            let encoded = Base64URL.encode(bytes)
+            #expect(Base64URL.decode(encoded.utf8) == bytes, "\(count) bytes")
+            #expect(Base64URL.decode(Array(encoded.utf8)[...]) == bytes, "\(count) bytes, a slice")
         }
     }
 

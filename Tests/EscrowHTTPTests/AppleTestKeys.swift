@@ -33,7 +33,7 @@ final class AppleTestKeys: Sendable {
             "keys": [
                 [
                     "kty": "RSA", "kid": Self.rsaKid, "use": "sig", "alg": "RS256",
-                    "n": AccessTokens.base64URL([UInt8](modulus)), "e": AccessTokens.base64URL([UInt8](exponent)),
+                    "n": Base64URL.encode([UInt8](modulus)), "e": Base64URL.encode([UInt8](exponent)),
                 ],
                 [
                     "kty": "EC", "kid": Self.ecKid, "use": "sig", "crv": "P-256", "x": ecParameters.x,
@@ -84,11 +84,11 @@ final class AppleTestKeys: Sendable {
 
     /// A token with a hand-made header: `alg: none`, HS256 keyed with the RSA public key, an unknown kid.
     func forge(header: [String: Any], claims: some Encodable, hmacKey: [UInt8]? = nil) throws -> String {
-        let headerPart = AccessTokens.base64URL([UInt8](try JSONSerialization.data(withJSONObject: header)))
-        let payloadPart = AccessTokens.base64URL([UInt8](try JSONEncoder().encode(claims)))
+        let headerPart = Base64URL.encode([UInt8](try JSONSerialization.data(withJSONObject: header)))
+        let payloadPart = Base64URL.encode([UInt8](try JSONEncoder().encode(claims)))
         let input = headerPart + "." + payloadPart
         let signature =
-            hmacKey.map { AccessTokens.base64URL(Hashing.hmacSHA256(key: $0, message: Array(input.utf8))) } ?? ""
+            hmacKey.map { Base64URL.encode(Hashing.hmacSHA256(key: $0, message: Array(input.utf8))) } ?? ""
         return input + "." + signature
     }
 

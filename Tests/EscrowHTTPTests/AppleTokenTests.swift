@@ -14,7 +14,7 @@ struct AppleTokenTests {
     static func signed(payload: String, header: String? = nil) async throws -> String {
         let keys = AppleTestKeys.shared
         let headerText = header ?? #"{"alg":"RS256","kid":"\#(AppleTestKeys.rsaKid)"}"#
-        let input = AccessTokens.base64URL(Array(headerText.utf8)) + "." + AccessTokens.base64URL(Array(payload.utf8))
+        let input = Base64URL.encode(Array(headerText.utf8)) + "." + Base64URL.encode(Array(payload.utf8))
         let collection = JWTKeyCollection()
         await collection.add(
             rsa: keys.rsaPrivate,
@@ -23,7 +23,7 @@ struct AppleTokenTests {
         )
         let signature = try await collection.getKey(for: JWKIdentifier(string: AppleTestKeys.rsaKid), alg: "RS256")
             .sign(Array(input.utf8))
-        return input + "." + AccessTokens.base64URL(signature)
+        return input + "." + Base64URL.encode(signature)
     }
 
     static func payload(_ extra: String = "", aud: String = "\"\(AppleTestKeys.audience)\"") -> String {

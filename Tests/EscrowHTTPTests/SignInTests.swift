@@ -117,7 +117,7 @@ struct SignInTests {
         try await flow.harness.app().test(.live) { client async throws in
             let start = try await flow.start(client)
             var forged = try await flow.form(start, user: SignInFlow.userJSON(1))
-            forged["state"] = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
+            forged["state"] = Base64URL.encode(Hashing.randomBytes(count: 32))
             let unknown = try await flow.callback(client, forged, cookie: start.cookie)
             #expect(unknown.status == .badRequest, "an unknown state: a page, no redirect")
             #expect(unknown.headers[.location] == nil)
@@ -170,7 +170,7 @@ struct SignInTests {
             let start = try await flow.start(client)
             var claims = SignInFlow.Claims(sub: SignInFlow.userIdentifier(1), nonce: start.nonce)
             switch wrong {
-            case "nonce": claims.nonce = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
+            case "nonce": claims.nonce = Base64URL.encode(Hashing.randomBytes(count: 32))
             case "audience": claims.aud = AppleTestKeys.audience
             case "issuer": claims.iss = "https://appleid.example.invalid"
             case "expiry": claims.exp = Int(Date().timeIntervalSince1970) - 3600
@@ -366,7 +366,7 @@ struct SignInTests {
             let start = try await flow.start(client)
             let form = try await flow.form(start, user: SignInFlow.userJSON(1))
             var forged = form
-            forged["state"] = AccessTokens.base64URL(Hashing.randomBytes(count: 32))
+            forged["state"] = Base64URL.encode(Hashing.randomBytes(count: 32))
             #expect(try await flow.callback(client, forged, cookie: start.cookie).status == .badRequest)
             let limited = try await flow.callback(client, form, cookie: start.cookie)
             #expect(limited.status == .serviceUnavailable)

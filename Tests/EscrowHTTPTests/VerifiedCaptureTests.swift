@@ -118,7 +118,7 @@ struct VerifiedCaptureTests {
             return try keys.forge(header: ["alg": "HS256", "kid": kid, "typ": "JWT"], claims: claims(), hmacKey: pem)
         case .unknownKid:
             let good = try await keys.sign(claims()).split(separator: ".")
-            let header = AccessTokens.base64URL(Array("{\"alg\":\"RS256\",\"kid\":\"other-kid\",\"typ\":\"JWT\"}".utf8))
+            let header = Base64URL.encode(Array("{\"alg\":\"RS256\",\"kid\":\"other-kid\",\"typ\":\"JWT\"}".utf8))
             return [Substring(header), good[1], good[2]].joined(separator: ".")
         case .wrongIssuer:
             var claims = claims()
