@@ -72,21 +72,15 @@ public enum EscrowHTTPApplication {
         configuration: EscrowHTTPConfiguration,
         logger: Logger
     ) throws -> App {
-        let (router, auth, anonymous) = baseRouter(escrow: escrow, tokens: tokens, configuration: configuration)
-        EscrowRouteCollection.register(
-            on: router.group("/v1"),
+        let (router, _, _, anonymous) = baseRouter(
             escrow: escrow,
-            auth: auth,
+            tokens: tokens,
             notifications: notifications,
             signIns: signIns,
-            anonymous: anonymous,
             configuration: configuration,
             surface: .publicAPI
         )
-        router.get("/healthz") { _, _ in
-            try anonymous.admit("healthz")
-            return JSONResponse.make(.ok, ["status": "ok"])
-        }
+        OperationalRoutes.registerHealth(on: router, anonymous: anonymous)
         return try application(
             router,
             host: configuration.publicHost ?? configuration.host,
@@ -135,19 +129,34 @@ public enum EscrowHTTPApplication {
     }
 
     /// What both listeners share: a router with the request span (when tracing), the access log line, problem
-    /// answers and metrics, and the token and anonymous rate limits.
+    /// answers and metrics, the token and anonymous rate limits, and `surface`'s half of the `/v1` routes.
     private static func baseRouter(
         escrow: Escrow,
         tokens: any AccessTokenStore,
-        configuration: EscrowHTTPConfiguration
-    ) -> (Router<BasicRequestContext>, BearerAuthenticator, RateLimiter) {
+        notifications: any NotificationLog,
+        signIns: (any SignInStore)?,
+        configuration: EscrowHTTPConfiguration,
+        surface: EscrowRouteCollection.Surface
+    ) -> (Router<BasicRequestContext>, RouterGroup<BasicRequestContext>, BearerAuthenticator, RateLimiter) {
         let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
-        return (router, auth, RateLimiter(limit: configuration.anonymousRateLimit))
+        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        let v1 = router.group("/v1")
+        EscrowRouteCollection.register(
+            on: v1,
+            escrow: escrow,
+            auth: auth,
+            notifications: notifications,
+            signIns: signIns,
+            anonymous: anonymous,
+            configuration: configuration,
+            surface: surface
+        )
+        return (router, v1, auth, anonymous)
     }
 
     public static func buildRouter(
@@ -161,15 +170,11 @@ public enum EscrowHTTPApplication {
         overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
     ) -> Router<BasicRequestContext> {
-        let (router, auth, anonymous) = baseRouter(escrow: escrow, tokens: tokens, configuration: configuration)
-        let v1 = router.group("/v1")
-        EscrowRouteCollection.register(
-            on: v1,
+        let (router, v1, auth, anonymous) = baseRouter(
             escrow: escrow,
-            auth: auth,
+            tokens: tokens,
             notifications: notifications,
             signIns: signIns,
-            anonymous: anonymous,
             configuration: configuration,
             surface: surface
         )

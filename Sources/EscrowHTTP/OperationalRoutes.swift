@@ -18,12 +18,20 @@ struct OperationalRoutes: Sendable {
     var draining: DrainState? = nil
 
     func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
+        Self.registerHealth(on: router, anonymous: anonymous)
+        router.get("/readyz") { _, context in try await ready(context) }
+        router.get("/metrics") { request, _ in try await metrics(request) }
+    }
+
+    /// `/healthz`: the process answers. Also the public listener's, which has no other operational route.
+    static func registerHealth<Context: RequestContext>(
+        on router: some RouterMethods<Context>,
+        anonymous: RateLimiter
+    ) {
         router.get("/healthz") { _, _ in
             try anonymous.admit("healthz")
             return JSONResponse.make(.ok, ["status": "ok"])
         }
-        router.get("/readyz") { _, context in try await ready(context) }
-        router.get("/metrics") { request, _ in try await metrics(request) }
     }
 
     /// The most `/readyz` waits for the store: a probe gets its answer within 2 s even when the store is cut off

@@ -22,12 +22,7 @@ struct AdminRoutesTests {
     ) async throws -> [String] {
         var ids: [String] = []
         for number in 1...count {
-            let response = try await client.execute(
-                uri: "/v1/escrows",
-                method: .post,
-                headers: harness.headers(json: true),
-                body: Fake.body(number)
-            )
+            let response = try await harness.capture(client, user: number)
             ids.append(try #require(response.json["escrowId"] as? String))
             harness.clock.advance(by: 1)
         }

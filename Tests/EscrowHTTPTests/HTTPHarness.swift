@@ -81,6 +81,15 @@ struct HTTPHarness {
         return fields
     }
 
+    /// `POST` of fake user `number`'s profile to `path` (the capture route), with the all-scopes token.
+    func capture(
+        _ client: some TestClientProtocol,
+        user number: Int = 1,
+        at path: String = "/v1/escrows"
+    ) async throws -> TestResponse {
+        try await client.execute(uri: path, method: .post, headers: headers(json: true), body: Fake.body(number))
+    }
+
     /// Everything that was logged, flattened to text (messages and metadata).
     func loggedText() -> String { fixture.loggedText() }
 

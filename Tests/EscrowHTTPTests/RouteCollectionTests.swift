@@ -29,42 +29,27 @@ struct RouteCollectionTests {
     func publicAndInternalSurfaces() async throws {
         let flow = try await SignInFlow()
         let harness = flow.harness
-        let publicRouter = Router(context: AppContext.self)
-        publicRouter.addRoutes(
-            EscrowRouteCollection.make(
-                escrow: harness.escrow,
-                tokens: harness.tokenStore,
-                notifications: harness.store,
-                signIns: harness.store,
-                configuration: harness.configuration,
-                surface: .publicAPI,
-                context: AppContext.self
-            ),
-            atPath: "/v1"
-        )
-        let internalRouter = Router(context: AppContext.self)
-        internalRouter.addRoutes(
-            EscrowRouteCollection.make(
-                escrow: harness.escrow,
-                tokens: harness.tokenStore,
-                notifications: harness.store,
-                signIns: harness.store,
-                configuration: harness.configuration,
-                surface: .internalAPI,
-                context: AppContext.self
-            ),
-            atPath: "/v1"
-        )
-        let publicApp = Application(router: publicRouter)
-        let internalApp = Application(router: internalRouter)
+        func mounted(_ surface: EscrowRouteCollection.Surface) -> Router<AppContext> {
+            let router = Router(context: AppContext.self)
+            router.addRoutes(
+                EscrowRouteCollection.make(
+                    escrow: harness.escrow,
+                    tokens: harness.tokenStore,
+                    notifications: harness.store,
+                    signIns: harness.store,
+                    configuration: harness.configuration,
+                    surface: surface,
+                    context: AppContext.self
+                ),
+                atPath: "/v1"
+            )
+            return router
+        }
+        let publicApp = Application(router: mounted(.publicAPI))
+        let internalApp = Application(router: mounted(.internalAPI))
         try await publicApp.test(.router) { client async throws in
             #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .found)
-            let escrows = try await client.execute(
-                uri: "/v1/escrows",
-                method: .post,
-                headers: harness.headers(json: true),
-                body: Fake.body(1)
-            )
+            let escrows = try await harness.capture(client)
             #expect(escrows.status == .notFound, "no token-guarded route on the public surface")
             let redeem = try await client.execute(uri: "/v1/apple/signin/tickets/redeem", method: .post)
             #expect(redeem.status == .notFound)
@@ -72,12 +57,7 @@ struct RouteCollectionTests {
         try await internalApp.test(.router) { client async throws in
             #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .notFound)
             #expect(try await client.execute(uri: "/v1/apple/notifications", method: .post).status == .notFound)
-            let escrows = try await client.execute(
-                uri: "/v1/escrows",
-                method: .post,
-                headers: harness.headers(json: true),
-                body: Fake.body(1)
-            )
+            let escrows = try await harness.capture(client)
             #expect(escrows.status == .unauthorized, "served (verified capture: the body has no identity token)")
             let redeem = try await flow.redeem(client, "unknown-ticket")
             #expect(redeem.status == .gone)
@@ -96,12 +76,7 @@ struct RouteCollectionTests {
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await app.test(.router) { client async throws in
             #expect(try await client.execute(uri: "/hello", method: .get).status == .ok)
-            let captured = try await client.execute(
-                uri: "/auth/escrow/escrows",
-                method: .post,
-                headers: harness.headers(json: true),
-                body: Fake.body(1)
-            )
+            let captured = try await harness.capture(client, at: "/auth/escrow/escrows")
             #expect(captured.status == .created)
             let status = try await client.execute(
                 uri: "/auth/escrow/escrows/\(Fake.userIdentifier(1))",
