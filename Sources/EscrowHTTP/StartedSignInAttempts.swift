@@ -13,25 +13,32 @@ import NIOConcurrencyHelpers
 final class StartedSignInAttempts: Sendable {
     static let capacity = 10_000
 
-    private let attempts = NIOLockedValueBox<[[UInt8]: SignInAttempt]>([:])
+    private struct State {
+        var attempts: [[UInt8]: SignInAttempt] = [:]
+        /// When a full map was last cleared of the attempts past any use: at most once a second, so that a flood
+        /// of starts does not walk the whole map at each one.
+        var lastClearing = Date.distantPast
+    }
 
-    /// Holds `attempt`, when there is room after the attempts past any use at `now` left.
+    private let state = NIOLockedValueBox(State())
+
+    /// Holds `attempt`, when there is room (after the attempts past any use at `now` left, at most once a second).
     func insert(_ attempt: SignInAttempt, now: Date) {
-        attempts.withLockedValue { attempts in
-            if attempts.count >= Self.capacity {
-                let grace = SignInAttempt.resubmissionGrace
-                attempts = attempts.filter { now < $0.value.expiresAt.addingTimeInterval(grace) }
+        state.withLockedValue { state in
+            if state.attempts.count >= Self.capacity, state.lastClearing <= now.addingTimeInterval(-1) {
+                state.lastClearing = now
+                state.attempts = state.attempts.filter { !Self.isOver($0.value, at: now) }
             }
-            if attempts.count < Self.capacity { attempts[attempt.stateHash] = attempt }
+            if state.attempts.count < Self.capacity { state.attempts[attempt.stateHash] = attempt }
         }
     }
 
     /// The attempt, unless it is past any use at `now` (the store's sweep may have deleted it: the store says).
     func attempt(stateHash: [UInt8], now: Date) -> SignInAttempt? {
-        attempts.withLockedValue { attempts in
-            guard let attempt = attempts[stateHash] else { return nil }
-            guard now < attempt.expiresAt.addingTimeInterval(SignInAttempt.resubmissionGrace) else {
-                attempts[stateHash] = nil
+        state.withLockedValue { state in
+            guard let attempt = state.attempts[stateHash] else { return nil }
+            guard !Self.isOver(attempt, at: now) else {
+                state.attempts[stateHash] = nil
                 return nil
             }
             return attempt
@@ -40,6 +47,11 @@ final class StartedSignInAttempts: Sendable {
 
     /// The attempt's callback completed, or ended it for good.
     func remove(stateHash: [UInt8]) {
-        _ = attempts.withLockedValue { $0.removeValue(forKey: stateHash) }
+        _ = state.withLockedValue { $0.attempts.removeValue(forKey: stateHash) }
+    }
+
+    /// Past its expiry and the resubmission grace after it: no callback can complete it any more.
+    private static func isOver(_ attempt: SignInAttempt, at now: Date) -> Bool {
+        now >= attempt.expiresAt.addingTimeInterval(SignInAttempt.resubmissionGrace)
     }
 }
