@@ -22,6 +22,7 @@ struct Replay: AsyncParsableCommand {
 
     @Flag(help: "Deliver what is due now, print a summary and exit.") var once = false
     @OptionGroup var worker: WorkerOptions
+    @OptionGroup var scheduler: SchedulingOptions
     @Option(
         help: "Serve Prometheus metrics on this port at /metrics (env PROFILE_ESCROW_METRICS_PORT; default none)."
     )
@@ -58,6 +59,7 @@ struct Replay: AsyncParsableCommand {
         let workerConfiguration = try worker.workerConfiguration()
         let keyring = try await options.loadKeyring(createIfDefault: false)
         let logger = options.logger(label: "profile-escrow.replay", longRunning: true)
+        try scheduler.apply(logger: logger)
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         let (escrow, traces) = try worker.escrow(

@@ -43,6 +43,7 @@ struct Serve: AsyncParsableCommand {
     )
     var noConsoleFlag = false
     @OptionGroup(title: "Replay worker") var worker: WorkerOptions
+    @OptionGroup var scheduler: SchedulingOptions
     @Option(
         name: .customLong("rate-limit"),
         help: "Requests per second per token (env PROFILE_ESCROW_RATE_LIMIT; default 100)."
@@ -261,6 +262,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = options.logger(label: "profile-escrow.serve", longRunning: true)
+        try scheduler.apply(logger: logger)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(EscrowPrometheus.factory(registry: registry))
 

@@ -82,7 +82,8 @@ public final class ProfileEscrowProcesses: Sendable {
             } catch is ExitedEarly {
                 process.waitUntilExit()
                 let how = process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited with status"
-                lastLog = "\(how) \(process.terminationStatus); "
+                lastLog =
+                    "\(how) \(process.terminationStatus); "
                     + (logs.last.map { String(ProfileEscrowCLI.text(atPath: $0).suffix(20_000)) } ?? "")
             }
         }
@@ -90,6 +91,11 @@ public final class ProfileEscrowProcesses: Sendable {
     }
 
     private struct ExitedEarly: Error {}
+
+    /// The process started as `name` and not yet signalled or stopped.
+    public func process(_ name: String) -> Process? {
+        running.withLockedValue { $0[name] }
+    }
 
     /// Sends `signal` (SIGKILL by default) to the process started as `name` and waits for its end; returns it.
     @discardableResult

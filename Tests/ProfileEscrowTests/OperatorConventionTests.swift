@@ -33,7 +33,7 @@ struct OperatorConventionTests {
             ("PROFILE_ESCROW_CONCURRENCY", "4x"), ("PROFILE_ESCROW_LEASE", "forever"),
             ("PROFILE_ESCROW_RATE_LIMIT", "lots"), ("PROFILE_ESCROW_LOG_LEVEL", "loud"),
             ("PROFILE_ESCROW_LOG_FORMAT", "xml"), ("PROFILE_ESCROW_NO_WORKER", "2"),
-            ("PROFILE_ESCROW_MAX_ATTEMPTS", "1e3"),
+            ("PROFILE_ESCROW_MAX_ATTEMPTS", "1e3"), ("PROFILE_ESCROW_SCHEDULING", "fast"),
         ] {
             let result = try run(["serve"], environment: base.merging([variable: value]) { $1 })
             #expect(result.status == 2, "\(variable)=\(value): \(result.stderr)")

@@ -1,0 +1,74 @@
+import AsyncHTTPClient
+import EscrowTestSupport
+import Foundation
+import Testing
+
+/// `serve` and `replay` run their threads under Linux's batch policy unless `--scheduling normal` says otherwise.
+@Suite("Process scheduling")
+struct SchedulingTests {
+    /// `SCHED_OTHER` and `SCHED_BATCH` as `/proc/<pid>/task/<tid>/stat` shows them.
+    static let normal = 0
+    static let batch = 3
+
+    @Test("serve: every thread is batch by default, and every one normal with PROFILE_ESCROW_SCHEDULING=normal")
+    func serveThreads() async throws {
+        for (setting, expected) in [(nil, Self.batch), ("normal", Self.normal)] {
+            let cli = CLITests()
+            #expect(try cli.run(["keys", "init"]).status == 0)
+            var environment = ["PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring]
+            environment["PROFILE_ESCROW_SCHEDULING"] = setting
+            let processes = ProfileEscrowProcesses(directory: cli.directory.path, environment: environment)
+            defer { processes.killAll() }
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let port = try await processes.startHealthyCaptureNode("serve", client: client)
+                // The server has answered: its event loops and the threads of Swift's pool exist by now.
+                let process = try #require(processes.process("serve"))
+                let policies = Self.threadPolicies(process.processIdentifier)
+                #expect(policies.count >= 3, "serve on port \(port) has its threads: \(policies)")
+                #expect(policies.allSatisfy { $0 == expected }, "\(setting ?? "default"): \(policies)")
+            } catch {
+                try await client.shutdown()
+                throw error
+            }
+            try await client.shutdown()
+        }
+    }
+
+    @Test("replay, running as its own process: every thread is batch")
+    func replayThreads() async throws {
+        let cli = CLITests()
+        #expect(try cli.run(["keys", "init"]).status == 0)
+        let processes = ProfileEscrowProcesses(
+            directory: cli.directory.path,
+            environment: [
+                "PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring,
+                "PROFILE_ESCROW_BACKEND_URL": "http://127.0.0.1:9/",
+                "PROFILE_ESCROW_WEBHOOK_SECRET": "whsec_" + Data(repeating: 7, count: 32).base64EncodedString(),
+            ]
+        )
+        defer { processes.killAll() }
+        let replay = try processes.start("replay", ["replay"])
+        var seen: [Int] = []
+        try await eventually("replay's threads to be batch", within: 30, every: .milliseconds(50)) {
+            #expect(replay.isRunning, "replay exited: \(processes.logs.map(ProfileEscrowCLI.text(atPath:)))")
+            guard replay.isRunning else { return true }
+            seen = Self.threadPolicies(replay.processIdentifier)
+            return seen.count >= 2 && seen.allSatisfy { $0 == Self.batch }
+        }
+        #expect(seen.allSatisfy { $0 == Self.batch })
+    }
+
+    /// The scheduling policy of each thread of `pid` (field 41 of its `stat`; the command name, field 2, may hold
+    /// spaces and parentheses, so fields are counted from its closing parenthesis).
+    static func threadPolicies(_ pid: Int32) -> [Int] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                let end = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            return fields.count > 38 ? Int(fields[38]) : nil
+        }
+    }
+}
