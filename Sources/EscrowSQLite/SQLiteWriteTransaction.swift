@@ -14,14 +14,14 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
         var inserted: Set<EscrowID> = []
         let statement = try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT (blind_index) DO NOTHING")
         for record in records {
-            try statement.execute(arguments: Self.arguments(record, EscrowColumn.allCases))
+            try statement.run(EscrowColumn.allCases.lazy.map(record.storedValue), in: db)
             if db.changesCount == 1 { inserted.insert(record.id) }
         }
         return inserted
     }
 
     func insert(_ record: EscrowRecord) throws {
-        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: Self.arguments(record, EscrowColumn.allCases))
+        try db.cachedStatement(sql: Self.insertSQL).run(EscrowColumn.allCases.lazy.map(record.storedValue), in: db)
     }
 
     func liveRow(blindIndex: BlindIndex) throws -> StoredEscrow? {
@@ -121,13 +121,9 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
     }
 
     func insertAudit(_ events: [AuditEvent], head: AuditHead) throws {
-        let columns = AuditEvent.storedColumns
-        let insert = try db.cachedStatement(
-            sql: "INSERT INTO audit_event (\(columns.joined(separator: ", "))) VALUES ("
-                + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-        )
+        let insert = try db.cachedStatement(sql: Self.insertAuditSQL)
         for event in events {
-            try insert.execute(arguments: StatementArguments(event.storedValues.map(Self.databaseValue)))
+            try insert.run(event.storedValues, in: db)
         }
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (singleton, seq, hash) VALUES (1, ?, ?)")
             .execute(arguments: [head.sequence, Data(head.hash)])
@@ -194,6 +190,10 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
     private static let insertSQL =
         "INSERT INTO escrow (\(EscrowColumn.allCases.map(\.rawValue).joined(separator: ", "))) VALUES ("
         + Array(repeating: "?", count: EscrowColumn.allCases.count).joined(separator: ", ") + ")"
+
+    private static let insertAuditSQL =
+        "INSERT INTO audit_event (\(AuditEvent.storedColumns.joined(separator: ", "))) VALUES ("
+        + Array(repeating: "?", count: AuditEvent.storedColumns.count).joined(separator: ", ") + ")"
 
     private static let updateSQL =
         "UPDATE escrow SET \(EscrowColumn.changeable.map { "\($0.rawValue) = ?" }.joined(separator: ", "))"
