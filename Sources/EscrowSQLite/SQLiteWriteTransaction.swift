@@ -61,9 +61,11 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
         let statement = try db.cachedStatement(sql: Self.updateSQL)
         var updated: Set<EscrowID> = []
         for change in changes {
-            var arguments = Self.arguments(change.record, EscrowColumn.changeable)
-            arguments += [Data(change.record.id.bytes), change.expectedRevision]
-            try statement.execute(arguments: arguments)
+            try statement.run(
+                EscrowColumn.changeable.map(change.record.storedValue)
+                    + [.bytes(change.record.id.bytes), .integer(change.expectedRevision)],
+                in: db
+            )
             if db.changesCount == 1 { updated.insert(change.record.id) }
         }
         return updated
@@ -73,7 +75,7 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
         let statement = try db.cachedStatement(sql: "DELETE FROM escrow WHERE id = ? AND revision = ?")
         var deleted: [EscrowID: Int64] = [:]
         for row in rows {
-            try statement.execute(arguments: [Data(row.id.bytes), row.revision])
+            try statement.run([.bytes(row.id.bytes), .integer(row.revision)], in: db)
             if db.changesCount == 1 { deleted[row.id] = row.revision }
         }
         return deleted
@@ -198,16 +200,4 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
     private static let updateSQL =
         "UPDATE escrow SET \(EscrowColumn.changeable.map { "\($0.rawValue) = ?" }.joined(separator: ", "))"
         + " WHERE id = ? AND revision = ?"
-
-    private static func arguments(_ record: EscrowRecord, _ columns: [EscrowColumn]) -> StatementArguments {
-        StatementArguments(columns.map { databaseValue(record.storedValue($0)) })
-    }
-
-    static func databaseValue(_ value: StoredValue) -> DatabaseValue {
-        switch value {
-        case .bytes(let bytes): Data(bytes).databaseValue
-        case .integer(let integer): integer.databaseValue
-        case .text(let text): text.databaseValue
-        }
-    }
 }
