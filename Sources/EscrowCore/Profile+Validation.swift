@@ -42,7 +42,8 @@ extension Profile {
         }
         let trimmed = trimmingWhitespace(value)
         guard !trimmed.isEmpty else { return nil }
-        let normalized = trimmed.precomposedStringWithCanonicalMapping
+        // ASCII text is its own NFC form: only other text goes through Foundation's normalization.
+        let normalized = trimmed.utf8.allSatisfy { $0 < 0x80 } ? trimmed : trimmed.precomposedStringWithCanonicalMapping
         guard normalized.utf8.count <= maximumNameComponentBytes else {
             throw .invalidValue(field, "\(field) must be at most 256 UTF-8 bytes after NFC normalization")
         }
@@ -54,7 +55,7 @@ extension Profile {
     static func validatedEmail(_ value: String?) throws(ProfileValidationError) -> String? {
         guard let value else { return nil }
         for scalar in value.unicodeScalars {
-            if scalar.properties.isWhitespace || isControl(scalar) || isBidiControl(scalar) {
+            if isWhitespace(scalar) || isControl(scalar) || isBidiControl(scalar) {
                 throw .invalidValue("email", "email must not contain whitespace or control characters")
             }
         }
@@ -105,11 +106,18 @@ extension Profile {
         }
     }
 
+    /// Unicode's `White_Space` property; ASCII scalars are answered without the property table's lookup (in ASCII,
+    /// U+0009 to U+000D and U+0020 are white space).
+    static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool {
+        guard scalar.isASCII else { return scalar.properties.isWhitespace }
+        return scalar.value == 0x20 || (0x09...0x0D).contains(scalar.value)
+    }
+
     /// Removes leading and trailing Unicode `White_Space` scalars.
     private static func trimmingWhitespace(_ value: String) -> String {
         let scalars = value.unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-            let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
+        guard let first = scalars.firstIndex(where: { !isWhitespace($0) }),
+            let last = scalars.lastIndex(where: { !isWhitespace($0) })
         else { return "" }
         return String(scalars[first...last])
     }

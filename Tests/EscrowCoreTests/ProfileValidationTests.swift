@@ -147,6 +147,14 @@ struct ProfileValidationTests {
         #expect(stored.utf8.count == 6)
     }
 
+    @Test func whitespaceAgreesWithUnicodeForEveryASCIIScalarAndSomeOthers() {
+        let others: [UInt32] = [0x85, 0xA0, 0x1680, 0x2000, 0x2028, 0x2029, 0x202F, 0x3000, 0xE9, 0x200B, 0xFEFF]
+        for value in Array(0...0x7F) + others {
+            let scalar = Unicode.Scalar(value)!
+            #expect(Profile.isWhitespace(scalar) == scalar.properties.isWhitespace, "U+\(String(value, radix: 16))")
+        }
+    }
+
     @Test(
         arguments: PersonName.keys,
         [
