@@ -31,7 +31,9 @@ struct SchedulingOptions: ParsableArguments {
     var scheduling: Policy?
 
     #if os(Linux)
-    /// `SCHED_BATCH` from `<linux/sched.h>`: Glibc declares it only under `_GNU_SOURCE`, which Swift does not import.
+    /// `SCHED_OTHER` (the default) and `SCHED_BATCH` from `<linux/sched.h>`: Glibc declares the second only under
+    /// `_GNU_SOURCE`, which Swift does not import.
+    static let schedOther: Int32 = 0
     static let schedBatch: Int32 = 3
     #endif
 
@@ -43,26 +45,34 @@ struct SchedulingOptions: ParsableArguments {
         try OptionEnvironment.process.value(scheduling, "scheduling") ?? .batch
     }
 
-    /// Applies the policy to every thread of the process. Threads started later inherit it from the thread that starts
-    /// them; a second pass catches one started while the first ran. A thread that cannot be moved (a seccomp profile
-    /// that refuses `sched_setscheduler`) keeps the default: that costs speed, never correctness, so it is a warning.
+    /// Moves every thread of the process that runs under Linux's default policy to `SCHED_BATCH`. Threads started later
+    /// inherit it from the thread that starts them; a second pass catches one started while the first ran.
+    ///
+    /// A thread under any other policy is left as it is: an operator's choice (`chrt`, systemd's
+    /// `CPUSchedulingPolicy=`) wins, and a thread already batch costs no call. That matters under a seccomp filter
+    /// that denies `sched_setscheduler` and kills the process that calls it, as the systemd unit in `docs/deploy/`
+    /// does (it sets `CPUSchedulingPolicy=batch` instead). A thread that cannot be moved otherwise (a filter that
+    /// answers `EPERM`) keeps the default: that costs speed, never correctness, so it is a warning.
     func apply(logger: Logger) throws {
         guard try policy() == .batch else { return }
         #if os(Linux)
+        var moved = 0
         var failures = 0
         var lastError: Int32 = 0
         var parameters = sched_param(sched_priority: 0)
         for _ in 0..<2 {
             let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             failures = 0
-            for thread in threads.compactMap(pid_t.init)
-            where sched_setscheduler(thread, Self.schedBatch, &parameters) != 0 {
-                // A thread that ended between the listing and the call is not a failure.
-                guard errno != ESRCH else { continue }
-                failures += 1
-                lastError = errno
+            for thread in threads.compactMap(pid_t.init) where sched_getscheduler(thread) == Self.schedOther {
+                if sched_setscheduler(thread, Self.schedBatch, &parameters) == 0 {
+                    moved += 1
+                } else if errno != ESRCH {  // a thread that ended since the listing is not a failure
+                    failures += 1
+                    lastError = errno
+                }
             }
         }
+        logger.debug("threads moved to the batch scheduling policy", metadata: ["threads": "\(moved)"])
         if failures > 0 {
             logger.warning(
                 "could not schedule every thread as batch; they keep the default policy",

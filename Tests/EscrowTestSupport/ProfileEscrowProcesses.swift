@@ -27,12 +27,18 @@ public final class ProfileEscrowProcesses: Sendable {
     /// Every output file so far, in start order.
     public var logs: [String] { written.withLockedValue { $0 } }
 
-    /// Starts `profile-escrow <arguments>` under `name`, writing to `<directory>/<name>-<n>.log`.
+    /// Starts `profile-escrow <arguments>` under `name`, writing to `<directory>/<name>-<n>.log`; through `launcher`
+    /// when given (a command and its arguments, such as `["/usr/bin/chrt", "--idle", "0"]`, that runs the rest).
     @discardableResult
-    public func start(_ name: String, _ arguments: [String]) throws -> Process {
+    public func start(_ name: String, _ arguments: [String], launcher: [String] = []) throws -> Process {
         let process = Process()
-        process.executableURL = ProfileEscrowCLI.binary
-        process.arguments = arguments
+        if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [ProfileEscrowCLI.binary.path] + arguments
+        } else {
+            process.executableURL = ProfileEscrowCLI.binary
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
             .merging(environment) { $1 }
@@ -50,13 +56,14 @@ public final class ProfileEscrowProcesses: Sendable {
     /// Starts `serve --no-worker` under `name` on 127.0.0.1:`port`, its rate limit out of the way (the tests send
     /// hundreds of captures at once); ``waitUntilHealthy(_:port:within:)`` waits for it.
     @discardableResult
-    public func startCaptureNode(_ name: String, port: Int) throws -> Process {
+    public func startCaptureNode(_ name: String, port: Int, launcher: [String] = []) throws -> Process {
         try start(
             name,
             [
                 "serve", "--no-worker", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000",
                 "--rate-burst", "100000",
-            ]
+            ],
+            launcher: launcher
         )
     }
 
@@ -64,11 +71,15 @@ public final class ProfileEscrowProcesses: Sendable {
     /// A node that exits before it is healthy (another process took the port between ``freePort()`` and its bind, as
     /// an outgoing connection of a test running in parallel can) is started again on another port, at most three
     /// times; then this throws with the end of its log.
-    public func startHealthyCaptureNode(_ name: String, client: HTTPClient) async throws -> Int {
+    public func startHealthyCaptureNode(
+        _ name: String,
+        client: HTTPClient,
+        launcher: [String] = []
+    ) async throws -> Int {
         var lastLog = ""
         for _ in 0..<3 {
             let port = try freePort()
-            let process = try startCaptureNode(name, port: port)
+            let process = try startCaptureNode(name, port: port, launcher: launcher)
             do {
                 try await eventually("serve on port \(port) to be healthy", within: 60, every: .milliseconds(100)) {
                     guard process.isRunning else { throw ExitedEarly() }

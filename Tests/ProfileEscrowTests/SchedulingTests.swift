@@ -6,9 +6,10 @@ import Testing
 /// `serve` and `replay` run their threads under Linux's batch policy unless `--scheduling normal` says otherwise.
 @Suite("Process scheduling")
 struct SchedulingTests {
-    /// `SCHED_OTHER` and `SCHED_BATCH` as `/proc/<pid>/task/<tid>/stat` shows them.
+    /// `SCHED_OTHER`, `SCHED_BATCH` and `SCHED_IDLE` as `/proc/<pid>/task/<tid>/stat` shows them.
     static let normal = 0
     static let batch = 3
+    static let idle = 5
 
     @Test("serve: every thread is batch by default, and every one normal with PROFILE_ESCROW_SCHEDULING=normal")
     func serveThreads() async throws {
@@ -33,6 +34,38 @@ struct SchedulingTests {
             }
             try await client.shutdown()
         }
+    }
+
+    @Test(
+        "serve started under another policy keeps it: idle stays idle, and threads already batch cost no call",
+        arguments: [(["/usr/bin/chrt", "--idle", "0"], Self.idle), (["/usr/bin/chrt", "--batch", "0"], Self.batch)]
+    )
+    func startedUnderAnotherPolicy(_ launcher: [String], _ expected: Int) async throws {
+        let cli = CLITests()
+        #expect(try cli.run(["keys", "init"]).status == 0)
+        let processes = ProfileEscrowProcesses(
+            directory: cli.directory.path,
+            environment: [
+                "PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring,
+                "PROFILE_ESCROW_LOG_LEVEL": "debug",
+            ]
+        )
+        defer { processes.killAll() }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            _ = try await processes.startHealthyCaptureNode("serve", client: client, launcher: launcher)
+            let process = try #require(processes.process("serve"))
+            let policies = Self.threadPolicies(process.processIdentifier)
+            #expect(policies.count >= 3 && policies.allSatisfy { $0 == expected }, "\(launcher): \(policies)")
+            // No thread was under the default policy, so none was moved: no sched_setscheduler call was made (a
+            // seccomp filter such as the systemd unit's would have killed the process for it).
+            let log = processes.logs.map(ProfileEscrowCLI.text(atPath:)).joined()
+            #expect(log.contains(#""message":"threads moved to the batch scheduling policy","threads":"0""#), "\(log)")
+        } catch {
+            try await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
     }
 
     @Test("replay, running as its own process: every thread is batch")
