@@ -13,8 +13,9 @@ extension Statement {
     /// and its bindings cleared, so no sealed bytes stay bound between runs. A failure throws GRDB's `DatabaseError`
     /// with SQLite's extended code, as `execute(arguments:)` would.
     ///
-    /// The caller's transaction is GRDB's (`Database.inTransaction`); this store registers no transaction observer,
-    /// which is all GRDB's own execution path would add here.
+    /// The caller's transaction is the store's own `BEGIN IMMEDIATE … COMMIT`, run through GRDB, which reads whether
+    /// it is still open from SQLite itself (`isInsideTransaction`); this store registers no transaction observer,
+    /// which is what GRDB's own execution path would add here.
     func run(_ values: some Collection<StoredValue>, in db: Database) throws {
         let handle = sqliteStatement
         precondition(values.count == Int(sqlite3_bind_parameter_count(handle)), "one value per parameter")
