@@ -14,25 +14,11 @@ struct SchedulingTests {
     @Test("serve: every thread is batch by default, and every one normal with PROFILE_ESCROW_SCHEDULING=normal")
     func serveThreads() async throws {
         for (setting, expected) in [(nil, Self.batch), ("normal", Self.normal)] {
-            let cli = CLITests()
-            #expect(try cli.run(["keys", "init"]).status == 0)
-            var environment = ["PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring]
-            environment["PROFILE_ESCROW_SCHEDULING"] = setting
-            let processes = ProfileEscrowProcesses(directory: cli.directory.path, environment: environment)
-            defer { processes.killAll() }
-            let client = HTTPClient(eventLoopGroupProvider: .singleton)
-            do {
-                let port = try await processes.startHealthyCaptureNode("serve", client: client)
-                // The server has answered: its event loops and the threads of Swift's pool exist by now.
-                let process = try #require(processes.process("serve"))
-                let policies = Self.threadPolicies(process.processIdentifier)
-                #expect(policies.count >= 3, "serve on port \(port) has its threads: \(policies)")
+            try await Self.withServe(setting.map { ["PROFILE_ESCROW_SCHEDULING": $0] } ?? [:]) { serve, _ in
+                let policies = Self.threadPolicies(serve.processIdentifier)
+                #expect(policies.count >= 3, "serve has its threads: \(policies)")
                 #expect(policies.allSatisfy { $0 == expected }, "\(setting ?? "default"): \(policies)")
-            } catch {
-                try await client.shutdown()
-                throw error
             }
-            try await client.shutdown()
         }
     }
 
@@ -41,26 +27,37 @@ struct SchedulingTests {
         arguments: [(["/usr/bin/chrt", "--idle", "0"], Self.idle), (["/usr/bin/chrt", "--batch", "0"], Self.batch)]
     )
     func startedUnderAnotherPolicy(_ launcher: [String], _ expected: Int) async throws {
+        try await Self.withServe(["PROFILE_ESCROW_LOG_LEVEL": "debug"], launcher: launcher) { serve, log in
+            let policies = Self.threadPolicies(serve.processIdentifier)
+            #expect(policies.count >= 3 && policies.allSatisfy { $0 == expected }, "\(launcher): \(policies)")
+            // No thread was under the default policy, so none was moved: no sched_setscheduler call was made (a
+            // seccomp filter such as the systemd unit's would have killed the process for it).
+            let log = log()
+            #expect(log.contains(#""message":"threads moved to the batch scheduling policy","threads":"0""#), "\(log)")
+        }
+    }
+
+    /// Starts a healthy `serve --no-worker` on a fresh store (through `launcher`, when given) and calls `body` with its
+    /// process and a reader of its log: by the time it answers, its event loops and Swift's pool have their threads.
+    static func withServe(
+        _ environment: [String: String],
+        launcher: [String] = [],
+        _ body: (Process, () -> String) throws -> Void
+    ) async throws {
         let cli = CLITests()
         #expect(try cli.run(["keys", "init"]).status == 0)
         let processes = ProfileEscrowProcesses(
             directory: cli.directory.path,
-            environment: [
-                "PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring,
-                "PROFILE_ESCROW_LOG_LEVEL": "debug",
-            ]
+            environment: ["PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring]
+                .merging(environment) { $1 }
         )
         defer { processes.killAll() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
             _ = try await processes.startHealthyCaptureNode("serve", client: client, launcher: launcher)
-            let process = try #require(processes.process("serve"))
-            let policies = Self.threadPolicies(process.processIdentifier)
-            #expect(policies.count >= 3 && policies.allSatisfy { $0 == expected }, "\(launcher): \(policies)")
-            // No thread was under the default policy, so none was moved: no sched_setscheduler call was made (a
-            // seccomp filter such as the systemd unit's would have killed the process for it).
-            let log = processes.logs.map(ProfileEscrowCLI.text(atPath:)).joined()
-            #expect(log.contains(#""message":"threads moved to the batch scheduling policy","threads":"0""#), "\(log)")
+            try body(try #require(processes.process("serve"))) {
+                processes.logs.map(ProfileEscrowCLI.text(atPath:)).joined()
+            }
         } catch {
             try await client.shutdown()
             throw error
