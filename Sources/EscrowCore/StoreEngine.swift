@@ -6,17 +6,17 @@ package struct CaptureItem: Sendable {
     package let record: EscrowRecord
     package let actor: AuditActor
     package let lifecycle: EscrowLifecycle
-    /// The `captured` event's detail: how the profile came, when not by a capture call (``webSignIn``).
+    /// The `captured` event's detail: how the profile came, when not by a capture call (``webSignIn``, which the
+    /// engine sets on a web sign-in's capture).
     package var detail: String?
 
     /// The detail of a capture made by a web sign-in's callback.
     package static let webSignIn = "web-signin"
 
-    package init(record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle, detail: String? = nil) {
+    package init(record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) {
         self.record = record
         self.actor = actor
         self.lifecycle = lifecycle
-        self.detail = detail
     }
 }
 
