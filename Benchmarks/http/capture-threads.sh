@@ -9,31 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 connections=${1:-64}
 seconds=${2:-8}
-command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
-if [ -z "${BIN:-}" ]; then
-    swift build -c release --product profile-escrow 2>&1 | tail -n 1
-    BIN="$(swift build -c release --show-bin-path)/profile-escrow"
-fi
+source Benchmarks/http/capture-node.sh
+release_binary
 work=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
-"$BIN" keys init >/dev/null
-token=$("$BIN" tokens add load --scope capture 2>/dev/null | tail -n 1)
-"$BIN" serve --host 127.0.0.1 --port "$port" --no-worker --rate-limit 1000000 --rate-burst 1000000 \
-    >"$work/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+trap 'stop_capture_node; rm -rf "$work"' EXIT
+start_capture_node "$work"
 
 # One line per thread: id, CPU ticks (user + system: fields 14 and 15 of stat, counted after the command name,
 # which may hold spaces), voluntary and involuntary switches, and the thread's name.
 snapshot() {
-    for task in /proc/"$pid"/task/*; do
+    for task in /proc/"$node_pid"/task/*; do
         awk -v id="${task##*/}" '{ i = index($0, ") "); split(substr($0, i + 2), f, " "); printf "%s %d ", id, f[12] + f[13] }' \
             "$task/stat"
         awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 } END { printf "%d %d ", v, n }' \
@@ -42,8 +27,8 @@ snapshot() {
     done
 }
 snapshot >"$work/before"
-TOKEN="$token" wrk -t2 -c"$connections" -d"${seconds}s" --latency -s Benchmarks/http/capture.lua \
-    "http://127.0.0.1:$port" >"$work/wrk.txt"
+TOKEN="$node_token" wrk -t2 -c"$connections" -d"${seconds}s" --latency -s Benchmarks/http/capture.lua \
+    "http://127.0.0.1:$node_port" >"$work/wrk.txt"
 snapshot >"$work/after"
 if grep -q "Non-2xx" "$work/wrk.txt"; then
     echo "capture-threads.sh: errors under load:" >&2

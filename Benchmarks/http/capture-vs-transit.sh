@@ -11,22 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 connections=${1:-64}
 seconds=${2:-10}
-command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
-if [ -z "${BIN:-}" ]; then
-    swift build -c release --product profile-escrow 2>&1 | tail -n 1
-    BIN="$(swift build -c release --show-bin-path)/profile-escrow"
-fi
+source Benchmarks/http/capture-node.sh
+release_binary
 work=$(mktemp -d)
 dev_pid=""
-serve_pid=""
 cleanup() {
     [ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null && wait "$dev_pid" 2>/dev/null
-    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+    stop_capture_node
     scripts/openbao.sh stop >/dev/null 2>&1 || true
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 # wrk prints "Requests/sec: N"; non-2xx answers are counted apart and must be none.
 rate() {
     if grep -q "Non-2xx" "$1"; then
@@ -61,17 +56,11 @@ audit_lines=$(wc -l <"$PROFILE_ESCROW_TEST_BAO_DIR/audit.log")
 scripts/openbao.sh stop >/dev/null 2>&1
 
 # 3. ProfileEscrow's capture.
-export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
-"$BIN" keys init >/dev/null
-token=$("$BIN" tokens add load --scope capture 2>/dev/null | tail -n 1)
-"$BIN" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 \
-    >"$work/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
-TOKEN="$token" wrk -t2 -c"$connections" -d"${seconds}s" -s Benchmarks/http/capture.lua http://127.0.0.1:18080 \
-    >"$work/capture.txt"
-serve_ticks=$(awk '{print $14 + $15}' "/proc/$serve_pid/stat")
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
+start_capture_node "$work"
+TOKEN="$node_token" wrk -t2 -c"$connections" -d"${seconds}s" -s Benchmarks/http/capture.lua \
+    "http://127.0.0.1:$node_port" >"$work/capture.txt"
+serve_ticks=$(awk '{print $14 + $15}' "/proc/$node_pid/stat")
+stop_capture_node
 capture=$(rate "$work/capture.txt")
 captured=$("$BIN" purge-report --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captured"])')
 
