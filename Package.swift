@@ -51,7 +51,8 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
         // Tests only, already in the graph through Hummingbird: the HTTP field types its test client takes.
         .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
-        // Tests only: a fresh RSA key for the Apple tokens the tests sign (already in the graph via jwt-kit).
+        // Already in the graph through jwt-kit: BoringSSL's X25519 for sealing (EscrowCrypto's `SealedBox`); in tests, a
+        // fresh RSA key for the Apple tokens the tests sign.
         .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"5.0.0"),
     ],
     targets: [
@@ -76,6 +77,7 @@ let package = Package(
             name: "EscrowCrypto",
             dependencies: [
                 "CSodium",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

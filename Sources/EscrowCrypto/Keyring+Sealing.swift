@@ -16,11 +16,7 @@ extension Keyring {
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
         }
-        var publicKey = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
-        let secretKey = SecretBytes(count: Sodium.boxSecretKeyBytes)
-        secretKey.withUnsafeMutableBytes { secret in
-            _ = crypto_box_keypair(&publicKey, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
-        }
+        let (publicKey, secretKey) = SealedBox.keyPair()
 
         let unpaddedCount = Self.bindingBytes + plaintext.count
         let paddedCount = (unpaddedCount / Self.paddingBlock + 1) * Self.paddingBlock
@@ -250,22 +246,13 @@ extension Keyring {
         return input
     }
 
-    /// `crypto_box_seal` of a secret plaintext to `publicKey`.
+    /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`.
     static func sealBox(_ plaintext: SecretBytes, to publicKey: [UInt8]) throws(CryptoError) -> [UInt8] {
         guard publicKey.count == Sodium.boxPublicKeyBytes else {
             throw CryptoError(.keyringMalformed, "a public key has the wrong length")
         }
-        var sealed = [UInt8](repeating: 0, count: plaintext.count + Sodium.sealBytes)
-        let status = plaintext.withUnsafeBytes { message in
-            crypto_box_seal(
-                &sealed,
-                message.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                UInt64(message.count),
-                publicKey
-            )
-        }
-        guard status == 0 else {
-            throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (crypto_box_seal failed)")
+        guard let sealed = plaintext.withUnsafeBytes({ SealedBox.seal($0, to: publicKey) }) else {
+            throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (a point of small order)")
         }
         return sealed
     }

@@ -1,0 +1,125 @@
+import CSodium
+import Testing
+
+@testable import EscrowCrypto
+
+/// `SealedBox` builds libsodium's sealed box with BoringSSL's X25519: each step is checked against libsodium's own.
+@Suite("Sealed boxes against libsodium")
+struct SealedBoxTests {
+    init() { Sodium.ensureInitialized() }
+
+    /// Secret keys to derive from: random ones, and the edges a clamp or a reduction could get wrong.
+    static func secretKeys() -> [SecretBytes] {
+        let edges: [[UInt8]] = [
+            [UInt8](repeating: 0, count: 32),
+            [UInt8](repeating: 0xFF, count: 32),
+            [1] + [UInt8](repeating: 0, count: 31),
+            [UInt8](repeating: 0, count: 31) + [0x80],
+            [UInt8](repeating: 0x7F, count: 32),
+        ]
+        return edges.map { SecretBytes(copying: $0) } + (0..<500).map { _ in SecretBytes.random(count: 32) }
+    }
+
+    func libsodiumPublicKey(_ secretKey: SecretBytes) -> [UInt8] {
+        var publicKey = [UInt8](repeating: 0, count: 32)
+        secretKey.withUnsafeBytes { secret in
+            _ = crypto_scalarmult_base(&publicKey, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        return publicKey
+    }
+
+    @Test func publicKeysAreLibsodiumsScalarMultiplicationOfTheBasePoint() {
+        for secretKey in Self.secretKeys() {
+            #expect(SealedBox.publicKey(of: secretKey) == libsodiumPublicKey(secretKey))
+        }
+        let (publicKey, secretKey) = SealedBox.keyPair()
+        #expect(publicKey == libsodiumPublicKey(secretKey))
+        #expect(secretKey.count == 32)
+    }
+
+    @Test func sharedKeysAreLibsodiumsBeforenm() {
+        // Any 32 bytes are an X25519 public key: u-coordinates of p (≡ 0, of small order: both refuse it) and
+        // p + 9 (≡ 9, the base point), and a set top bit (ignored).
+        let edges: [[UInt8]] = [
+            [0xED] + [UInt8](repeating: 0xFF, count: 30) + [0x7F],
+            [0xF6] + [UInt8](repeating: 0xFF, count: 30) + [0x7F],
+            [UInt8](repeating: 0xFF, count: 32),
+        ]
+        let peers = Self.secretKeys().prefix(100).map { SealedBox.publicKey(of: $0) } + edges
+        var refusedByBoth = 0
+        for (secretKey, peer) in zip(Self.secretKeys().suffix(peers.count), peers) {
+            var expected = [UInt8](repeating: 0, count: 32)
+            let status = secretKey.withUnsafeBytes { secret in
+                crypto_box_beforenm(&expected, peer, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            let shared = SealedBox.sharedKey(secretKey: secretKey, recipient: peer)
+            if status == 0 {
+                #expect(shared == SecretBytes(copying: expected))
+            } else {
+                #expect(shared == nil)
+                refusedByBoth += 1
+            }
+        }
+        #expect(refusedByBoth == 1)
+    }
+
+    @Test(arguments: [0, 1, 16, 63, 64, 120, 1000, 16 * 1024])
+    func libsodiumOpensWhatItSeals(count: Int) throws {
+        let (publicKey, secretKey) = SealedBox.keyPair()
+        let message = SecretBytes.random(count: count)
+        let sealed = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
+        #expect(sealed.count == count + crypto_box_sealbytes())
+
+        func open(_ box: [UInt8], with secretKey: SecretBytes, publicKey: [UInt8]) -> [UInt8]? {
+            var opened = [UInt8](repeating: 0, count: box.count - crypto_box_sealbytes())
+            let status = secretKey.withUnsafeBytes { secret in
+                crypto_box_seal_open(
+                    &opened,
+                    box,
+                    UInt64(box.count),
+                    publicKey,
+                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                )
+            }
+            return status == 0 ? opened : nil
+        }
+        let opened = try #require(open(sealed, with: secretKey, publicKey: publicKey))
+        #expect(SecretBytes(copying: opened) == message)
+
+        // The nonce binds the recipient's key, and the tag every byte: a flipped bit or another key opens nothing.
+        var tampered = sealed
+        tampered[tampered.count / 2] ^= 0x01
+        #expect(open(tampered, with: secretKey, publicKey: publicKey) == nil)
+        let (otherPublicKey, otherSecretKey) = SealedBox.keyPair()
+        #expect(open(sealed, with: otherSecretKey, publicKey: otherPublicKey) == nil)
+        #expect(open(sealed, with: secretKey, publicKey: otherPublicKey) == nil)
+    }
+
+    @Test func everySealHasItsOwnEphemeralKey() throws {
+        let (publicKey, _) = SealedBox.keyPair()
+        let message = SecretBytes.random(count: 64)
+        let first = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
+        let second = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
+        #expect(first.prefix(32) != second.prefix(32))
+        #expect(first != second)
+    }
+
+    /// A recipient of small order makes an all-zero shared secret, which libsodium refuses: so does `SealedBox`,
+    /// and a keyring whose master public key is one fails to seal with a clear error.
+    @Test func aRecipientOfSmallOrderIsRefusedAsLibsodiumRefusesIt() throws {
+        let smallOrder: [[UInt8]] = [
+            [UInt8](repeating: 0, count: 32),
+            [1] + [UInt8](repeating: 0, count: 31),
+        ]
+        let message = SecretBytes.random(count: 64)
+        for recipient in smallOrder {
+            #expect(message.withUnsafeBytes { SealedBox.seal($0, to: recipient) } == nil)
+            var sealed = [UInt8](repeating: 0, count: 64 + crypto_box_sealbytes())
+            let status = message.withUnsafeBytes { bytes in
+                crypto_box_seal(&sealed, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), 64, recipient)
+            }
+            #expect(status != 0)
+            #expect(throws: CryptoError.self) { try Keyring.sealBox(message, to: recipient) }
+        }
+    }
+}
