@@ -118,10 +118,12 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             switch drain {
             case .queue(let queue, let write):
                 queue.async {
-                    var round = 0
-                    while let batch = self.nextBatch(gather: round > 0) {
-                        round += 1
-                        self.answer(batch, write(batch.map(\.item)))
+                    DrainScheduling.draining {
+                        var round = 0
+                        while let batch = self.nextBatch(gather: round > 0) {
+                            round += 1
+                            self.answer(batch, write(batch.map(\.item)))
+                        }
                     }
                 }
             case .task(let write):

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EscrowCore
 import Foundation
 import Logging
 
@@ -14,7 +15,7 @@ import Glibc
 /// runs when the running one blocks or its slice ends. Under 64 connections of captures that cut involuntary context
 /// switches from 1.0 to 0.15 per capture, the CPU of a capture by 7%, and p50 and p90 latency by a few per cent (p99
 /// within the noise); see docs/performance.md. An unprivileged process may choose it for itself, and `normal` keeps
-/// the system's default.
+/// the system's default. The store's writer drains its group commits under the normal policy (`DrainScheduling`).
 struct SchedulingOptions: ParsableArguments {
     enum Policy: String, ExpressibleByArgument, CaseIterable, Sendable {
         case batch
@@ -73,6 +74,9 @@ struct SchedulingOptions: ParsableArguments {
             }
         }
         logger.debug("threads moved to the batch scheduling policy", metadata: ["threads": "\(moved)"])
+        // This process may change its threads' policy, and chose batch: the store's writer drains under the normal
+        // policy, so that a commit that many captures wait for is not held behind sealing.
+        if moved > 0 && failures == 0 { DrainScheduling.runDrainsUnderNormalPolicy() }
         if failures > 0 {
             logger.warning(
                 "could not schedule every thread as batch; they keep the default policy",
