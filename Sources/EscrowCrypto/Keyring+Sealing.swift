@@ -12,11 +12,21 @@ extension Keyring {
     /// padded to a multiple of 64 bytes and sealed to the escrow's public key; the escrow's secret key is sealed to
     /// the active master public key; the row MAC covers everything. Works on a public-only keyring.
     public func seal(plaintext: SecretBytes, id: EscrowID, blindIndex: BlindIndex) throws(CryptoError) -> SealedEscrow {
+        try seal(plaintext: plaintext, id: id, blindIndex: blindIndex, x25519: SealedBox.defaultX25519)
+    }
+
+    /// ``seal(plaintext:id:blindIndex:)`` with the library of its X25519 steps given (tests seal with both).
+    func seal(
+        plaintext: SecretBytes,
+        id: EscrowID,
+        blindIndex: BlindIndex,
+        x25519: SealedBox.X25519
+    ) throws(CryptoError) -> SealedEscrow {
         Sodium.ensureInitialized()
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
         }
-        let (publicKey, secretKey) = SealedBox.keyPair()
+        let (publicKey, secretKey) = SealedBox.keyPair(x25519)
 
         let unpaddedCount = Self.bindingBytes + plaintext.count
         let paddedCount = (unpaddedCount / Self.paddingBlock + 1) * Self.paddingBlock
@@ -37,7 +47,7 @@ extension Keyring {
             return status == 0 && resultCount == paddedCount
         }
         precondition(padded, "sodium_pad failed for a correctly sized buffer")
-        let sealedProfile = try Self.sealBox(profileBox, to: publicKey)
+        let sealedProfile = try Self.sealBox(profileBox, to: publicKey, x25519)
 
         let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
         keyBox.withUnsafeMutableBytes { buffer in
@@ -46,7 +56,7 @@ extension Keyring {
             Self.appendBinding(to: &writer, id: id, blindIndex: blindIndex, version: activeVersion)
             secretKey.withUnsafeBytes { writer.append($0) }
         }
-        let sealedKey = try Self.sealBox(keyBox, to: master.publicKey)
+        let sealedKey = try Self.sealBox(keyBox, to: master.publicKey, x25519)
 
         var sealed = SealedEscrow(
             id: id,
@@ -247,11 +257,15 @@ extension Keyring {
     }
 
     /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`.
-    static func sealBox(_ plaintext: SecretBytes, to publicKey: [UInt8]) throws(CryptoError) -> [UInt8] {
+    static func sealBox(
+        _ plaintext: SecretBytes,
+        to publicKey: [UInt8],
+        _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
+    ) throws(CryptoError) -> [UInt8] {
         guard publicKey.count == Sodium.boxPublicKeyBytes else {
             throw CryptoError(.keyringMalformed, "a public key has the wrong length")
         }
-        guard let sealed = plaintext.withUnsafeBytes({ SealedBox.seal($0, to: publicKey) }) else {
+        guard let sealed = plaintext.withUnsafeBytes({ SealedBox.seal($0, to: publicKey, x25519) }) else {
             throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (a point of small order)")
         }
         return sealed

@@ -19,11 +19,40 @@ internal import FoundationEssentials
 /// private key type derives a public key first). swift-crypto holds a copy of a secret key for the length of one
 /// call, in its `SecureBytes`, which it zeroes when freed. Tests check every step against libsodium's own
 /// functions (`SealedBoxTests`).
+///
+/// Only in an optimised build (``defaultX25519``): a debug build seals with libsodium alone.
 enum SealedBox {
+    /// Which library makes a sealed box's X25519 steps; the bytes are the same either way.
+    enum X25519: Sendable, CaseIterable {
+        case boringSSL
+        case libsodium
+    }
+
+    /// BoringSSL in an optimised build. SwiftPM compiles a dependency's C without optimisation in a debug build, and
+    /// BoringSSL's X25519 then takes 149 µs for a public key and 178 µs for a shared secret, where libsodium, a
+    /// system library, takes 25 and 27: a debug build (the test suite's, a developer's) seals with libsodium, so that
+    /// what its timing checks measure is the product's cost, not an unoptimised dependency's.
+    static let defaultX25519: X25519 = {
+        #if DEBUG
+        return .libsodium
+        #else
+        return .boringSSL
+        #endif
+    }()
+
     /// A fresh X25519 key pair: 32 random bytes from libsodium and their public key.
-    static func keyPair() -> (publicKey: [UInt8], secretKey: SecretBytes) {
+    static func keyPair(_ x25519: X25519 = defaultX25519) -> (publicKey: [UInt8], secretKey: SecretBytes) {
         let secretKey = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
-        return (publicKey(of: secretKey), secretKey)
+        switch x25519 {
+        case .boringSSL:
+            return (publicKey(of: secretKey), secretKey)
+        case .libsodium:
+            var publicKey = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
+            secretKey.withUnsafeBytes { secret in
+                _ = crypto_scalarmult_base(&publicKey, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            return (publicKey, secretKey)
+        }
     }
 
     /// The X25519 public key of `secretKey` (32 bytes): the same bytes as `crypto_scalarmult_base`.
@@ -33,8 +62,22 @@ enum SealedBox {
 
     /// Seals `message` to `recipient`: the same format as `crypto_box_seal`, which opens it. Returns `nil` when
     /// `recipient` is a point of small order (the shared secret is all zeroes), where `crypto_box_seal` fails too.
-    static func seal(_ message: UnsafeRawBufferPointer, to recipient: [UInt8]) -> [UInt8]? {
+    static func seal(
+        _ message: UnsafeRawBufferPointer,
+        to recipient: [UInt8],
+        _ x25519: X25519 = defaultX25519
+    ) -> [UInt8]? {
         precondition(recipient.count == Sodium.boxPublicKeyBytes, "a sealed box's recipient key has 32 bytes")
+        if x25519 == .libsodium {
+            var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
+            let status = crypto_box_seal(
+                &sealed,
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                UInt64(message.count),
+                recipient
+            )
+            return status == 0 ? sealed : nil
+        }
         let ephemeralSecret = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
         let ephemeral = privateKey(ephemeralSecret)
         guard let sharedKey = sharedKey(ephemeral, recipient) else { return nil }

@@ -4,6 +4,7 @@ import Testing
 @testable import EscrowCrypto
 
 /// `SealedBox` builds libsodium's sealed box with BoringSSL's X25519: each step is checked against libsodium's own.
+/// (A debug build, this suite's, seals with libsodium by default: every call here names BoringSSL.)
 @Suite("Sealed boxes against libsodium")
 struct SealedBoxTests {
     init() { Sodium.ensureInitialized() }
@@ -32,7 +33,7 @@ struct SealedBoxTests {
         for secretKey in Self.secretKeys() {
             #expect(SealedBox.publicKey(of: secretKey) == libsodiumPublicKey(secretKey))
         }
-        let (publicKey, secretKey) = SealedBox.keyPair()
+        let (publicKey, secretKey) = SealedBox.keyPair(.boringSSL)
         #expect(publicKey == libsodiumPublicKey(secretKey))
         #expect(secretKey.count == 32)
     }
@@ -65,9 +66,9 @@ struct SealedBoxTests {
 
     @Test(arguments: [0, 1, 16, 63, 64, 120, 1000, 16 * 1024])
     func libsodiumOpensWhatItSeals(count: Int) throws {
-        let (publicKey, secretKey) = SealedBox.keyPair()
+        let (publicKey, secretKey) = SealedBox.keyPair(.boringSSL)
         let message = SecretBytes.random(count: count)
-        let sealed = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
+        let sealed = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey, .boringSSL) })
         #expect(sealed.count == count + crypto_box_sealbytes())
 
         func open(_ box: [UInt8], with secretKey: SecretBytes, publicKey: [UInt8]) -> [UInt8]? {
@@ -90,16 +91,16 @@ struct SealedBoxTests {
         var tampered = sealed
         tampered[tampered.count / 2] ^= 0x01
         #expect(open(tampered, with: secretKey, publicKey: publicKey) == nil)
-        let (otherPublicKey, otherSecretKey) = SealedBox.keyPair()
+        let (otherPublicKey, otherSecretKey) = SealedBox.keyPair(.boringSSL)
         #expect(open(sealed, with: otherSecretKey, publicKey: otherPublicKey) == nil)
         #expect(open(sealed, with: secretKey, publicKey: otherPublicKey) == nil)
     }
 
     @Test func everySealHasItsOwnEphemeralKey() throws {
-        let (publicKey, _) = SealedBox.keyPair()
+        let (publicKey, _) = SealedBox.keyPair(.boringSSL)
         let message = SecretBytes.random(count: 64)
-        let first = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
-        let second = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey) })
+        let first = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey, .boringSSL) })
+        let second = try #require(message.withUnsafeBytes { SealedBox.seal($0, to: publicKey, .boringSSL) })
         #expect(first.prefix(32) != second.prefix(32))
         #expect(first != second)
     }
@@ -113,13 +114,29 @@ struct SealedBoxTests {
         ]
         let message = SecretBytes.random(count: 64)
         for recipient in smallOrder {
-            #expect(message.withUnsafeBytes { SealedBox.seal($0, to: recipient) } == nil)
+            for x25519 in SealedBox.X25519.allCases {
+                #expect(message.withUnsafeBytes { SealedBox.seal($0, to: recipient, x25519) } == nil)
+                #expect(throws: CryptoError.self) { try Keyring.sealBox(message, to: recipient, x25519) }
+            }
             var sealed = [UInt8](repeating: 0, count: 64 + crypto_box_sealbytes())
             let status = message.withUnsafeBytes { bytes in
                 crypto_box_seal(&sealed, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), 64, recipient)
             }
             #expect(status != 0)
-            #expect(throws: CryptoError.self) { try Keyring.sealBox(message, to: recipient) }
         }
+    }
+
+    /// A whole escrow sealed by the keyring with either library's X25519 opens with the keyring (libsodium's
+    /// `crypto_box_seal_open`), its MAC verified, its sizes the same.
+    @Test(arguments: SealedBox.X25519.allCases)
+    func anEscrowSealedWithEitherLibraryOpens(x25519: SealedBox.X25519) throws {
+        let keyring = Keyring.generate()
+        let plaintext = SecretBytes(copying: Array(#"{"givenName":"Testy","email":"t@example.invalid"}"#.utf8))
+        let index = keyring.blindIndex(userIdentifier: "000000.sealedbox.invalid")
+        let sealed = try keyring.seal(plaintext: plaintext, id: .random(), blindIndex: index, x25519: x25519)
+        #expect(keyring.verify(sealed))
+        #expect(sealed.publicKey.count == 32 && sealed.sealedKey.count == 56 + 32 + 48)
+        #expect(sealed.sealedProfile.count == 128 + 48)
+        #expect(try keyring.open(sealed) == plaintext)
     }
 }
