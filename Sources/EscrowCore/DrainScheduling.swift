@@ -25,12 +25,6 @@ package enum DrainScheduling {
         normalWhileDraining.store(true, ordering: .releasing)
     }
 
-    #if os(Linux)
-    /// `SCHED_OTHER` and `SCHED_BATCH` from `<linux/sched.h>` (Glibc declares the second only under `_GNU_SOURCE`).
-    private static let other: Int32 = 0
-    private static let batch: Int32 = 3
-    #endif
-
     /// Runs `body` (a drain) under the normal policy if this is turned on and the calling thread is batch, and returns
     /// the thread to batch after. A refused call changes nothing: the drain runs as batch.
     @inlinable
@@ -53,9 +47,9 @@ package enum DrainScheduling {
     @usableFromInline
     static func enterDrain() -> Bool {
         #if os(Linux)
-        guard sched_getscheduler(0) == batch else { return false }
+        guard sched_getscheduler(0) == SchedulingPolicy.batch else { return false }
         var parameters = sched_param(sched_priority: 0)
-        return sched_setscheduler(0, other, &parameters) == 0
+        return sched_setscheduler(0, SchedulingPolicy.other, &parameters) == 0
         #else
         return false
         #endif
@@ -65,7 +59,7 @@ package enum DrainScheduling {
     static func leaveDrain() {
         #if os(Linux)
         var parameters = sched_param(sched_priority: 0)
-        _ = sched_setscheduler(0, batch, &parameters)
+        _ = sched_setscheduler(0, SchedulingPolicy.batch, &parameters)
         #endif
     }
 }

@@ -31,13 +31,6 @@ struct SchedulingOptions: ParsableArguments {
     )
     var scheduling: Policy?
 
-    #if os(Linux)
-    /// `SCHED_OTHER` (the default) and `SCHED_BATCH` from `<linux/sched.h>`: Glibc declares the second only under
-    /// `_GNU_SOURCE`, which Swift does not import.
-    static let schedOther: Int32 = 0
-    static let schedBatch: Int32 = 3
-    #endif
-
     func validate() throws {
         _ = try policy()
     }
@@ -64,8 +57,8 @@ struct SchedulingOptions: ParsableArguments {
         for _ in 0..<2 {
             let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
             failures = 0
-            for thread in threads.compactMap(pid_t.init) where sched_getscheduler(thread) == Self.schedOther {
-                if sched_setscheduler(thread, Self.schedBatch, &parameters) == 0 {
+            for thread in threads.compactMap(pid_t.init) where sched_getscheduler(thread) == SchedulingPolicy.other {
+                if sched_setscheduler(thread, SchedulingPolicy.batch, &parameters) == 0 {
                     moved += 1
                 } else if errno != ESRCH {  // a thread that ended since the listing is not a failure
                     failures += 1
