@@ -137,12 +137,15 @@ public struct EscrowLifecycle: Sendable {
     )
         -> LifecycleAction
     {
+        // Encoded once, when a draft is made: a confirmed delivery makes three (a lease none).
+        lazy var escrowID = record.id.hex
+        lazy var indexPrefix = record.blindIndex.prefixHex
         func draft(_ type: AuditEventType, detail: String? = nil, status: Int? = nil) -> AuditDraft {
             AuditDraft(
                 type: type,
                 at: now,
-                escrowID: record.id.hex,
-                indexPrefix: record.blindIndex.prefixHex,
+                escrowID: escrowID,
+                indexPrefix: indexPrefix,
                 detail: detail,
                 httpStatus: status,
                 actor: actor

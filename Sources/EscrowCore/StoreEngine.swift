@@ -402,10 +402,35 @@ package struct AuditChainAppender: Sendable {
         self.head = head ?? AuditHead(sequence: 0, hash: AuditChain.genesis)
     }
 
+    /// The last prefix commitment made, for the escrow id and prefix it was made of: the events of one change
+    /// (a confirmed delivery's three) share both, so it is hashed once.
+    private var lastCommitment: (escrowID: String?, indexPrefix: String, commitment: String)?
+
     package mutating func append(_ draft: AuditDraft) -> AuditEvent {
         let sequence = head.sequence + 1
-        let hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft, encoding: .current)
+        let encoding = AuditEncoding.current
+        let hash: [UInt8]
+        if encoding != .v1, let prefix = draft.indexPrefix {
+            hash = AuditChain.hash(
+                previous: head.hash,
+                sequence: sequence,
+                draft: draft,
+                prefixCommitment: commitment(escrowID: draft.escrowID, indexPrefix: prefix),
+                encoding: encoding
+            )
+        } else {
+            hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft, encoding: encoding)
+        }
         head = AuditHead(sequence: sequence, hash: hash)
-        return AuditEvent(sequence: sequence, draft: draft, hash: hash, encoding: .current)
+        return AuditEvent(sequence: sequence, draft: draft, hash: hash, encoding: encoding)
+    }
+
+    private mutating func commitment(escrowID: String?, indexPrefix: String) -> String {
+        if let last = lastCommitment, last.escrowID == escrowID, last.indexPrefix == indexPrefix {
+            return last.commitment
+        }
+        let made = AuditChain.prefixCommitment(escrowID: escrowID, indexPrefix: indexPrefix)
+        lastCommitment = (escrowID, indexPrefix, made)
+        return made
     }
 }

@@ -1,16 +1,24 @@
 /// Lowercase hexadecimal encoding and strict decoding of non-secret bytes: ids, blind indexes, public keys,
 /// hashes. The one hex codec of the package.
 public enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
+    @usableFromInline static let digits: StaticString = "0123456789abcdef"
 
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var utf8: [UInt8] = []
-        utf8.reserveCapacity(bytes.underestimatedCount * 2)
-        for byte in bytes {
-            utf8.append(digits[Int(byte >> 4)])
-            utf8.append(digits[Int(byte & 0x0f)])
+    /// Inlinable so that each caller gets it specialized for its own collection (an id's array, a prefix's slice):
+    /// unspecialized, iterating a generic sequence cost more than the encoding. Written straight into the string's
+    /// storage, with no intermediate array.
+    @inlinable
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { utf8 in
+            digits.withUTF8Buffer { digits in
+                var offset = 0
+                for byte in bytes {
+                    utf8[offset] = digits[Int(byte >> 4)]
+                    utf8[offset + 1] = digits[Int(byte & 0x0f)]
+                    offset += 2
+                }
+                return offset
+            }
         }
-        return String(decoding: utf8, as: UTF8.self)
     }
 
     /// Decodes upper- or lowercase hex; `nil` for an odd length or any other character.

@@ -39,12 +39,15 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
                 " AND (key_version IN (\($0.sorted().map(String.init).joined(separator: ",")))"
                     + " OR key_version NOT BETWEEN 0 AND 4294967295)"
             } ?? ""
+        // Cached: the text changes only with the keyring's versions, and preparing it again for every claim (SQLite's
+        // parse and plan, GRDB's authorizer) cost more than reading the rows it selects.
         return try Row.fetchAll(
-            db,
-            sql: """
-                SELECT \(SQLiteEscrowStore.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
-                ORDER BY due_at LIMIT ?
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT \(SQLiteEscrowStore.escrowColumns) FROM escrow WHERE due_at <= ?\(versionFilter)
+                    ORDER BY due_at LIMIT ?
+                    """
+            ),
             arguments: [Timestamp.unixMilliseconds(now), limit]
         ).map(SQLiteEscrowStore.stored(from:))
     }

@@ -117,101 +117,128 @@ struct BackendClient: Sendable {
         propagate: (inout HTTPHeaders) -> Void
     ) async -> Answer {
         let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "Idempotency-Key", value: escrowID)
-        request.headers.add(name: "webhook-id", value: escrowID)
-        request.headers.add(name: "webhook-timestamp", value: String(timestamp))
-        request.headers.add(
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(8)
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Idempotency-Key", value: escrowID)
+        headers.add(name: "webhook-id", value: escrowID)
+        headers.add(name: "webhook-timestamp", value: String(timestamp))
+        headers.add(
             name: "webhook-signature",
             value: WebhookSignature.header(secrets: secrets, id: escrowID, timestamp: timestamp, body: body)
         )
-        request.headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
-        propagate(&request.headers)
-        request.body = .bytes(body)
+        headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
+        propagate(&headers)
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(url: url, method: .POST, headers: headers, body: .bytes(body))
+        } catch {
+            return Answer(
+                outcome: .retry(status: nil, retryAfter: nil),
+                failure: String(describing: error).prefix(200).description
+            )
+        }
 
         let budget = TimeAmount.milliseconds(Int64(max(0, seconds) * 1000))
         let deadline = NIODeadline.now() + budget
-        // The answer as soon as its head is in: what the deadline leaves when it cuts the body off.
-        let heard = Heard()
-        let prepared = request
-        // The one deadline over the whole exchange (async-http-client's own deadline stops applying once the
-        // head is in, and its read timeout restarts with every chunk): a timer on the client's event loop
-        // cancels the exchange, which cancels the request and closes its connection at once. A task and a
-        // NIO timer that is removed when the exchange ends, rather than a task group racing `Task.sleep`,
-        // whose timer would stay queued in Dispatch for the whole delivery timeout after every delivery.
-        let exchange = Task { await self.exchange(prepared, deadline: deadline, sentAt: now, heard: heard) }
-        let timer = http.eventLoopGroup.any().scheduleTask(deadline: deadline) {
-            heard.state.withLockedValue { if !$0.finished { $0.cutOff = true } }
-            exchange.cancel()
+        // async-http-client's response delegate, on the connection's event loop, rather than its async API: the
+        // answer's head and body parts come to `Exchange` where they arrive, and only the finished answer hops back
+        // to the delivery's task. The async API added a task of its own per delivery (so a timer could cancel it),
+        // an async sequence for the body, and a hop back to Swift's pool for each of its parts.
+        let exchange = Exchange(sentAt: now)
+        let task = http.execute(request: request, delegate: exchange, deadline: deadline)
+        // The one deadline over the whole exchange, however the answer comes (a body dribbled a byte at a time
+        // restarts the read timeout with every byte): a timer on the task's event loop fails the request, which
+        // closes its connection at once; it is removed when the exchange ends.
+        let timer = task.eventLoop.scheduleTask(deadline: deadline) {
+            exchange.state.withLockedValue { if !$0.finished { $0.cutOff = true } }
+            task.fail(reason: HTTPClientError.deadlineExceeded)
         }
-        let answer = await withTaskCancellationHandler {
-            await exchange.value
-        } onCancel: {
-            exchange.cancel()
+        let result: Result<Answer, any Error>
+        do {
+            result = .success(
+                try await withTaskCancellationHandler {
+                    try await task.futureResult.get()
+                } onCancel: {
+                    task.cancel()
+                }
+            )
+        } catch {
+            result = .failure(error)
         }
         timer.cancel()
-        let (cutOff, head) = heard.state.withLockedValue { ($0.cutOff, $0.head) }
-        guard cutOff else { return answer }
-        if var answer = head {
-            answer.bodyCutOff = true
+        let (cutOff, head) = exchange.state.withLockedValue { ($0.cutOff, $0.head) }
+        switch result {
+        case .success(let answer):
             return answer
-        }
-        return Answer(
-            outcome: .retry(status: nil, retryAfter: nil),
-            failure: "no answer within the delivery deadline",
-            timedOut: true
-        )
-    }
-
-    /// The request, then its answer's head (which decides the outcome), then at most
-    /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused.
-    private func exchange(
-        _ request: HTTPClientRequest,
-        deadline: NIODeadline,
-        sentAt now: Date,
-        heard: Heard
-    ) async -> Answer {
-        defer { heard.state.withLockedValue { $0.finished = true } }
-        do {
-            let response = try await http.execute(request, deadline: deadline)
-            let status = Int(response.status.code)
-            let retryAfter = RetryAfter.seconds(response.headers.first(name: "Retry-After"), now: now)
-            let answer = Answer(outcome: DeliveryOutcome.classify(status: status, retryAfter: retryAfter))
-            heard.state.withLockedValue { $0.head = answer }
-            // The status has decided; the body is drained (bounded) only so the connection can be
-            // reused. Too large, or a failure while reading it: the connection is closed instead.
-            var read = 0
-            do {
-                for try await chunk in response.body {
-                    read += chunk.readableBytes
-                    if read > Self.maximumResponseBody { break }
-                }
-            } catch {}
-            return answer
-        } catch {
-            // async-http-client's errors name the failure (deadlineExceeded, connectTimeout,
-            // remoteConnectionClosed, connection refused…), never the request body.
-            let timedOut = (error as? HTTPClientError).map { $0 == .deadlineExceeded || $0 == .readTimeout } ?? false
+        case .failure(let error):
+            // The deadline ended it: our timer, or async-http-client's own when it came first.
+            let pastDeadline = cutOff || (error as? HTTPClientError) == .deadlineExceeded
+            if var head {
+                // The status has decided; the body was only read so the connection could be reused.
+                head.bodyCutOff = pastDeadline
+                return head
+            }
+            if pastDeadline {
+                return Answer(
+                    outcome: .retry(status: nil, retryAfter: nil),
+                    failure: "no answer within the delivery deadline",
+                    timedOut: true
+                )
+            }
+            // async-http-client's errors name the failure (connectTimeout, remoteConnectionClosed, connection
+            // refused…), never the request body.
             return Answer(
                 outcome: .retry(status: nil, retryAfter: nil),
                 failure: String(describing: error).prefix(200).description,
-                timedOut: timedOut
+                timedOut: (error as? HTTPClientError) == .readTimeout
             )
         }
     }
 
-    /// What the exchange and its deadline share: the answer as soon as its head came in, whether the exchange
-    /// finished, and whether the deadline cut it off first.
-    final class Heard: Sendable {
+    /// One exchange's response, read where it arrives: the answer's head (which decides the outcome), then at most
+    /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused (past it the
+    /// request fails, which closes the connection, and the head's answer stands). The deadline's timer shares the
+    /// state: whether the exchange finished, and whether the deadline cut it off first.
+    final class Exchange: HTTPClientResponseDelegate, Sendable {
+        typealias Response = Answer
+
         struct State {
             var head: Answer?
+            var bodyRead = 0
             var finished = false
             var cutOff = false
         }
 
+        struct BodyTooLarge: Error {}
+
+        let sentAt: Date
         let state = NIOLockedValueBox(State())
+
+        init(sentAt: Date) { self.sentAt = sentAt }
+
+        func didReceiveHead(task: HTTPClient.Task<Answer>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+            let retryAfter = RetryAfter.seconds(head.headers.first(name: "Retry-After"), now: sentAt)
+            let answer = Answer(outcome: DeliveryOutcome.classify(status: Int(head.status.code), retryAfter: retryAfter))
+            state.withLockedValue { $0.head = answer }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didReceiveBodyPart(task: HTTPClient.Task<Answer>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+            let tooLarge = state.withLockedValue {
+                $0.bodyRead += buffer.readableBytes
+                return $0.bodyRead > BackendClient.maximumResponseBody
+            }
+            return tooLarge ? task.eventLoop.makeFailedFuture(BodyTooLarge()) : task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<Answer>) throws -> Answer {
+            try state.withLockedValue {
+                $0.finished = true
+                guard let head = $0.head else { throw HTTPClientError.remoteConnectionClosed }
+                return head
+            }
+        }
     }
 }
 

@@ -470,8 +470,9 @@ public final class Escrow: Sendable {
         if case .ignore(let why) = action.change { return .ignored(why) }
         guard try await store.commit(action, id: record.id, expectedRevision: record.revision) else { return .stale }
         var metadata = metadata
-        metadata["escrow.id"] = "\(record.id)"
-        metadata["escrow.index"] = "\(record.blindIndex.prefixHex)"
+        // A replay's delivery names them already.
+        if metadata["escrow.id"] == nil { metadata["escrow.id"] = .string(record.id.hex) }
+        if metadata["escrow.index"] == nil { metadata["escrow.index"] = .string(record.blindIndex.prefixHex) }
         switch action.change {
         case .purge(let reason, _):
             EscrowMetrics.purged(reason)

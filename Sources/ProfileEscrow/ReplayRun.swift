@@ -22,16 +22,27 @@ final class ReplayRun: Sendable {
 
     private let state = NIOLockedValueBox(State())
     let wakeup: Wakeup
+    /// The worker's concurrency: requests out at once.
+    let concurrency: Int
 
     /// `clock`: the escrow's, on which the run loop's waits are counted.
-    init(clock: any WallClock) {
+    init(clock: any WallClock, concurrency: Int) {
         wakeup = Wakeup(clock: clock)
+        self.concurrency = concurrency
     }
 
     var isShuttingDown: Bool { state.withLockedValue { $0.shuttingDown } }
     /// Deliveries started and not finished: requests out, and answered outcomes not yet committed.
     var unfinished: Int { state.withLockedValue { $0.inFlight + $0.committing } }
     var summary: ReplaySummary { state.withLockedValue { $0.summary } }
+
+    /// Whether another delivery may start: fewer than `concurrency` requests out, and at most as many answered
+    /// outcomes again waiting for their commit (so a slow store holds back delivery instead of piling up answers).
+    var hasFreeSlot: Bool { state.withLockedValue { Self.hasFreeSlot($0, concurrency: concurrency) } }
+
+    private static func hasFreeSlot(_ state: State, concurrency: Int) -> Bool {
+        state.inFlight < concurrency && state.inFlight + state.committing < 2 * concurrency
+    }
 
     /// Reads several fields at once.
     func read<T>(_ body: (State) -> T) -> T { state.withLockedValue { body($0) } }
@@ -57,10 +68,19 @@ final class ReplayRun: Sendable {
 
     /// The delivery is over; `answered` says whether ``answered()`` was called for it.
     func finished(answered: Bool) {
-        state.withLockedValue {
-            if answered { $0.committing -= 1 } else { $0.inFlight -= 1 }
+        // A request that ended unanswered frees a slot. A commit that ends matters to the run loop only when
+        // answered outcomes were what held the next delivery back, or when it was the last thing unfinished: the
+        // loop is woken for those, not for every commit (half its wake-ups).
+        let ring = state.withLockedValue { state -> Bool in
+            guard answered else {
+                state.inFlight -= 1
+                return true
+            }
+            let heldBack = !Self.hasFreeSlot(state, concurrency: concurrency)
+            state.committing -= 1
+            return heldBack || state.inFlight + state.committing == 0 || state.shuttingDown
         }
-        wakeup.signal()
+        if ring { wakeup.signal() }
     }
 
     func update(_ change: (inout ReplaySummary) -> Void) {

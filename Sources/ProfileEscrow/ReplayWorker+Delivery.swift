@@ -38,9 +38,12 @@ extension ReplayWorker {
     private func deliverInSpan(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async -> Bool {
         // The attempt this delivery would be: attempts count requests sent, not leases.
         let attempt = record.attempts + 1
-        let metadata: Logger.Metadata = [
-            "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)", "attempt": "\(attempt)",
-        ]
+        // Room for everything the delivery's line adds (its outcome, status, duration, error, and the commit's
+        // reason), so that the dictionary is never grown again on the way.
+        var metadata = Logger.Metadata(minimumCapacity: 10)
+        metadata["escrow.id"] = .string(record.id.hex)
+        metadata["escrow.index"] = .string(record.blindIndex.prefixHex)
+        metadata["attempt"] = .string(String(attempt))
         guard run?.isShuttingDown != true else {
             await release(record, run: run, because: "shutting down", metadata: metadata)
             return false

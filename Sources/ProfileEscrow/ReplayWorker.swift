@@ -65,14 +65,6 @@ public final class ReplayWorker: Service {
     /// batch of deliveries, not one per delivery).
     var claimBatch: Int { max(1, configuration.concurrency / 2) }
 
-    /// Whether another delivery may start: fewer than `concurrency` requests out, and at most as many answered
-    /// outcomes again waiting for their commit (so a slow store holds back delivery instead of piling up answers).
-    func hasFreeSlot(_ run: ReplayRun) -> Bool {
-        run.read {
-            $0.inFlight < configuration.concurrency && $0.inFlight + $0.committing < 2 * configuration.concurrency
-        }
-    }
-
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
     /// open (an escrow it could not open is left to a worker that can, without using an attempt).
     func claim(dueAt now: Date, limit: Int, leaseDuration: Double) async throws -> [EscrowRecord] {
@@ -98,7 +90,7 @@ public final class ReplayWorker: Service {
     /// after the poll interval: a worker outlives a busy or briefly unavailable database. Purged bytes
     /// are flushed from the store's files by a ``PurgeFlusher`` beside it (``EscrowServices`` adds one).
     public func run() async throws {
-        let run = ReplayRun(clock: clock)
+        let run = ReplayRun(clock: clock, concurrency: configuration.concurrency)
         logger.info(
             "replay worker started",
             metadata: [
@@ -129,7 +121,7 @@ public final class ReplayWorker: Service {
                             now = clock.now()
                             nextSweep = now.addingTimeInterval(configuration.sweepInterval)
                         }
-                        while hasFreeSlot(run), !ready.isEmpty {
+                        while run.hasFreeSlot, !ready.isEmpty {
                             let record = ready.removeFirst()
                             run.started()
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
@@ -199,7 +191,7 @@ public final class ReplayWorker: Service {
     /// `Retry-After`, say) wait for the next call. Graceful shutdown stops it early, as ``run()``.
     /// - Parameter progress: called after each delivery with the summary so far.
     public func runOnce(progress: (@Sendable (ReplaySummary) -> Void)? = nil) async throws -> ReplaySummary {
-        let run = ReplayRun(clock: clock)
+        let run = ReplayRun(clock: clock, concurrency: configuration.concurrency)
         let cutoff = clock.now()
         let swept = try await escrow.sweep(actor: actor)
         run.update { $0.expiredSwept = swept }
@@ -213,7 +205,7 @@ public final class ReplayWorker: Service {
                     // finished delivery never waits for a claim transaction.
                     var ready: [EscrowRecord] = []
                     while true {
-                        while !run.isShuttingDown, hasFreeSlot(run), !ready.isEmpty {
+                        while !run.isShuttingDown, run.hasFreeSlot, !ready.isEmpty {
                             let record = ready.removeFirst()
                             run.started()
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
