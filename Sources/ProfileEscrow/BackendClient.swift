@@ -219,7 +219,8 @@ struct BackendClient: Sendable {
 
         func didReceiveHead(task: HTTPClient.Task<Answer>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
             let retryAfter = RetryAfter.seconds(head.headers.first(name: "Retry-After"), now: sentAt)
-            let answer = Answer(outcome: DeliveryOutcome.classify(status: Int(head.status.code), retryAfter: retryAfter))
+            let outcome = DeliveryOutcome.classify(status: Int(head.status.code), retryAfter: retryAfter)
+            let answer = Answer(outcome: outcome)
             state.withLockedValue { $0.head = answer }
             return task.eventLoop.makeSucceededVoidFuture()
         }
