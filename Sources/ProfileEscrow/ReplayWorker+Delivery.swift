@@ -147,10 +147,17 @@ extension ReplayWorker {
     /// token). When the escrow changed since it was leased, nothing is written.
     func commit(_ outcome: DeliveryOutcome, for record: EscrowRecord, metadata: Logger.Metadata) async -> DeliveryResult
     {
+        // The jitter of a retry's backoff: drawn only for an outcome that is retried (each draw is a `getrandom`
+        // system call, one per confirmed delivery for nothing).
+        let retried: Bool
+        switch outcome {
+        case .retry, .timedOut: retried = true
+        case .confirmed, .accepted, .rejected: retried = false
+        }
         let event = LifecycleEvent.delivered(
             outcome,
             fencingToken: record.revision,
-            unitRandom: Double.random(in: 0...1)
+            unitRandom: retried ? Double.random(in: 0...1) : 0
         )
         let action = escrow.lifecycle.handle(event, on: record, at: clock.now(), actor: actor)
         do {
