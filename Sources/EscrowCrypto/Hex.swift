@@ -21,6 +21,11 @@ public enum Hex {
         }
     }
 
+    /// Any other sequence of bytes (a collection takes the inlinable overload above).
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        encode(Array(bytes))
+    }
+
     /// Decodes upper- or lowercase hex; `nil` for an odd length or any other character.
     public static func decode(_ text: String) -> [UInt8]? {
         let utf8 = Array(text.utf8)

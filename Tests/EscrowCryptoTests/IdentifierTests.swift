@@ -18,6 +18,19 @@ struct IdentifierTests {
         #expect(fixed.hex == "000102030405060708090a0b0c0d0e0f")
     }
 
+    /// Every byte value, from an array, a slice, a plain sequence and nothing, each way round.
+    @Test func hexOfEveryByteFromAnyCollection() {
+        let all = (0...255).map { UInt8($0) }
+        let expected = all.map { String(format: "%02x", $0) }.joined()
+        #expect(Hex.encode(all) == expected)
+        #expect(Hex.encode(all[16..<32]) == String(expected.dropFirst(32).prefix(32)))
+        #expect(Hex.encode(all.lazy.map { $0 }) == expected)
+        #expect(Hex.encode(AnySequence(all)) == expected)
+        #expect(Hex.encode([UInt8]()) == "")
+        #expect(Hex.decode(expected) == all)
+        #expect(Hex.decode(expected.uppercased()) == all)
+    }
+
     @Test(arguments: [
         "", "00", String(repeating: "0", count: 31), String(repeating: "0", count: 33),
         String(repeating: "g", count: 32), String(repeating: "0", count: 30) + " 0",
