@@ -35,6 +35,7 @@ public enum AuditChain {
         prefixCommitment: String?,
         encoding: AuditEncoding = .v2
     ) -> [UInt8] {
+        precondition(encoding != .v1, "v1 hashes the prefix itself, not a commitment")
         var input = [UInt8]()
         input.reserveCapacity(previous.count + 224)
         input.append(contentsOf: previous)

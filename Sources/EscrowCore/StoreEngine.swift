@@ -408,21 +408,16 @@ package struct AuditChainAppender: Sendable {
 
     package mutating func append(_ draft: AuditDraft) -> AuditEvent {
         let sequence = head.sequence + 1
-        let encoding = AuditEncoding.current
-        let hash: [UInt8]
-        if encoding != .v1, let prefix = draft.indexPrefix {
-            hash = AuditChain.hash(
-                previous: head.hash,
-                sequence: sequence,
-                draft: draft,
-                prefixCommitment: commitment(escrowID: draft.escrowID, indexPrefix: prefix),
-                encoding: encoding
-            )
-        } else {
-            hash = AuditChain.hash(previous: head.hash, sequence: sequence, draft: draft, encoding: encoding)
-        }
+        // The current encoding hashes the prefix's commitment, not the prefix (v2 and later).
+        let hash = AuditChain.hash(
+            previous: head.hash,
+            sequence: sequence,
+            draft: draft,
+            prefixCommitment: draft.indexPrefix.map { commitment(escrowID: draft.escrowID, indexPrefix: $0) },
+            encoding: .current
+        )
         head = AuditHead(sequence: sequence, hash: hash)
-        return AuditEvent(sequence: sequence, draft: draft, hash: hash, encoding: encoding)
+        return AuditEvent(sequence: sequence, draft: draft, hash: hash, encoding: .current)
     }
 
     private mutating func commitment(escrowID: String?, indexPrefix: String) -> String {

@@ -151,7 +151,6 @@ struct BackendClient: Sendable {
         // restarts the read timeout with every byte): a timer on the task's event loop fails the request, which
         // closes its connection at once; it is removed when the exchange ends.
         let timer = task.eventLoop.scheduleTask(deadline: deadline) {
-            exchange.state.withLockedValue { if !$0.finished { $0.cutOff = true } }
             task.fail(reason: HTTPClientError.deadlineExceeded)
         }
         let result: Result<Answer, any Error>
@@ -167,14 +166,13 @@ struct BackendClient: Sendable {
             result = .failure(error)
         }
         timer.cancel()
-        let (cutOff, head) = exchange.state.withLockedValue { ($0.cutOff, $0.head) }
         switch result {
         case .success(let answer):
             return answer
         case .failure(let error):
             // The deadline ended it: our timer, or async-http-client's own when it came first.
-            let pastDeadline = cutOff || (error as? HTTPClientError) == .deadlineExceeded
-            if var head {
+            let pastDeadline = (error as? HTTPClientError) == .deadlineExceeded
+            if var head = exchange.state.withLockedValue({ $0.head }) {
                 // The status has decided; the body was only read so the connection could be reused.
                 head.bodyCutOff = pastDeadline
                 return head
@@ -198,16 +196,13 @@ struct BackendClient: Sendable {
 
     /// One exchange's response, read where it arrives: the answer's head (which decides the outcome), then at most
     /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused (past it the
-    /// request fails, which closes the connection, and the head's answer stands). The deadline's timer shares the
-    /// state: whether the exchange finished, and whether the deadline cut it off first.
+    /// request fails, which closes the connection, and the head's answer stands).
     final class Exchange: HTTPClientResponseDelegate, Sendable {
         typealias Response = Answer
 
         struct State {
             var head: Answer?
             var bodyRead = 0
-            var finished = false
-            var cutOff = false
         }
 
         struct BodyTooLarge: Error {}
@@ -234,11 +229,8 @@ struct BackendClient: Sendable {
         }
 
         func didFinishRequest(task: HTTPClient.Task<Answer>) throws -> Answer {
-            try state.withLockedValue {
-                $0.finished = true
-                guard let head = $0.head else { throw HTTPClientError.remoteConnectionClosed }
-                return head
-            }
+            guard let head = state.withLockedValue({ $0.head }) else { throw HTTPClientError.remoteConnectionClosed }
+            return head
         }
     }
 }

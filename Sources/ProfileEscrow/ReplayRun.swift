@@ -44,9 +44,6 @@ final class ReplayRun: Sendable {
         state.inFlight < concurrency && state.inFlight + state.committing < 2 * concurrency
     }
 
-    /// Reads several fields at once.
-    func read<T>(_ body: (State) -> T) -> T { state.withLockedValue { body($0) } }
-
     /// Graceful shutdown: claim nothing more, let what is in flight finish.
     func shutDown() {
         state.withLockedValue { $0.shuttingDown = true }
@@ -67,7 +64,9 @@ final class ReplayRun: Sendable {
     }
 
     /// The delivery is over; `answered` says whether ``answered()`` was called for it.
-    func finished(answered: Bool) {
+    /// Returns whether it woke the run loop.
+    @discardableResult
+    func finished(answered: Bool) -> Bool {
         // A request that ended unanswered frees a slot. A commit that ends matters to the run loop only when
         // answered outcomes were what held the next delivery back, or when it was the last thing unfinished: the
         // loop is woken for those, not for every commit (half its wake-ups).
@@ -81,6 +80,7 @@ final class ReplayRun: Sendable {
             return heldBack || state.inFlight + state.committing == 0 || state.shuttingDown
         }
         if ring { wakeup.signal() }
+        return ring
     }
 
     func update(_ change: (inout ReplaySummary) -> Void) {
