@@ -1,70 +1,118 @@
-import AsyncHTTPClient
 import EscrowCore
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import Tracing
 
 /// POSTs one escrow to the registration backend and classifies the answer.
 ///
 /// Redirects are never followed (a `3xx` is classified like any unexpected status: retry later);
-/// TLS certificates are verified (async-http-client's default); every exchange, body included, has
-/// one deadline.
+/// TLS certificates are verified in full; every exchange, body included, has one deadline.
+///
+/// Written on NIO's bootstrap, HTTP/1.1 codec and TLS handler rather than on async-http-client, for speed: a
+/// delivery is one small POST whose answer only its status matters, and async-http-client's general machinery
+/// (its pool and request state machines on both sides of the hop to the event loop, head and body written in
+/// two flushes) cost 65 µs of CPU per delivery, a third of a purge, where this costs about 25
+/// (docs/performance.md, "Replay"). What is ours is only what the one exchange needs: the pool of kept-alive
+/// connections (``BackendConnections``) and the exchange (``BackendExchangeHandler``).
 struct BackendClient: Sendable {
-    let http: HTTPClient
-    let url: String
+    let connections: BackendConnections
     let secrets: [WebhookSecret]
     /// The backend's host, for the delivery span (never its path or query).
-    var host: String { URL(string: url)?.host ?? "" }
+    let host: String
+    /// The `Host` header: the host, with the port when it is not the scheme's.
+    let authority: String
+    /// The request target: the URL's path (`/` when empty) and query, as given (percent-encoded).
+    let target: String
 
     /// The most of a response body read (and discarded) so the connection can be reused: only the
     /// status and `Retry-After` matter. Past it the connection is closed instead.
     static let maximumResponseBody = 16 * 1024
 
-    /// A client for `configuration`, shut down when `body` returns.
+    /// Why an exchange had no answer (for the delivery's log line: never the request or its body).
+    enum Failure: Error, Equatable, CustomStringConvertible {
+        /// No status line within the delivery deadline.
+        case deadline
+        case connect(String)
+        /// The backend closed the connection without answering.
+        case closedBeforeAnswer
+        /// TLS, a reset, an answer that is not HTTP/1.1.
+        case exchange(String)
+        case shuttingDown
+
+        var description: String {
+            switch self {
+            case .deadline: "no answer within the delivery deadline"
+            case .connect(let error): "cannot connect to the backend: \(error)"
+            case .closedBeforeAnswer: "the backend closed the connection without answering"
+            case .exchange(let error): "the exchange with the backend failed: \(error)"
+            case .shuttingDown: "the worker is shutting down"
+            }
+        }
+    }
+
+    init(url: URL, tls configured: TLSConfiguration?, secrets: [WebhookSecret]) throws(EscrowError) {
+        let secure = url.scheme?.lowercased() == "https"
+        guard let given = url.host, !given.isEmpty else {
+            throw EscrowError(.invalidConfiguration, "the backend URL must be an http:// or https:// URL with a host")
+        }
+        // Foundation gives an IPv6 address with or without its brackets, depending on the version.
+        let host = given.hasPrefix("[") && given.hasSuffix("]") ? String(given.dropFirst().dropLast()) : given
+        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+        let port = url.port ?? (secure ? 443 : 80)
+        var context: NIOSSLContext?
+        if secure {
+            // Whatever the caller set, the backend's certificate and name are verified.
+            var tls = configured ?? TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .fullVerification
+            // HTTP/1.1 only: no ALPN offers h2.
+            tls.applicationProtocols = []
+            do {
+                context = try NIOSSLContext(configuration: tls)
+            } catch {
+                throw EscrowError(.invalidConfiguration, "the TLS settings toward the backend cannot be used: \(error)")
+            }
+        }
+        self.connections = BackendConnections(
+            endpoint: BackendConnections.Endpoint(
+                host: host,
+                port: port,
+                tls: context,
+                serverHostname: secure && !isAddress ? host : nil
+            )
+        )
+        self.secrets = secrets
+        self.host = host
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        self.authority = url.port == nil || url.port == (secure ? 443 : 80) ? bracketed : "\(bracketed):\(port)"
+        let path = url.path(percentEncoded: true)
+        let query = url.query(percentEncoded: true).map { "?\($0)" } ?? ""
+        self.target = (path.isEmpty ? "/" : path) + query
+    }
+
+    /// A client for `configuration`, its connections closed when `body` returns.
     @discardableResult
     static func with<T>(
         _ configuration: ReplayWorker.Configuration,
         logger: Logger,
         _ body: (BackendClient) async throws -> T
     ) async throws -> T {
-        let timeout = TimeAmount.milliseconds(Int64(configuration.deliveryTimeout * 1000))
-        var httpConfiguration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow,
-            timeout: HTTPClient.Configuration.Timeout(connect: min(timeout, .seconds(10)), read: timeout),
-            decompression: .disabled
-        )
-        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.concurrency
-        // The delivery's client span is ours (``deliver(body:escrowID:within:now:tracer:)``, with the escrow's tracer).
-        // AsyncHTTPClient's own would take the process-wide tracer, a no-op here, yet still parse the URL again and
-        // build its attributes for every request: about 2% of a replay's CPU.
-        httpConfiguration.tracing.tracer = nil
-        if var tls = configuration.backendTLS {
-            // Whatever the caller set, the backend's certificate and name are verified.
-            tls.certificateVerification = .fullVerification
-            httpConfiguration.tlsConfiguration = tls
-        }
-        let http = HTTPClient(
-            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
-            configuration: httpConfiguration,
-            backgroundActivityLogger: logger
-        )
-        let client = BackendClient(
-            http: http,
-            url: configuration.backendURL.absoluteString,
+        let client = try BackendClient(
+            url: configuration.backendURL,
+            tls: configuration.backendTLS,
             secrets: configuration.webhookSecrets
         )
         let result: T
         do {
             result = try await body(client)
         } catch {
-            try? await http.shutdown()
+            await client.connections.shutdown()
             throw error
         }
-        try await http.shutdown()
+        await client.connections.shutdown()
         return result
     }
 
@@ -116,10 +164,13 @@ struct BackendClient: Sendable {
         now: Date,
         propagate: (inout HTTPHeaders) -> Void
     ) async -> Answer {
+        let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, seconds) * 1000))
         let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
         var headers = HTTPHeaders()
-        headers.reserveCapacity(8)
+        headers.reserveCapacity(10)
+        headers.add(name: "Host", value: authority)
         headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(body.count))
         headers.add(name: "Idempotency-Key", value: escrowID)
         headers.add(name: "webhook-id", value: escrowID)
         headers.add(name: "webhook-timestamp", value: String(timestamp))
@@ -129,109 +180,42 @@ struct BackendClient: Sendable {
         )
         headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
         propagate(&headers)
-        let request: HTTPClient.Request
+
+        let connection: BackendConnections.Connection
         do {
-            request = try HTTPClient.Request(url: url, method: .POST, headers: headers, body: .bytes(body))
+            connection = try await connections.take(before: deadline)
         } catch {
-            return Answer(
-                outcome: .retry(status: nil, retryAfter: nil),
-                failure: String(describing: error).prefix(200).description
-            )
+            return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: error.description)
         }
-
-        let budget = TimeAmount.milliseconds(Int64(max(0, seconds) * 1000))
-        let deadline = NIODeadline.now() + budget
-        // async-http-client's response delegate, on the connection's event loop, rather than its async API: the
-        // answer's head and body parts come to `Exchange` where they arrive, and only the finished answer hops back
-        // to the delivery's task. The async API added a task of its own per delivery (so a timer could cancel it),
-        // an async sequence for the body, and a hop back to Swift's pool for each of its parts.
-        let exchange = Exchange(sentAt: now)
-        let task = http.execute(request: request, delegate: exchange, deadline: deadline)
-        // The one deadline over the whole exchange, however the answer comes (a body dribbled a byte at a time
-        // restarts the read timeout with every byte): a timer on the task's event loop fails the request, which
-        // closes its connection at once; it is removed when the exchange ends.
-        let timer = task.eventLoop.scheduleTask(deadline: deadline) {
-            task.fail(reason: HTTPClientError.deadlineExceeded)
-        }
-        let result: Result<Answer, any Error>
+        let channel = connection.channel
+        let promise = channel.eventLoop.makePromise(of: BackendExchange.Ended.self)
+        let exchange = BackendExchange(
+            head: HTTPRequestHead(version: .http1_1, method: .POST, uri: target, headers: headers),
+            body: ByteBuffer(bytes: body),
+            deadline: deadline,
+            sentAt: now,
+            promise: promise
+        )
+        let handler = connection.handler
+        channel.eventLoop.execute { handler.value.start(exchange) }
+        let ended: BackendExchange.Ended
         do {
-            result = .success(
-                try await withTaskCancellationHandler {
-                    try await task.futureResult.get()
-                } onCancel: {
-                    task.cancel()
-                }
-            )
+            ended = try await withTaskCancellationHandler {
+                try await promise.futureResult.get()
+            } onCancel: {
+                channel.close(promise: nil)
+            }
         } catch {
-            result = .failure(error)
+            connections.giveBack(connection, reusable: false)
+            let failure = error as? Failure ?? .exchange(String(describing: error))
+            var said = String(failure.description.prefix(200))
+            // A kept-alive connection the backend closed as the request went out (its idle timeout): said so, as
+            // the backend may not have read the request. It is retried like any other unanswered delivery.
+            if connection.reused, failure == .closedBeforeAnswer { said += " (a kept-alive connection)" }
+            return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: said, timedOut: failure == .deadline)
         }
-        timer.cancel()
-        switch result {
-        case .success(let answer):
-            return answer
-        case .failure(let error):
-            // The deadline ended it: our timer, or async-http-client's own when it came first.
-            let pastDeadline = (error as? HTTPClientError) == .deadlineExceeded
-            if var head = exchange.state.withLockedValue({ $0.head }) {
-                // The status has decided; the body was only read so the connection could be reused.
-                head.bodyCutOff = pastDeadline
-                return head
-            }
-            if pastDeadline {
-                return Answer(
-                    outcome: .retry(status: nil, retryAfter: nil),
-                    failure: "no answer within the delivery deadline",
-                    timedOut: true
-                )
-            }
-            // async-http-client's errors name the failure (connectTimeout, remoteConnectionClosed, connection
-            // refused…), never the request body.
-            return Answer(
-                outcome: .retry(status: nil, retryAfter: nil),
-                failure: String(describing: error).prefix(200).description,
-                timedOut: (error as? HTTPClientError) == .readTimeout
-            )
-        }
-    }
-
-    /// One exchange's response, read where it arrives: the answer's head (which decides the outcome), then at most
-    /// ``maximumResponseBody`` bytes of body, read and discarded so the connection can be reused (past it the
-    /// request fails, which closes the connection, and the head's answer stands).
-    final class Exchange: HTTPClientResponseDelegate, Sendable {
-        typealias Response = Answer
-
-        struct State {
-            var head: Answer?
-            var bodyRead = 0
-        }
-
-        struct BodyTooLarge: Error {}
-
-        let sentAt: Date
-        let state = NIOLockedValueBox(State())
-
-        init(sentAt: Date) { self.sentAt = sentAt }
-
-        func didReceiveHead(task: HTTPClient.Task<Answer>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-            let retryAfter = RetryAfter.seconds(head.headers.first(name: "Retry-After"), now: sentAt)
-            let outcome = DeliveryOutcome.classify(status: Int(head.status.code), retryAfter: retryAfter)
-            let answer = Answer(outcome: outcome)
-            state.withLockedValue { $0.head = answer }
-            return task.eventLoop.makeSucceededVoidFuture()
-        }
-
-        func didReceiveBodyPart(task: HTTPClient.Task<Answer>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-            let tooLarge = state.withLockedValue {
-                $0.bodyRead += buffer.readableBytes
-                return $0.bodyRead > BackendClient.maximumResponseBody
-            }
-            return tooLarge ? task.eventLoop.makeFailedFuture(BodyTooLarge()) : task.eventLoop.makeSucceededVoidFuture()
-        }
-
-        func didFinishRequest(task: HTTPClient.Task<Answer>) throws -> Answer {
-            guard let head = state.withLockedValue({ $0.head }) else { throw HTTPClientError.remoteConnectionClosed }
-            return head
-        }
+        connections.giveBack(connection, reusable: ended.reusable)
+        return ended.answer
     }
 }
 

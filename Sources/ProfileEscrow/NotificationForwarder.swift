@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 public import EscrowCore
 public import EscrowCrypto
 public import Foundation

@@ -11,37 +11,9 @@ import Testing
 @testable import EscrowHTTP
 
 /// TLS in the service: a certificate served from files and reloaded when they change, mutual TLS on the internal
-/// listener. Certificates made by `openssl` for the test.
+/// listener. Certificates made by `openssl` for the test (``TestCertificates``).
 @Suite("TLS")
 struct TLSTests {
-    /// A CA, and certificates it issued for 127.0.0.1 (server) and a client, in `directory`.
-    static func makeCertificates(_ directory: String, ca: String) throws {
-        func openssl(_ arguments: [String]) throws {
-            let result = try ProfileEscrowCLI.run(arguments, executable: "/usr/bin/openssl", in: directory)
-            guard result.status == 0 else { throw TLSCertificateFiles.LoadError(description: result.stderr) }
-        }
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-        try openssl(
-            ["req", "-x509"] + ec + ["-keyout", "\(ca).key", "-out", "\(ca).pem", "-days", "1", "-subj", "/CN=\(ca)"]
-        )
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n".write(
-            toFile: directory + "/server.ext",
-            atomically: true,
-            encoding: .utf8
-        )
-        try "extendedKeyUsage=clientAuth\n".write(toFile: directory + "/client.ext", atomically: true, encoding: .utf8)
-        for name in ["server", "client"] {
-            try openssl(
-                ["req"] + ec + ["-keyout", "\(ca)-\(name).key", "-out", "\(ca)-\(name).csr", "-subj", "/CN=\(name)"]
-            )
-            try openssl([
-                "x509", "-req", "-in", "\(ca)-\(name).csr", "-CA", "\(ca).pem", "-CAkey", "\(ca).key",
-                "-CAcreateserial",
-                "-out", "\(ca)-\(name).pem", "-days", "1", "-extfile", "\(name).ext",
-            ])
-        }
-    }
-
     /// GET /healthz over TLS trusting only `ca`, with a client certificate when given; the status, or nil when the
     /// handshake fails.
     static func get(port: Int, directory: String, ca: String, client: String? = nil) async -> Int? {
@@ -78,8 +50,8 @@ struct TLSTests {
     func servedAndReloaded() async throws {
         var harness = try await HTTPHarness()
         let directory = harness.fixture.directory.path
-        try Self.makeCertificates(directory, ca: "ca1")
-        try Self.makeCertificates(directory, ca: "ca2")
+        try TestCertificates.make(directory, ca: "ca1")
+        try TestCertificates.make(directory, ca: "ca2")
         let certificate = directory + "/tls.pem"
         let key = directory + "/tls.key"
         try FileManager.default.copyItem(atPath: directory + "/ca1-server.pem", toPath: certificate)
@@ -109,8 +81,8 @@ struct TLSTests {
     func mutualTLS() async throws {
         var harness = try await HTTPHarness()
         let directory = harness.fixture.directory.path
-        try Self.makeCertificates(directory, ca: "ca1")
-        try Self.makeCertificates(directory, ca: "other")
+        try TestCertificates.make(directory, ca: "ca1")
+        try TestCertificates.make(directory, ca: "other")
         harness.configuration.tls = try TLSCertificateFiles(
             certificatePath: directory + "/ca1-server.pem",
             keyPath: directory + "/ca1-server.key"
@@ -129,8 +101,8 @@ struct TLSTests {
         let directory = NSTemporaryDirectory() + "tls-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try Self.makeCertificates(directory, ca: "ca1")
-        try Self.makeCertificates(directory, ca: "ca2")
+        try TestCertificates.make(directory, ca: "ca1")
+        try TestCertificates.make(directory, ca: "ca2")
         #expect(throws: TLSCertificateFiles.LoadError.self) {
             try TLSCertificateFiles(
                 certificatePath: directory + "/ca1-server.pem",

@@ -1,0 +1,260 @@
+import EscrowCore
+import EscrowTestSupport
+import Foundation
+import Logging
+import NIOSSL
+import Testing
+
+@testable import ProfileEscrow
+
+/// The delivery's HTTP client on the wire: kept-alive connections reused and dropped when they must be, answers
+/// read as the status says, TLS verified, one deadline over everything. Against ``WireHTTPServer``, which answers
+/// with exact bytes (what a server library would not send).
+@Suite("Backend client on the wire")
+struct BackendClientTests {
+    static let body = Array(#"{"escrowId":"0123456789abcdef0123456789abcdef","attempt":1}"#.utf8)
+    static let escrowID = "0123456789abcdef0123456789abcdef"
+
+    static func client(_ url: String, tls: TLSConfiguration? = nil) throws -> BackendClient {
+        try BackendClient(
+            url: try #require(URL(string: url)),
+            tls: tls,
+            secrets: [try WebhookSecret(WebhookSecret.generateText())]
+        )
+    }
+
+    static func deliver(_ client: BackendClient, within seconds: Double = 10) async -> BackendClient.Answer {
+        await client.deliver(body: body, escrowID: escrowID, within: seconds, now: Date())
+    }
+
+    @Test("one connection carries every delivery in turn; the request line, Host and body are as given")
+    func keptAlive() async throws {
+        let server = try await WireHTTPServer.start { _ in .ok }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register?tenant=a%20b")
+        for _ in 0..<20 {
+            #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        }
+        #expect(server.accepted == 1)
+        let requests = server.received
+        #expect(requests.count == 20)
+        for request in requests {
+            #expect(request.head.hasPrefix("POST /register?tenant=a%20b HTTP/1.1\r\n"))
+            #expect(request.header("Host") == "127.0.0.1:\(server.port)")
+            #expect(request.header("Content-Length") == String(Self.body.count))
+            #expect(request.header("Idempotency-Key") == Self.escrowID)
+            #expect(request.body == Self.body)
+        }
+        // Eight at once need eight connections; the next eight find them idle.
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { _ = await Self.deliver(client) } }
+        }
+        let afterFirstRound = server.accepted
+        #expect(afterFirstRound <= 8)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { _ = await Self.deliver(client) } }
+        }
+        #expect(server.accepted == afterFirstRound)
+        #expect(client.connections.openCount == afterFirstRound)
+        await client.connections.shutdown()
+        try await eventually("the client closed its connections", within: 10) { server.openConnections == 0 }
+        await server.stop()
+    }
+
+    @Test(
+        "an answer after which the connection cannot carry another is not reused, and the status stands",
+        arguments: [
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + String(repeating: " ", count: 20000),
+        ]
+    )
+    func notReused(answer: String) async throws {
+        // The server leaves the connection open: the client must not take it for the next request.
+        let server = try await WireHTTPServer.start { _ in WireHTTPServer.Wire(answer) }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register")
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(server.accepted == 2)
+        #expect(server.received.map(\.connection) == [1, 2])
+        try await eventually("the client closed the first connection", within: 10) { server.openConnections <= 1 }
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("informational answers are skipped; a chunked body is read and the connection kept; Retry-After is read")
+    func informationalAndChunked() async throws {
+        let server = try await WireHTTPServer.start { number in
+            number == 0
+                ? WireHTTPServer.Wire(
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+                        + "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok"
+                )
+                : WireHTTPServer.Wire(
+                    "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + "5\r\nlater\r\n0\r\n\r\n"
+                )
+        }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register")
+        #expect(await Self.deliver(client).outcome == .accepted(status: 202))
+        #expect(await Self.deliver(client).outcome == .retry(status: 503, retryAfter: 7))
+        #expect(await Self.deliver(client).outcome == .retry(status: 503, retryAfter: 7))
+        #expect(server.accepted == 1)
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("a kept-alive connection the backend closed while idle is not used again")
+    func closedWhileIdle() async throws {
+        let server = try await WireHTTPServer.start { _ in .ok }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register")
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(client.connections.idleCount == 1)
+        await server.closeConnections()
+        try await eventually("the client saw the connection close", within: 10) {
+            client.connections.idleCount == 0 && client.connections.openCount == 0
+        }
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(server.accepted == 2)
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("no answer: closed, not HTTP, or silence until the deadline; each named, none reused")
+    func noAnswer() async throws {
+        let server = try await WireHTTPServer.start { number in
+            switch number {
+            case 0: WireHTTPServer.Wire(bytes: [], close: true)
+            case 1: WireHTTPServer.Wire("SSH-2.0-OpenSSH_9.2\r\n\r\n")
+            case 2: .silence
+            default: .ok
+            }
+        }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register")
+
+        let closed = await Self.deliver(client)
+        #expect(closed.outcome == .retry(status: nil, retryAfter: nil) && !closed.timedOut)
+        #expect(closed.failure == "the backend closed the connection without answering")
+
+        let garbled = await Self.deliver(client)
+        #expect(garbled.outcome == .retry(status: nil, retryAfter: nil) && !garbled.timedOut)
+        #expect(garbled.failure?.hasPrefix("the exchange with the backend failed: ") == true)
+
+        let started = ContinuousClock.now
+        let silent = await Self.deliver(client, within: 0.5)
+        #expect(silent.outcome == .retry(status: nil, retryAfter: nil) && silent.timedOut)
+        #expect(silent.failure == "no answer within the delivery deadline")
+        #expect(ContinuousClock.now - started < .seconds(10), "bounded by the deadline")
+
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(server.accepted == 4, "a connection without an answer is never used again")
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("a status that came in time stands when the deadline cuts the body off")
+    func cutOffBody() async throws {
+        // The head and part of a 1,000-byte body, then nothing.
+        let server = try await WireHTTPServer.start { _ in
+            WireHTTPServer.Wire("HTTP/1.1 201 Created\r\nContent-Length: 1000\r\n\r\nabc")
+        }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register")
+        let answer = await Self.deliver(client, within: 2)
+        #expect(answer.outcome == .confirmed(status: 201) && answer.bodyCutOff && !answer.timedOut)
+        try await eventually("the cut-off connection is closed", within: 10) { server.openConnections == 0 }
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("a refused connection is a named failure, not a timeout")
+    func refused() async throws {
+        let server = try await WireHTTPServer.start { _ in .ok }
+        let port = server.port
+        await server.stop()
+        let client = try Self.client("http://127.0.0.1:\(port)/register")
+        let answer = await Self.deliver(client)
+        #expect(answer.outcome == .retry(status: nil, retryAfter: nil) && !answer.timedOut)
+        #expect(answer.failure?.hasPrefix("cannot connect to the backend: ") == true)
+        await client.connections.shutdown()
+    }
+
+    @Test("over TLS the backend's certificate is verified, for a name or an address, whatever the caller set")
+    func tls() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path
+        try TestCertificates.make(path, ca: "trusted")
+        try TestCertificates.make(path, ca: "stranger")
+        try TestCertificates.make(path, ca: "named", serverNames: "DNS:backend.invalid")
+        func serving(_ ca: String) async throws -> WireHTTPServer {
+            try await WireHTTPServer.start(
+                tls: TLSConfiguration.makeServerConfiguration(
+                    certificateChain: try NIOSSLCertificate.fromPEMFile("\(path)/\(ca)-server.pem").map {
+                        .certificate($0)
+                    },
+                    privateKey: .privateKey(try NIOSSLPrivateKey(file: "\(path)/\(ca)-server.key", format: .pem))
+                )
+            ) { _ in .ok }
+        }
+        func trusting(_ ca: String, verification: CertificateVerification = .fullVerification) -> TLSConfiguration {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file("\(path)/\(ca).pem")
+            tls.certificateVerification = verification
+            return tls
+        }
+
+        let server = try await serving("trusted")
+        for host in ["127.0.0.1", "localhost"] {
+            let client = try Self.client("https://\(host):\(server.port)/register", tls: trusting("trusted"))
+            #expect(await Self.deliver(client).outcome == .confirmed(status: 200), "\(host)")
+            #expect(await Self.deliver(client).outcome == .confirmed(status: 200), "\(host)")
+            #expect(client.connections.openCount == 1, "kept alive over TLS (\(host))")
+            await client.connections.shutdown()
+        }
+        #expect(server.received.count == 4)
+
+        // Another CA, even with verification turned off by the caller: refused before any request is sent.
+        for verification in [CertificateVerification.fullVerification, .none] {
+            let client = try Self.client(
+                "https://127.0.0.1:\(server.port)/register",
+                tls: trusting("stranger", verification: verification)
+            )
+            let answer = await Self.deliver(client)
+            #expect(answer.outcome == .retry(status: nil, retryAfter: nil))
+            #expect(answer.failure?.hasPrefix("the exchange with the backend failed: handshakeFailed") == true)
+            await client.connections.shutdown()
+        }
+        #expect(server.received.count == 4)
+        await server.stop()
+
+        // A certificate for another name than the one dialled.
+        let misnamed = try await serving("named")
+        let client = try Self.client("https://127.0.0.1:\(misnamed.port)/register", tls: trusting("named"))
+        #expect(await Self.deliver(client).outcome == .retry(status: nil, retryAfter: nil))
+        #expect(misnamed.received.isEmpty)
+        await client.connections.shutdown()
+        await misnamed.stop()
+    }
+
+    @Test("a TLS handshake that never completes ends at the delivery's deadline")
+    func stalledHandshake() async throws {
+        // Accepts the connection and reads the ClientHello, but never answers it.
+        let server = try await WireHTTPServer.start { _ in .ok }
+        let client = try Self.client("https://127.0.0.1:\(server.port)/register")
+        let started = ContinuousClock.now
+        let answer = await Self.deliver(client, within: 0.5)
+        #expect(answer.outcome == .retry(status: nil, retryAfter: nil) && answer.timedOut)
+        #expect(ContinuousClock.now - started < .seconds(10), "bounded by the deadline")
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    @Test("settings that cannot make a TLS context are refused when the client is made, naming the problem")
+    func unusableTLS() throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file("/nonexistent/ca.pem")
+        #expect {
+            _ = try Self.client("https://127.0.0.1:1/register", tls: tls)
+        } throws: { error in
+            (error as? EscrowError)?.message.hasPrefix("the TLS settings toward the backend cannot be used") == true
+        }
+    }
+}
