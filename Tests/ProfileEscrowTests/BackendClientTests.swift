@@ -184,21 +184,9 @@ struct BackendClientTests {
         try TestCertificates.make(path, ca: "trusted")
         try TestCertificates.make(path, ca: "stranger")
         try TestCertificates.make(path, ca: "named", serverNames: "DNS:backend.invalid")
-        func serving(_ ca: String) async throws -> WireHTTPServer {
-            try await WireHTTPServer.start(
-                tls: TLSConfiguration.makeServerConfiguration(
-                    certificateChain: try NIOSSLCertificate.fromPEMFile("\(path)/\(ca)-server.pem").map {
-                        .certificate($0)
-                    },
-                    privateKey: .privateKey(try NIOSSLPrivateKey(file: "\(path)/\(ca)-server.key", format: .pem))
-                )
-            ) { _ in .ok }
-        }
+        func serving(_ ca: String) async throws -> WireHTTPServer { try await Self.serving(ca, in: path) }
         func trusting(_ ca: String, verification: CertificateVerification = .fullVerification) -> TLSConfiguration {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .file("\(path)/\(ca).pem")
-            tls.certificateVerification = verification
-            return tls
+            Self.trusting(ca, in: path, verification: verification)
         }
 
         let server = try await serving("trusted")
@@ -232,6 +220,57 @@ struct BackendClientTests {
         #expect(misnamed.received.isEmpty)
         await client.connections.shutdown()
         await misnamed.stop()
+    }
+
+    /// A server over TLS with `<ca>-server`'s certificate; with `clientCA`, it asks for a client certificate
+    /// issued by it.
+    static func serving(_ ca: String, in path: String, clientCA: String? = nil) async throws -> WireHTTPServer {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile("\(path)/\(ca)-server.pem").map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: "\(path)/\(ca)-server.key", format: .pem))
+        )
+        if let clientCA {
+            tls.trustRoots = .file("\(path)/\(clientCA).pem")
+            tls.certificateVerification = .noHostnameVerification
+        }
+        return try await WireHTTPServer.start(tls: tls) { _ in .ok }
+    }
+
+    static func trusting(
+        _ ca: String,
+        in path: String,
+        verification: CertificateVerification = .fullVerification
+    ) -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file("\(path)/\(ca).pem")
+        tls.certificateVerification = verification
+        return tls
+    }
+
+    @Test("a backend that asks for a client certificate gets the configured one")
+    func mutualTLS() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path
+        try TestCertificates.make(path, ca: "trusted")
+        try TestCertificates.make(path, ca: "stranger")
+        let server = try await Self.serving("trusted", in: path, clientCA: "trusted")
+        let url = "https://127.0.0.1:\(server.port)/register"
+
+        let anonymous = try Self.client(url, tls: Self.trusting("trusted", in: path))
+        #expect(await Self.deliver(anonymous).outcome == .retry(status: nil, retryAfter: nil))
+        await anonymous.connections.shutdown()
+
+        for (client, answered) in [("stranger-client", false), ("trusted-client", true)] {
+            var tls = Self.trusting("trusted", in: path)
+            tls.certificateChain = try NIOSSLCertificate.fromPEMFile("\(path)/\(client).pem").map { .certificate($0) }
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: "\(path)/\(client).key", format: .pem))
+            let backend = try Self.client(url, tls: tls)
+            let outcome = await Self.deliver(backend).outcome
+            #expect(outcome == (answered ? .confirmed(status: 200) : .retry(status: nil, retryAfter: nil)), "\(client)")
+            await backend.connections.shutdown()
+        }
+        #expect(server.received.count == 1)
+        await server.stop()
     }
 
     @Test("a TLS handshake that never completes ends at the delivery's deadline")
