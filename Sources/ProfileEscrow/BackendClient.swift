@@ -15,9 +15,10 @@ import Tracing
 /// Written on NIO's bootstrap, HTTP/1.1 codec and TLS handler rather than on async-http-client, for speed: a
 /// delivery is one small POST whose answer only its status matters, and async-http-client's general machinery
 /// (its pool and request state machines on both sides of the hop to the event loop, head and body written in
-/// two flushes) cost 65 µs of CPU per delivery, a third of a purge, where this costs about 25
-/// (docs/performance.md, "Replay"). What is ours is only what the one exchange needs: the pool of kept-alive
-/// connections (``BackendConnections``) and the exchange (``BackendExchangeHandler``).
+/// two flushes) cost 65 µs of CPU per delivery, a third of a purge; with this client a purge costs 15–17% less
+/// (docs/performance.md, "Replay: a client written for the one exchange"). What is ours is only what the one
+/// exchange needs: the pool of kept-alive connections (``BackendConnections``) and the exchange
+/// (``BackendExchangeHandler``).
 struct BackendClient: Sendable {
     let connections: BackendConnections
     let secrets: [WebhookSecret]
@@ -68,8 +69,8 @@ struct BackendClient: Sendable {
             // Whatever the caller set, the backend's certificate and name are verified.
             var tls = configured ?? TLSConfiguration.makeClientConfiguration()
             tls.certificateVerification = .fullVerification
-            // HTTP/1.1 only: no ALPN offers h2.
-            tls.applicationProtocols = []
+            // The one protocol this client speaks.
+            tls.applicationProtocols = ["http/1.1"]
             do {
                 context = try NIOSSLContext(configuration: tls)
             } catch {
