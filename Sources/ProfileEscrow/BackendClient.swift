@@ -64,19 +64,7 @@ struct BackendClient: Sendable {
         let host = given.hasPrefix("[") && given.hasSuffix("]") ? String(given.dropFirst().dropLast()) : given
         let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
         let port = url.port ?? (secure ? 443 : 80)
-        var context: NIOSSLContext?
-        if secure {
-            // Whatever the caller set, the backend's certificate and name are verified.
-            var tls = configured ?? TLSConfiguration.makeClientConfiguration()
-            tls.certificateVerification = .fullVerification
-            // The one protocol this client speaks.
-            tls.applicationProtocols = ["http/1.1"]
-            do {
-                context = try NIOSSLContext(configuration: tls)
-            } catch {
-                throw EscrowError(.invalidConfiguration, "the TLS settings toward the backend cannot be used: \(error)")
-            }
-        }
+        let context = try Self.tlsContext(for: url, configured: configured)
         self.connections = BackendConnections(
             endpoint: BackendConnections.Endpoint(
                 host: host,
@@ -94,11 +82,24 @@ struct BackendClient: Sendable {
         self.target = (path.isEmpty ? "/" : path) + query
     }
 
+    /// The TLS context for an `https` backend (nil for `http`): whatever the caller set, the backend's certificate
+    /// and name are verified, and HTTP/1.1 is the one protocol offered.
+    static func tlsContext(for url: URL, configured: TLSConfiguration?) throws(EscrowError) -> NIOSSLContext? {
+        guard url.scheme?.lowercased() == "https" else { return nil }
+        var tls = configured ?? TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .fullVerification
+        tls.applicationProtocols = ["http/1.1"]
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw EscrowError(.invalidConfiguration, "the TLS settings toward the backend cannot be used: \(error)")
+        }
+    }
+
     /// A client for `configuration`, its connections closed when `body` returns.
     @discardableResult
     static func with<T>(
         _ configuration: ReplayWorker.Configuration,
-        logger: Logger,
         _ body: (BackendClient) async throws -> T
     ) async throws -> T {
         let client = try BackendClient(

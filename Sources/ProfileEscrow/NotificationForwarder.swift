@@ -134,7 +134,7 @@ public final class NotificationForwarder: Service, Sendable {
         settings.concurrency = 1
         settings.deliveryTimeout = configuration.timeout
         settings.backendTLS = configuration.tls
-        try await BackendClient.with(settings, logger: logger) { client in
+        try await BackendClient.with(settings) { client in
             await cancelWhenGracefulShutdown {
                 await self.loop(client)
             }

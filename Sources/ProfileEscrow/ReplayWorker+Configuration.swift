@@ -97,6 +97,9 @@ extension ReplayWorker {
             guard (1...64).contains(workerID.utf8.count), workerID.utf8.allSatisfy(allowed.contains) else {
                 throw EscrowError(.invalidConfiguration, "the worker id must be 1-64 characters of [A-Za-z0-9._:-]")
             }
+            // At start rather than at the first delivery: a CA file that cannot be read, a key that is not the
+            // certificate's.
+            _ = try BackendClient.tlsContext(for: backendURL, configured: backendTLS)
         }
 
         /// The backend's host when deliveries would cross a network in clear text: an `http` URL whose

@@ -97,7 +97,7 @@ public final class ReplayWorker: Service {
                 "concurrency": "\(configuration.concurrency)", "lease.seconds": "\(configuration.leaseDuration)",
             ]
         )
-        try await BackendClient.with(configuration, logger: logger) { backend in
+        try await BackendClient.with(configuration) { backend in
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { group in
                     var nextSweep = clock.now()
@@ -196,7 +196,7 @@ public final class ReplayWorker: Service {
         let swept = try await escrow.sweep(actor: actor)
         run.update { $0.expiredSwept = swept }
         try await escrow.quarantineForgedUnopenable(actor: actor)
-        try await BackendClient.with(configuration, logger: logger) { backend in
+        try await BackendClient.with(configuration) { backend in
             try await withGracefulShutdownHandler {
                 try await withThrowingDiscardingTaskGroup { group in
                     var exhausted = false

@@ -286,14 +286,22 @@ struct BackendClientTests {
         await server.stop()
     }
 
-    @Test("settings that cannot make a TLS context are refused when the client is made, naming the problem")
+    @Test("settings that cannot make a TLS context are refused when a worker is configured, naming the problem")
     func unusableTLS() throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .file("/nonexistent/ca.pem")
-        #expect {
-            _ = try Self.client("https://127.0.0.1:1/register", tls: tls)
-        } throws: { error in
+        func refused(_ error: any Error) -> Bool {
             (error as? EscrowError)?.message.hasPrefix("the TLS settings toward the backend cannot be used") == true
         }
+        #expect(performing: { _ = try Self.client("https://127.0.0.1:1/register", tls: tls) }, throws: refused)
+        var configuration = try ReplayWorker.Configuration(
+            backendURL: "https://127.0.0.1:1/register",
+            webhookSecret: WebhookSecret.generateText()
+        )
+        configuration.backendTLS = tls
+        #expect(performing: { try configuration.validate() }, throws: refused)
+        // Over plain http the TLS settings are not used, so not checked.
+        configuration.backendURL = try #require(URL(string: "http://127.0.0.1:1/register"))
+        try configuration.validate()
     }
 }

@@ -38,7 +38,7 @@ struct ReplayLeaseTests {
         // Nor does it send anything: its copy of the lease says the lease ran out (the lease-time
         // check, not fencing, stops this one; see the next test for a worker that believes it still
         // holds the lease).
-        try await BackendClient.with(stalled.configuration, logger: Logger(label: "test")) { backend in
+        try await BackendClient.with(stalled.configuration) { backend in
             await stalled.deliver(lease, backend: backend, run: nil)
         }
         #expect(try await fixture.store.record(id: id) == current)
@@ -67,7 +67,7 @@ struct ReplayLeaseTests {
         let eventsBefore = try await fixture.allEvents().count
 
         lease.phase = .leased(Lease(owner: "stalled", expiresAt: Date().addingTimeInterval(60)))
-        try await BackendClient.with(stalled.configuration, logger: Logger(label: "test")) { backend in
+        try await BackendClient.with(stalled.configuration) { backend in
             await stalled.deliver(lease, backend: backend, run: nil)
         }
         let requests = fixture.requests(id)
@@ -118,7 +118,7 @@ struct ReplayLeaseTests {
         )
         let leaseEnd = try #require(lease.leaseExpiresAt)
         // When the delivery, its outcome committed, returned (not when the HTTP client shut down after it).
-        let ended = try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
+        let ended = try await BackendClient.with(worker.configuration) { backend in
             await worker.deliver(lease, backend: backend, run: nil)
             return Date()
         }
@@ -139,7 +139,7 @@ struct ReplayLeaseTests {
         let lease = try #require(
             try await fixture.claim(owner: "w1", limit: 1, lease: 1).first
         )
-        try await BackendClient.with(worker.configuration, logger: Logger(label: "test")) { backend in
+        try await BackendClient.with(worker.configuration) { backend in
             await worker.deliver(lease, backend: backend, run: nil)
         }
         #expect(fixture.stub.requests.isEmpty)
