@@ -36,15 +36,29 @@ enum RequestBodyReader {
 
     /// Refuses a body whose media type is not `application/json` (parameters such as `charset` allowed).
     static func requireJSON(_ request: Request) throws {
-        let mediaType = request.headers[.contentType]?.split(separator: ";").first
-            .map { $0.trimmingSpaces().lowercased() }
-        guard mediaType == "application/json" else {
+        guard isJSON(request.headers[.contentType]) else {
             throw Problem(
                 .unsupportedMediaType,
                 code: "unsupported_media_type",
                 detail: "the body must be application/json",
                 headers: [.accept: "application/json"]
             )
+        }
+    }
+
+    /// Whether a `Content-Type` value's media type, before any parameter, is `application/json` (any case, optional
+    /// white space around it). On the UTF-8 bytes, with no string made: every capture checks it.
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let bytes = contentType.utf8
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        let mediaType = bytes[..<(bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex)]
+        guard let first = mediaType.firstIndex(where: { !isSpace($0) }),
+            let last = mediaType.lastIndex(where: { !isSpace($0) })
+        else { return false }
+        // ASCII letters only are folded: `| 0x20` maps A-Z to a-z, and leaves "/" (0x2F) as it is.
+        return mediaType[first...last].elementsEqual("application/json".utf8) { given, expected in
+            given | (given >= UInt8(ascii: "A") && given <= UInt8(ascii: "Z") ? 0x20 : 0) == expected
         }
     }
 }

@@ -135,7 +135,10 @@ struct AuthAndErrorTests {
             #expect(tooLarge.status == .contentTooLarge)
             #expect(tooLarge.json["code"] as? String == "body_too_large")
 
-            for contentType in [nil, "text/plain", "application/x-www-form-urlencoded"] {
+            for contentType in [
+                nil, "", ";", "text/plain", "application/x-www-form-urlencoded", "application/jsonx",
+                "application/json-seq", "application/jso", "xapplication/json", "application /json",
+            ] {
                 var headers = harness.headers()
                 if let contentType { headers[.contentType] = contentType }
                 let response = try await client.execute(
@@ -147,15 +150,20 @@ struct AuthAndErrorTests {
                 #expect(response.status == .unsupportedMediaType)
                 #expect(response.json["code"] as? String == "unsupported_media_type")
             }
-            var charset = harness.headers()
-            charset[.contentType] = "application/json; charset=utf-8"
-            let withCharset = try await client.execute(
-                uri: "/v1/escrows",
-                method: .post,
-                headers: charset,
-                body: Fake.body(1)
-            )
-            #expect(withCharset.status == .created)
+            for (user, contentType) in [
+                "application/json; charset=utf-8", " Application/JSON ", "APPLICATION/JSON;charset=utf-8",
+                "\tapplication/json\t; x=y",
+            ].enumerated() {
+                var headers = harness.headers()
+                headers[.contentType] = contentType
+                let accepted = try await client.execute(
+                    uri: "/v1/escrows",
+                    method: .post,
+                    headers: headers,
+                    body: Fake.body(1 + user)
+                )
+                #expect(accepted.status == .created, "\(contentType)")
+            }
 
             let unknown = try await client.execute(uri: "/v2/nothing", method: .get)
             #expect(unknown.status == .notFound)
@@ -167,7 +175,7 @@ struct AuthAndErrorTests {
             let wrongMethod2 = try await client.execute(uri: "/v1/escrows/abc", method: .put)
             #expect(wrongMethod2.status == .methodNotAllowed)
         }
-        #expect(try await harness.liveCount() == 1)
+        #expect(try await harness.liveCount() == 4, "the four accepted media types, nothing else")
     }
 
     /// Every profile validation rule (docs/http-api.md) and every kind of broken JSON: 400 problem with the rule's code and field,
