@@ -38,7 +38,7 @@ final class BackendConnections: Sendable {
         var shutDown = false
     }
 
-    private let endpoint: Endpoint
+    let endpoint: Endpoint
     private let group: any EventLoopGroup
     private let state = NIOLockedValueBox(State())
 

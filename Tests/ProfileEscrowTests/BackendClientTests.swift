@@ -27,6 +27,29 @@ struct BackendClientTests {
         await client.deliver(body: body, escrowID: escrowID, within: seconds, now: Date())
     }
 
+    @Test(
+        "the URL gives the connection's host and port, the Host header and the request target",
+        arguments: [
+            ("http://[::1]:8080/hook?tenant=a%20b", "::1", 8080, "[::1]:8080", "/hook?tenant=a%20b"),
+            ("https://backend.invalid", "backend.invalid", 443, "backend.invalid", "/"),
+            ("https://backend.invalid:443/x/y", "backend.invalid", 443, "backend.invalid", "/x/y"),
+            ("http://127.0.0.1:80/%7Euser/", "127.0.0.1", 80, "127.0.0.1", "/%7Euser/"),
+            ("https://10.0.0.7:8443/r", "10.0.0.7", 8443, "10.0.0.7:8443", "/r"),
+        ]
+    )
+    func endpoint(url: String, host: String, port: Int, authority: String, target: String) throws {
+        let client = try Self.client(url)
+        #expect(client.connections.endpoint.host == host)
+        #expect(client.connections.endpoint.port == port)
+        #expect(client.authority == authority)
+        #expect(client.target == target)
+        let secure = url.hasPrefix("https")
+        #expect((client.connections.endpoint.tls != nil) == secure)
+        // SNI and the name checked: the host name; an address is checked against the certificate's IP entries.
+        let named = secure && host.first?.isLetter == true
+        #expect(client.connections.endpoint.serverHostname == (named ? host : nil))
+    }
+
     @Test("one connection carries every delivery in turn; the request line, Host and body are as given")
     func keptAlive() async throws {
         let server = try await WireHTTPServer.start { _ in .ok }
