@@ -40,15 +40,27 @@ struct BackendClient: Sendable {
         case connect(String)
         /// The backend closed the connection without answering.
         case closedBeforeAnswer
-        /// TLS, a reset, an answer that is not HTTP/1.1.
+        /// The connection was lost without an answer: a reset, a broken pipe.
+        case connectionLost(String)
+        /// TLS, an answer that is not HTTP/1.1.
         case exchange(String)
         case shuttingDown
+
+        /// The connection was closed or lost with nothing received: on a kept-alive connection, the request may
+        /// never have reached the backend.
+        var lostUnanswered: Bool {
+            switch self {
+            case .closedBeforeAnswer, .connectionLost: true
+            default: false
+            }
+        }
 
         var description: String {
             switch self {
             case .deadline: "no answer within the delivery deadline"
             case .connect(let error): "cannot connect to the backend: \(error)"
             case .closedBeforeAnswer: "the backend closed the connection without answering"
+            case .connectionLost(let error): "the connection to the backend was lost without an answer: \(error)"
             case .exchange(let error): "the exchange with the backend failed: \(error)"
             case .shuttingDown: "the worker is shutting down"
             }
@@ -183,41 +195,63 @@ struct BackendClient: Sendable {
         headers.add(name: "User-Agent", value: "ProfileEscrow-replay/1")
         propagate(&headers)
 
-        let connection: BackendConnections.Connection
-        do {
-            connection = try await connections.take(before: deadline)
-        } catch {
-            return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: error.description)
+        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target, headers: headers)
+        let bytes = ByteBuffer(bytes: body)
+        while true {
+            let connection: BackendConnections.Connection
+            do {
+                connection = try await connections.take(before: deadline)
+            } catch {
+                return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: error.description)
+            }
+            let result = await exchange(head, bytes, on: connection, deadline: deadline, sentAt: now)
+            switch result {
+            case .success(let ended):
+                connections.giveBack(connection, reusable: ended.reusable)
+                return ended.answer
+            case .failure(let failure):
+                connections.giveBack(connection, reusable: false)
+                // A kept-alive connection that turned out closed as the request went out (the backend's keep-alive
+                // timeout met it on the way), with nothing received: the same request again at once, on another
+                // connection, within the same deadline. As Go's HTTP client does for a request that carries an
+                // `Idempotency-Key`: the backend may have read it, and deduplicates by that key. Ends, as each
+                // turn uses up an idle connection or opens a new one, which is not reused.
+                if connection.reused, failure.lostUnanswered, !Task.isCancelled, NIODeadline.now() < deadline {
+                    continue
+                }
+                return Answer(
+                    outcome: .retry(status: nil, retryAfter: nil),
+                    failure: String(failure.description.prefix(200)),
+                    timedOut: failure == .deadline
+                )
+            }
         }
+    }
+
+    /// One exchange on `connection`: its answer, or why there was none.
+    private func exchange(
+        _ head: HTTPRequestHead,
+        _ body: ByteBuffer,
+        on connection: BackendConnections.Connection,
+        deadline: NIODeadline,
+        sentAt: Date
+    ) async -> Result<BackendExchange.Ended, Failure> {
         let channel = connection.channel
         let promise = channel.eventLoop.makePromise(of: BackendExchange.Ended.self)
-        let exchange = BackendExchange(
-            head: HTTPRequestHead(version: .http1_1, method: .POST, uri: target, headers: headers),
-            body: ByteBuffer(bytes: body),
-            deadline: deadline,
-            sentAt: now,
-            promise: promise
-        )
+        let exchange = BackendExchange(head: head, body: body, deadline: deadline, sentAt: sentAt, promise: promise)
         let handler = connection.handler
         channel.eventLoop.execute { handler.value.start(exchange) }
-        let ended: BackendExchange.Ended
         do {
-            ended = try await withTaskCancellationHandler {
-                try await promise.futureResult.get()
-            } onCancel: {
-                channel.close(promise: nil)
-            }
+            return .success(
+                try await withTaskCancellationHandler {
+                    try await promise.futureResult.get()
+                } onCancel: {
+                    channel.close(promise: nil)
+                }
+            )
         } catch {
-            connections.giveBack(connection, reusable: false)
-            let failure = error as? Failure ?? .exchange(String(describing: error))
-            var said = String(failure.description.prefix(200))
-            // A kept-alive connection the backend closed as the request went out (its idle timeout): said so, as
-            // the backend may not have read the request. It is retried like any other unanswered delivery.
-            if connection.reused, failure == .closedBeforeAnswer { said += " (a kept-alive connection)" }
-            return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: said, timedOut: failure == .deadline)
+            return .failure(error as? Failure ?? .exchange(String(describing: error)))
         }
-        connections.giveBack(connection, reusable: ended.reusable)
-        return ended.answer
     }
 }
 

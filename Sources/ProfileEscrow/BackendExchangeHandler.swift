@@ -120,7 +120,9 @@ final class BackendExchangeHandler: ChannelInboundHandler {
         // TLS, a reset, an answer that is not HTTP/1.1: the connection is done for.
         let said = String(describing: error)
         if inFlight == nil, endedBy == nil { endedBy = said }
-        end(context: context, reusable: false, failure: .exchange(said))
+        // A socket error (a reset, a broken pipe) says the connection was lost; anything else (TLS, HTTP parsing)
+        // that the exchange itself failed.
+        end(context: context, reusable: false, failure: error is IOError ? .connectionLost(said) : .exchange(said))
         context.close(promise: nil)
     }
 
