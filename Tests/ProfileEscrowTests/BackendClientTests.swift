@@ -193,7 +193,7 @@ struct BackendClientTests {
         #expect(garbled.failure?.hasPrefix("the exchange with the backend failed: ") == true)
 
         let started = ContinuousClock.now
-        let silent = await Self.deliver(client, within: 0.5)
+        let silent = await Self.deliver(client, within: 1.5)
         #expect(silent.outcome == .retry(status: nil, retryAfter: nil) && silent.timedOut)
         #expect(silent.failure == "no answer within the delivery deadline")
         #expect(ContinuousClock.now - started < .seconds(10), "bounded by the deadline")
@@ -332,7 +332,7 @@ struct BackendClientTests {
         let server = try await WireHTTPServer.start { _ in .ok }
         let client = try Self.client("https://127.0.0.1:\(server.port)/register")
         let started = ContinuousClock.now
-        let answer = await Self.deliver(client, within: 0.5)
+        let answer = await Self.deliver(client, within: 1.5)
         #expect(answer.outcome == .retry(status: nil, retryAfter: nil) && answer.timedOut)
         #expect(ContinuousClock.now - started < .seconds(10), "bounded by the deadline")
         await client.connections.shutdown()
