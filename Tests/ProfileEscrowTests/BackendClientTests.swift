@@ -232,11 +232,8 @@ struct BackendClientTests {
 
     @Test("over TLS the backend's certificate is verified, for a name or an address, whatever the caller set")
     func tls() async throws {
-        let directory = TemporaryDirectory()
+        let directory = try Self.certificates()
         let path = directory.path
-        try TestCertificates.make(path, ca: "trusted")
-        try TestCertificates.make(path, ca: "stranger")
-        try TestCertificates.make(path, ca: "named", serverNames: "DNS:backend.invalid")
         func serving(_ ca: String) async throws -> WireHTTPServer { try await Self.serving(ca, in: path) }
         func trusting(_ ca: String, verification: CertificateVerification = .fullVerification) -> TLSConfiguration {
             Self.trusting(ca, in: path, verification: verification)
@@ -275,6 +272,16 @@ struct BackendClientTests {
         await misnamed.stop()
     }
 
+    /// A temporary directory with certificates from three CAs (``TestCertificates``): `trusted` and `stranger`, whose
+    /// servers are 127.0.0.1 and `localhost`, and `named`, whose server is only `backend.invalid`.
+    static func certificates() throws -> TemporaryDirectory {
+        let directory = TemporaryDirectory()
+        try TestCertificates.make(directory.path, ca: "trusted")
+        try TestCertificates.make(directory.path, ca: "stranger")
+        try TestCertificates.make(directory.path, ca: "named", serverNames: "DNS:backend.invalid")
+        return directory
+    }
+
     /// A server over TLS with `<ca>-server`'s certificate; with `clientCA`, it asks for a client certificate
     /// issued by it.
     static func serving(_ ca: String, in path: String, clientCA: String? = nil) async throws -> WireHTTPServer {
@@ -302,10 +309,8 @@ struct BackendClientTests {
 
     @Test("a backend that asks for a client certificate gets the configured one")
     func mutualTLS() async throws {
-        let directory = TemporaryDirectory()
+        let directory = try Self.certificates()
         let path = directory.path
-        try TestCertificates.make(path, ca: "trusted")
-        try TestCertificates.make(path, ca: "stranger")
         let server = try await Self.serving("trusted", in: path, clientCA: "trusted")
         let url = "https://127.0.0.1:\(server.port)/register"
 
