@@ -85,14 +85,16 @@ struct BackendClientTests {
     @Test(
         "an answer after which the connection cannot carry another is not reused, and the status stands",
         arguments: [
-            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-            "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
-            "HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + String(repeating: " ", count: 20000),
+            // The server leaves these connections open: the client must not take them for the next request.
+            ("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false),
+            ("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + String(repeating: " ", count: 20000), false),
+            // A body without a length ends when the server closes the connection.
+            ("HTTP/1.1 200 OK\r\n\r\nregistered", true),
         ]
     )
-    func notReused(answer: String) async throws {
-        // The server leaves the connection open: the client must not take it for the next request.
-        let server = try await WireHTTPServer.start { _ in WireHTTPServer.Wire(answer) }
+    func notReused(answer: String, close: Bool) async throws {
+        let server = try await WireHTTPServer.start { _ in WireHTTPServer.Wire(answer, close: close) }
         let client = try Self.client("http://127.0.0.1:\(server.port)/register")
         #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
         #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
