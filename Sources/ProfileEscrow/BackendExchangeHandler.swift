@@ -52,14 +52,17 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     private var idleTimer: Scheduled<Void>?
     private var context: ChannelHandlerContext?
     /// What ended the connection while no exchange was in flight (a TLS handshake refused before the first
-    /// request was handed over, say): the next exchange's failure says it.
-    private var endedBy: String?
+    /// request was handed over, a reset while it was idle): the next exchange's failure says it.
+    private var endedBy: BackendClient.Failure?
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        idleTimer?.cancel()
+        idleTimer = nil
+        end(context: context, reusable: false, failure: endedBy ?? .closedBeforeAnswer)
         self.context = nil
     }
 
@@ -67,7 +70,7 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     /// deadline. On the connection's event loop.
     func start(_ exchange: BackendExchange) {
         guard inFlight == nil, let context, context.channel.isActive else {
-            exchange.promise.fail(endedBy.map(BackendClient.Failure.exchange) ?? .closedBeforeAnswer)
+            exchange.promise.fail(endedBy ?? .closedBeforeAnswer)
             return
         }
         idleTimer?.cancel()
@@ -119,10 +122,11 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // TLS, a reset, an answer that is not HTTP/1.1: the connection is done for.
         let said = String(describing: error)
-        if inFlight == nil, endedBy == nil { endedBy = said }
         // A socket error (a reset, a broken pipe) says the connection was lost; anything else (TLS, HTTP parsing)
         // that the exchange itself failed.
-        end(context: context, reusable: false, failure: error is IOError ? .connectionLost(said) : .exchange(said))
+        let failure: BackendClient.Failure = error is IOError ? .connectionLost(said) : .exchange(said)
+        if inFlight == nil, endedBy == nil { endedBy = failure }
+        end(context: context, reusable: false, failure: failure)
         context.close(promise: nil)
     }
 

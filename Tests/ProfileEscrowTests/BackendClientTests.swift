@@ -2,6 +2,9 @@ import EscrowCore
 import EscrowTestSupport
 import Foundation
 import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
 import NIOSSL
 import Testing
 
@@ -172,6 +175,39 @@ struct BackendClientTests {
         }
         await client.connections.shutdown()
         await server.stop()
+    }
+
+    /// The exchange handler alone, on NIO's embedded channel: a reset that comes while the connection is idle (the
+    /// backend gave up on it) is what the next exchange handed to it fails with, as a lost connection, so that the
+    /// request is sent again; a TLS or parsing error is not.
+    @Test(
+        "an error while idle is the next exchange's failure: a lost connection for a reset, not for TLS",
+        arguments: [true, false]
+    )
+    func errorWhileIdle(reset: Bool) throws {
+        let channel = EmbeddedChannel()
+        let handler = BackendExchangeHandler()
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+        let error: any Error =
+            reset
+            ? IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)")
+            : NIOSSLError.handshakeFailed(.sslError([]))
+        channel.pipeline.fireErrorCaught(error)
+        #expect(!channel.isActive)
+        let promise = channel.eventLoop.makePromise(of: BackendExchange.Ended.self)
+        handler.start(
+            BackendExchange(
+                head: HTTPRequestHead(version: .http1_1, method: .POST, uri: "/register"),
+                body: ByteBuffer(),
+                deadline: .now() + .seconds(5),
+                sentAt: Date(),
+                promise: promise
+            )
+        )
+        let failure = #expect(throws: BackendClient.Failure.self) { try promise.futureResult.wait() }
+        #expect(failure?.lostUnanswered == reset)
+        #expect(failure?.description.contains(reset ? "lost without an answer" : "handshakeFailed") == true)
     }
 
     @Test("no answer: closed, not HTTP, or silence until the deadline; each named, none reused")
