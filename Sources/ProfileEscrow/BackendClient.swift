@@ -67,7 +67,13 @@ struct BackendClient: Sendable {
         }
     }
 
-    init(url: URL, tls configured: TLSConfiguration?, secrets: [WebhookSecret]) throws(EscrowError) {
+    /// `idleTimeout`: how long a kept-alive connection may stay unused (tests shorten it).
+    init(
+        url: URL,
+        tls configured: TLSConfiguration?,
+        secrets: [WebhookSecret],
+        idleTimeout: TimeAmount = BackendExchangeHandler.defaultIdleTimeout
+    ) throws(EscrowError) {
         let secure = url.scheme?.lowercased() == "https"
         guard let given = url.host, !given.isEmpty else {
             throw EscrowError(.invalidConfiguration, "the backend URL must be an http:// or https:// URL with a host")
@@ -83,7 +89,8 @@ struct BackendClient: Sendable {
                 port: port,
                 tls: context,
                 serverHostname: secure && !isAddress ? host : nil
-            )
+            ),
+            idleTimeout: idleTimeout
         )
         self.secrets = secrets
         self.host = host

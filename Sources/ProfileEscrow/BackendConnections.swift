@@ -11,7 +11,7 @@ import NIOSSL
 /// exchange ended with the whole answer read and the backend keeping the connection, it gives it back. So at
 /// most one connection per delivery in flight is open (the worker's concurrency), and under a steady load
 /// every delivery finds one. A connection closed by either side (the backend's keep-alive timeout, ours of
-/// ``BackendExchangeHandler/idleTimeout``, an error) leaves the pool as it closes.
+/// ``BackendExchangeHandler/defaultIdleTimeout``, an error) leaves the pool as it closes.
 final class BackendConnections: Sendable {
     /// Where the connections go.
     struct Endpoint: Sendable {
@@ -39,11 +39,17 @@ final class BackendConnections: Sendable {
     }
 
     let endpoint: Endpoint
+    private let idleTimeout: TimeAmount
     private let group: any EventLoopGroup
     private let state = NIOLockedValueBox(State())
 
-    init(endpoint: Endpoint, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    init(
+        endpoint: Endpoint,
+        idleTimeout: TimeAmount = BackendExchangeHandler.defaultIdleTimeout,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
         self.endpoint = endpoint
+        self.idleTimeout = idleTimeout
         self.group = group
     }
 
@@ -62,6 +68,7 @@ final class BackendConnections: Sendable {
         let remaining = deadline - .now()
         guard remaining > .zero else { throw .deadline }
         let endpoint = self.endpoint
+        let idleTimeout = self.idleTimeout
         let made = NIOLockedValueBox<NIOLoopBound<BackendExchangeHandler>?>(nil)
         let channel: any Channel
         do {
@@ -83,7 +90,7 @@ final class BackendConnections: Sendable {
                             informationalResponseStrategy: .drop
                         )
                         try pipeline.addHandler(ByteToMessageHandler(decoder))
-                        let handler = BackendExchangeHandler()
+                        let handler = BackendExchangeHandler(idleTimeout: idleTimeout)
                         try pipeline.addHandler(handler)
                         made.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: channel.eventLoop) }
                     }
@@ -94,12 +101,14 @@ final class BackendConnections: Sendable {
             throw .connect(String(describing: error))
         }
         let id = ObjectIdentifier(channel)
+        // The initializer ran before `connect` succeeded, so the handler is there.
+        let handler = made.withLockedValue { $0 }
         let admitted = state.withLockedValue { state in
-            guard !state.shutDown, made.withLockedValue({ $0 }) != nil else { return false }
+            guard !state.shutDown, handler != nil else { return false }
             state.open[id] = channel
             return true
         }
-        guard admitted else {
+        guard admitted, let handler else {
             channel.close(promise: nil)
             throw .shuttingDown
         }
@@ -109,7 +118,6 @@ final class BackendConnections: Sendable {
                 state.idle.removeAll { $0.channel === channel }
             }
         }
-        guard let handler = made.withLockedValue({ $0 }) else { throw .shuttingDown }
         return Connection(channel: channel, handler: handler)
     }
 

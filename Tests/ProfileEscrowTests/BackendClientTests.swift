@@ -18,11 +18,16 @@ struct BackendClientTests {
     static let body = Array(#"{"escrowId":"0123456789abcdef0123456789abcdef","attempt":1}"#.utf8)
     static let escrowID = "0123456789abcdef0123456789abcdef"
 
-    static func client(_ url: String, tls: TLSConfiguration? = nil) throws -> BackendClient {
+    static func client(
+        _ url: String,
+        tls: TLSConfiguration? = nil,
+        idleTimeout: TimeAmount = BackendExchangeHandler.defaultIdleTimeout
+    ) throws -> BackendClient {
         try BackendClient(
             url: try #require(URL(string: url)),
             tls: tls,
-            secrets: [try WebhookSecret(WebhookSecret.generateText())]
+            secrets: [try WebhookSecret(WebhookSecret.generateText())],
+            idleTimeout: idleTimeout
         )
     }
 
@@ -126,6 +131,33 @@ struct BackendClientTests {
         #expect(await Self.deliver(client).outcome == .retry(status: 503, retryAfter: 7))
         #expect(await Self.deliver(client).outcome == .retry(status: 503, retryAfter: 7))
         #expect(server.accepted == 1)
+        await client.connections.shutdown()
+        await server.stop()
+    }
+
+    /// One timer serves a connection's deadlines and its idle time, moved only when it would fire too late: a timer
+    /// left at an earlier exchange's deadline must neither end the next exchange early nor keep the connection
+    /// open past its idle time.
+    @Test("one timer per connection: a later exchange keeps its own deadline; an idle connection closes on time")
+    func oneTimer() async throws {
+        let server = try await WireHTTPServer.start { number in number == 1 ? .silence : .ok }
+        let client = try Self.client("http://127.0.0.1:\(server.port)/register", idleTimeout: .seconds(3))
+        // The first exchange's deadline (1 s) is what the timer is set for; the second has 3 s and no answer.
+        #expect(await Self.deliver(client, within: 1).outcome == .confirmed(status: 200))
+        let started = ContinuousClock.now
+        let silent = await Self.deliver(client, within: 3)
+        #expect(silent.timedOut)
+        #expect(ContinuousClock.now - started >= .milliseconds(2900), "not cut off at the earlier deadline")
+        #expect(server.received.map(\.connection) == [1, 1])
+
+        // Answered and left idle: open until its idle time is up, then closed by the client.
+        #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+        #expect(client.connections.idleCount == 1)
+        try await pause(for: .milliseconds(500))
+        #expect(client.connections.idleCount == 1, "still open within its idle time")
+        try await eventually("the idle connection closed", within: 10) {
+            client.connections.openCount == 0 && server.openConnections == 0
+        }
         await client.connections.shutdown()
         await server.stop()
     }
