@@ -51,14 +51,9 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     let idleTimeout: TimeAmount
 
     private var inFlight: InFlight?
-    /// When the current phase ends: the exchange's deadline, or the end of the idle time allowed.
-    private var phaseEnds: NIODeadline?
-    /// The connection's one timer, and when it fires. As in `serve`'s connection deadlines, it is not moved for every
-    /// exchange (a timer for the deadline and another for the idle time, each scheduled and cancelled per delivery,
-    /// were about 2% of `replay`'s CPU): it is rescheduled only when it would fire after the new phase's end, and
-    /// one that fires early schedules itself again for the rest.
-    private var timer: Scheduled<Void>?
-    private var timerFiresAt: NIODeadline?
+    /// The connection's one timer (``PhaseTimer``): its phase ends at the exchange's deadline, or at the end of
+    /// the idle time allowed.
+    private var timer = PhaseTimer()
     private var context: ChannelHandlerContext?
     /// What ended the connection while no exchange was in flight (a TLS handshake refused before the first
     /// request was handed over, a reset while it was idle): the next exchange's failure says it.
@@ -73,7 +68,7 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        disarm()
+        timer.disarm()
         end(context: context, reusable: false, failure: endedBy ?? .closedBeforeAnswer)
         self.context = nil
     }
@@ -118,7 +113,7 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        disarm()
+        timer.disarm()
         // A status that came stands (the body was cut short); otherwise there was no answer.
         end(context: context, reusable: false, failure: .closedBeforeAnswer)
         context.fireChannelInactive()
@@ -134,36 +129,18 @@ final class BackendExchangeHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Starts a phase that ends at `end`; the timer is rescheduled only when it would fire after it.
+    /// Starts a phase that ends at `end`.
     private func arm(until end: NIODeadline, context: ChannelHandlerContext) {
-        phaseEnds = end
-        if let firesAt = timerFiresAt, firesAt <= end { return }
-        timer?.cancel()
-        timerFiresAt = end
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: end) {
-            let (handler, context) = bound.value
-            handler.timerFired(context: context)
+        timer.arm(until: end, on: context.eventLoop) {
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            return {
+                let (handler, context) = bound.value
+                if handler.timer.fired(on: context.eventLoop) { handler.phaseEnded(context: context) }
+            }
         }
     }
 
-    /// Ends the timer for good (the connection is closing, or the handler leaves it).
-    private func disarm() {
-        phaseEnds = nil
-        timer?.cancel()
-        timer = nil
-        timerFiresAt = nil
-    }
-
-    private func timerFired(context: ChannelHandlerContext) {
-        timer = nil
-        timerFiresAt = nil
-        guard let ends = phaseEnds else { return }
-        guard NIODeadline.now() >= ends else {
-            arm(until: ends, context: context)
-            return
-        }
-        phaseEnds = nil
+    private func phaseEnded(context: ChannelHandlerContext) {
         if inFlight != nil {
             // The deadline: the status stands if it came, the body cut off.
             inFlight?.answer?.bodyCutOff = true
@@ -187,7 +164,7 @@ final class BackendExchangeHandler: ChannelInboundHandler {
         if reusable {
             arm(until: .now() + idleTimeout, context: context)
         } else {
-            disarm()
+            timer.disarm()
             context.close(promise: nil)
         }
         if let answer = current.answer {
