@@ -73,11 +73,18 @@ let package = Package(
             name: "CSQLiteShim",
             linkerSettings: [.linkedLibrary("sqlite3")]
         ),
+        // BoringSSL's X25519 (linked through swift-crypto's `Crypto`) called with secrets in libsodium's guarded memory,
+        // and the scalar that turns a shared secret of two held secrets into a base-point multiplication.
+        .target(
+            name: "CX25519",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            linkerSettings: [.linkedLibrary("sodium")]
+        ),
         .target(
             name: "EscrowCrypto",
             dependencies: [
                 "CSodium",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "CX25519",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

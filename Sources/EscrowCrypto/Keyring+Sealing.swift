@@ -47,7 +47,7 @@ extension Keyring {
             return status == 0 && resultCount == paddedCount
         }
         precondition(padded, "sodium_pad failed for a correctly sized buffer")
-        let sealedProfile = try Self.sealBox(profileBox, to: publicKey, x25519)
+        let sealedProfile = try Self.sealBox(profileBox, to: publicKey, recipientSecretKey: secretKey, x25519)
 
         let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
         keyBox.withUnsafeMutableBytes { buffer in
@@ -256,16 +256,22 @@ extension Keyring {
         return input
     }
 
-    /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`.
+    /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`; `recipientSecretKey`, the
+    /// secret key of `publicKey` when the sealer holds it, makes the box's shared secret cheaper (``SealedBox``).
     static func sealBox(
         _ plaintext: SecretBytes,
         to publicKey: [UInt8],
+        recipientSecretKey: SecretBytes? = nil,
         _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
     ) throws(CryptoError) -> [UInt8] {
         guard publicKey.count == Sodium.boxPublicKeyBytes else {
             throw CryptoError(.keyringMalformed, "a public key has the wrong length")
         }
-        guard let sealed = plaintext.withUnsafeBytes({ SealedBox.seal($0, to: publicKey, x25519) }) else {
+        guard
+            let sealed = plaintext.withUnsafeBytes({
+                SealedBox.seal($0, to: publicKey, recipientSecretKey: recipientSecretKey, x25519)
+            })
+        else {
             throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (a point of small order)")
         }
         return sealed

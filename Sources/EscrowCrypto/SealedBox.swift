@@ -1,24 +1,26 @@
 internal import CSodium
-internal import Crypto
-internal import FoundationEssentials
+internal import CX25519
 
-/// libsodium's sealed box (`crypto_box_seal`), byte for byte, with its two X25519 steps done by BoringSSL through
-/// swift-crypto.
+/// libsodium's sealed box (`crypto_box_seal`), byte for byte, with its two X25519 steps done by BoringSSL.
 ///
 /// A sealed box is an ephemeral key pair, the nonce `BLAKE2b-192(ephemeral public key ‖ recipient public key)`, and
 /// `crypto_box` (X25519, HSalsa20, XSalsa20-Poly1305) from the ephemeral secret key to the recipient; the ephemeral
 /// public key goes in front. libsodium 1.0.18 on an x86-64 machine with AVX does both of its X25519 steps with the
 /// Montgomery ladder (about 25 µs each here): it has no fast path for the fixed base point behind its public API.
-/// BoringSSL derives a public key from the base point's precomputed Edwards table (about 9 µs) and multiplies with
-/// its ADX code (about 22 µs). A capture makes three public keys and two shared secrets, so this saves about
-/// 55 µs of its ~130 µs of crypto (`docs/performance.md`).
+/// BoringSSL (the copy swift-crypto builds, called through `CX25519`) derives a public key from the base point's
+/// precomputed Edwards table (about 9 µs) and multiplies with its ADX code (about 22 µs).
+///
+/// When the sealer also holds the recipient's secret key (a capture seals the profile to the escrow's own key pair,
+/// made a moment before), the shared secret `X25519(ephemeral, recipient)` is the base point multiplied by the
+/// product of the two secrets, so it too comes from the precomputed table (``sharedKey(ephemeralSecretKey:recipientSecretKey:)``):
+/// the same bytes, about 10 µs instead of 22. A capture makes three public keys and two shared secrets, one of each
+/// kind, so sealing costs about 65 µs instead of libsodium's ~130 (`docs/performance.md`).
 ///
 /// What stays libsodium: every secret is drawn by `randombytes_buf` into `sodium_malloc`'ed memory
-/// (``SecretBytes``), the nonce is libsodium's BLAKE2b, the shared key its HSalsa20, the box its
-/// XSalsa20-Poly1305, and opening is `crypto_box_seal_open` unchanged (BoringSSL would gain nothing there: its
-/// private key type derives a public key first). swift-crypto holds a copy of a secret key for the length of one
-/// call, in its `SecureBytes`, which it zeroes when freed. Tests check every step against libsodium's own
-/// functions (`SealedBoxTests`).
+/// (``SecretBytes``) and every secret BoringSSL computes is written there too; the scalar arithmetic is libsodium's
+/// (constant time); the nonce is libsodium's BLAKE2b, the shared key its HSalsa20, the box its XSalsa20-Poly1305, and
+/// opening is `crypto_box_seal_open` unchanged (one variable-base multiplication either way). Tests check every step
+/// against libsodium's own functions (`SealedBoxTests`).
 ///
 /// Only in an optimised build (``defaultX25519``): a debug build seals with libsodium alone.
 enum SealedBox {
@@ -43,33 +45,39 @@ enum SealedBox {
     /// A fresh X25519 key pair: 32 random bytes from libsodium and their public key.
     static func keyPair(_ x25519: X25519 = defaultX25519) -> (publicKey: [UInt8], secretKey: SecretBytes) {
         let secretKey = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
-        switch x25519 {
-        case .boringSSL:
-            return (publicKey(of: secretKey), secretKey)
-        case .libsodium:
-            var publicKey = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
-            secretKey.withUnsafeBytes { secret in
-                _ = crypto_scalarmult_base(&publicKey, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-            return (publicKey, secretKey)
-        }
+        return (publicKey(of: secretKey, x25519), secretKey)
     }
 
     /// The X25519 public key of `secretKey` (32 bytes): the same bytes as `crypto_scalarmult_base`.
-    static func publicKey(of secretKey: SecretBytes) -> [UInt8] {
-        privateKey(secretKey).publicKey.rawRepresentation.withUnsafeBytes { Array($0) }
+    static func publicKey(of secretKey: SecretBytes, _ x25519: X25519 = .boringSSL) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: Sodium.boxPublicKeyBytes) { buffer, count in
+            secretKey.withUnsafeBytes { secret in
+                let secret = secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                switch x25519 {
+                case .boringSSL: profile_escrow_x25519_public_key(buffer.baseAddress!, secret)
+                case .libsodium: _ = crypto_scalarmult_base(buffer.baseAddress!, secret)
+                }
+            }
+            count = Sodium.boxPublicKeyBytes
+        }
     }
 
     /// Seals `message` to `recipient`: the same format as `crypto_box_seal`, which opens it. Returns `nil` when
     /// `recipient` is a point of small order (the shared secret is all zeroes), where `crypto_box_seal` fails too.
+    ///
+    /// `recipientSecretKey`, when the sealer holds it, must be the secret key of `recipient`: the shared secret is
+    /// then a multiplication of the base point (the type's documentation). It is not kept, and nothing of it is in
+    /// the box.
     static func seal(
         _ message: UnsafeRawBufferPointer,
         to recipient: [UInt8],
+        recipientSecretKey: SecretBytes? = nil,
         _ x25519: X25519 = defaultX25519
     ) -> [UInt8]? {
         precondition(recipient.count == Sodium.boxPublicKeyBytes, "a sealed box's recipient key has 32 bytes")
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
         if x25519 == .libsodium {
-            var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
             let status = crypto_box_seal(
                 &sealed,
                 message.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -78,70 +86,125 @@ enum SealedBox {
             )
             return status == 0 ? sealed : nil
         }
-        let ephemeralSecret = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
-        let ephemeral = privateKey(ephemeralSecret)
-        guard let sharedKey = sharedKey(ephemeral, recipient) else { return nil }
-        let publicKeyBytes = Sodium.boxPublicKeyBytes
-        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
+        let ephemeralSecretKey = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
+        guard
+            let sharedKey = sealingKey(
+                ephemeralSecretKey: ephemeralSecretKey,
+                recipient: recipient,
+                recipientSecretKey: recipientSecretKey
+            )
+        else { return nil }
         sealed.withUnsafeMutableBufferPointer { output in
             let out = output.baseAddress!
-            ephemeral.publicKey.rawRepresentation.withUnsafeBytes { epk in
-                out.update(from: epk.bindMemory(to: UInt8.self).baseAddress!, count: publicKeyBytes)
+            ephemeralSecretKey.withUnsafeBytes { secret in
+                profile_escrow_x25519_public_key(out, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
             // The nonce, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and recipient keys.
-            let keys = Array(UnsafeBufferPointer(start: out, count: publicKeyBytes)) + recipient
-            var nonce = [UInt8](repeating: 0, count: crypto_box_noncebytes())
-            _ = crypto_generichash(&nonce, nonce.count, keys, UInt64(keys.count), nil, 0)
-            sharedKey.withUnsafeBytes { key in
-                _ = crypto_box_easy_afternm(
-                    out + publicKeyBytes,
-                    message.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    UInt64(message.count),
-                    nonce,
-                    key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                )
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * publicKeyBytes + 24) { scratch in
+                let keys = scratch.baseAddress!
+                keys.update(from: out, count: publicKeyBytes)
+                (keys + publicKeyBytes).update(from: recipient, count: publicKeyBytes)
+                let nonce = keys + 2 * publicKeyBytes
+                _ = crypto_generichash(nonce, crypto_box_noncebytes(), keys, UInt64(2 * publicKeyBytes), nil, 0)
+                sharedKey.withUnsafeBytes { key in
+                    _ = crypto_box_easy_afternm(
+                        out + publicKeyBytes,
+                        message.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        UInt64(message.count),
+                        nonce,
+                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    )
+                }
             }
         }
         return sealed
     }
 
-    /// `crypto_box_beforenm(recipient, secretKey)`: the key a sealed box from `secretKey` to `recipient` uses.
-    static func sharedKey(secretKey: SecretBytes, recipient: [UInt8]) -> SecretBytes? {
-        sharedKey(privateKey(secretKey), recipient)
+    /// A sealed box's shared key: from the two secrets when the recipient's is held and a scalar for them exists,
+    /// else by multiplying `recipient` (also the way for a recipient of small order, which it refuses).
+    static func sealingKey(
+        ephemeralSecretKey: SecretBytes,
+        recipient: [UInt8],
+        recipientSecretKey: SecretBytes?
+    ) -> SecretBytes? {
+        if let recipientSecretKey,
+            let key = sharedKey(ephemeralSecretKey: ephemeralSecretKey, recipientSecretKey: recipientSecretKey)
+        {
+            return key
+        }
+        return sharedKey(secretKey: ephemeralSecretKey, recipient: recipient)
     }
 
-    /// `crypto_box_beforenm`: HSalsa20 of the X25519 shared secret, into libsodium's memory; `nil` if that secret
-    /// is all zeroes (a recipient of small order), as libsodium refuses it.
-    private static func sharedKey(
-        _ secretKey: Curve25519.KeyAgreement.PrivateKey,
-        _ recipient: [UInt8]
-    ) -> SecretBytes? {
-        // Cannot fail: the key has 32 bytes (checked by the caller), and any 32 bytes are an X25519 public key.
-        guard let peer = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: recipient),
-            let shared = try? secretKey.sharedSecretFromKeyAgreement(with: peer)
-        else { return nil }
-        let key = SecretBytes(count: crypto_box_beforenmbytes())
-        let derived = shared.withUnsafeBytes { secret -> Bool in
-            guard secret.count == 32, sodium_is_zero(secret.baseAddress!.assumingMemoryBound(to: UInt8.self), 32) == 0
-            else { return false }
-            let zeroNonce = [UInt8](repeating: 0, count: 16)
-            return key.withUnsafeMutableBytes { output in
-                crypto_core_hsalsa20(
+    /// `crypto_box_beforenm(recipient, secretKey)`, by BoringSSL: the key a sealed box from `secretKey` to `recipient`
+    /// uses; `nil` for a recipient of small order.
+    static func sharedKey(secretKey: SecretBytes, recipient: [UInt8]) -> SecretBytes? {
+        let secret = SecretBytes(count: 32)
+        let computed = secret.withUnsafeMutableBytes { output in
+            secretKey.withUnsafeBytes { secretKey in
+                profile_escrow_x25519(
                     output.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    zeroNonce,
-                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    nil
-                ) == 0
+                    secretKey.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                    recipient
+                ) == 1
+            }
+        }
+        return computed ? hsalsa20(secret) : nil
+    }
+
+    /// The same key as `crypto_box_beforenm(publicKey(of: recipientSecretKey), ephemeralSecretKey)`, computed from
+    /// the two secrets as one multiplication of the base point (`profile_escrow_x25519_product_scalar`); `nil` in
+    /// the case (probability about 2^-126) where no scalar survives X25519's clamping.
+    static func sharedKey(
+        ephemeralSecretKey: SecretBytes,
+        recipientSecretKey: SecretBytes,
+        _ x25519: X25519 = .boringSSL
+    ) -> SecretBytes? {
+        let scalar = SecretBytes(count: 32)
+        let found = scalar.withUnsafeMutableBytes { output in
+            ephemeralSecretKey.withUnsafeBytes { ephemeral in
+                recipientSecretKey.withUnsafeBytes { recipient in
+                    profile_escrow_x25519_product_scalar(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        ephemeral.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        recipient.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    ) == 0
+                }
+            }
+        }
+        guard found else { return nil }
+        let secret = SecretBytes(count: 32)
+        secret.withUnsafeMutableBytes { output in
+            scalar.withUnsafeBytes { scalar in
+                let output = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                let scalar = scalar.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                switch x25519 {
+                case .boringSSL: profile_escrow_x25519_public_key(output, scalar)
+                case .libsodium: _ = crypto_scalarmult_base(output, scalar)
+                }
+            }
+        }
+        return hsalsa20(secret)
+    }
+
+    /// `crypto_box_beforenm`'s second step: HSalsa20 of an X25519 shared secret, into libsodium's memory; `nil` if
+    /// that secret is all zeroes (a recipient of small order), as libsodium refuses it.
+    private static func hsalsa20(_ secret: SecretBytes) -> SecretBytes? {
+        let key = SecretBytes(count: crypto_box_beforenmbytes())
+        let derived = secret.withUnsafeBytes { secret -> Bool in
+            let secret = secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            guard sodium_is_zero(secret, 32) == 0 else { return false }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { zeroNonce in
+                zeroNonce.initialize(repeating: 0)
+                return key.withUnsafeMutableBytes { output in
+                    crypto_core_hsalsa20(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        zeroNonce.baseAddress!,
+                        secret,
+                        nil
+                    ) == 0
+                }
             }
         }
         return derived ? key : nil
-    }
-
-    /// swift-crypto's private key for `secretKey`: it copies the 32 bytes and derives their public key.
-    private static func privateKey(_ secretKey: SecretBytes) -> Curve25519.KeyAgreement.PrivateKey {
-        secretKey.withUnsafeBytes { bytes in
-            // Cannot fail: swift-crypto checks only the length, which is libsodium's 32.
-            try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: bytes)
-        }
     }
 }
