@@ -17,13 +17,25 @@ extern void CCryptoBoringSSL_X25519_public_from_private(uint8_t out_public_value
 extern int CCryptoBoringSSL_X25519(
     uint8_t out_shared_key[32], const uint8_t private_key[32], const uint8_t peer_public_value[32]);
 
+// BoringSSL copies the (clamped) secret scalar into a local array and leaves it there when it returns. Called right
+// after it from the same frame, this overwrites the stack its frames used (they need well under 8 KiB), as libsodium's
+// later `sodium_stackzero` does.
+__attribute__((noinline)) static void wipe_stack_below_caller(void) {
+    unsigned char scratch[8192];
+    sodium_memzero(scratch, sizeof scratch);
+    __asm__ __volatile__("" : : "r"(scratch) : "memory");
+}
+
 void profile_escrow_x25519_public_key(uint8_t out_public_key[32], const uint8_t secret_key[32]) {
     CCryptoBoringSSL_X25519_public_from_private(out_public_key, secret_key);
+    wipe_stack_below_caller();
 }
 
 int profile_escrow_x25519(
     uint8_t out_shared_secret[32], const uint8_t secret_key[32], const uint8_t peer_public_key[32]) {
-    return CCryptoBoringSSL_X25519(out_shared_secret, secret_key, peer_public_key);
+    int result = CCryptoBoringSSL_X25519(out_shared_secret, secret_key, peer_public_key);
+    wipe_stack_below_caller();
+    return result;
 }
 
 // 2^254 mod L and 8^-1 mod L, little-endian, where L = 2^252 + 27742317777372353535851937790883648493 is the order of

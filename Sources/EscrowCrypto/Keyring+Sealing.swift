@@ -93,7 +93,12 @@ extension Keyring {
     /// profile box, its bindings and its padding. Any MAC, decryption, binding or padding failure is
     /// ``CryptoError/Code/ciphertextInvalid`` with one generic message.
     public func open(_ sealed: SealedEscrow) throws(CryptoError) -> SecretBytes {
-        let escrowSecretKey = try openKeyBox(sealed)
+        try open(sealed, x25519: SealedBox.defaultX25519)
+    }
+
+    /// ``open(_:)`` with the library of its X25519 steps given (tests open with both).
+    func open(_ sealed: SealedEscrow, x25519: SealedBox.X25519) throws(CryptoError) -> SecretBytes {
+        let escrowSecretKey = try openKeyBox(sealed, x25519)
         let boxCount = sealed.sealedProfile.count
         guard sealed.publicKey.count == Sodium.boxPublicKeyBytes,
             boxCount >= Sodium.sealBytes + Self.paddingBlock,
@@ -102,15 +107,13 @@ extension Keyring {
 
         let profileBox = SecretBytes(count: boxCount - Sodium.sealBytes)
         let opened = profileBox.withUnsafeMutableBytes { buffer in
-            escrowSecretKey.withUnsafeBytes { secret in
-                crypto_box_seal_open(
-                    buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    sealed.sealedProfile,
-                    UInt64(boxCount),
-                    sealed.publicKey,
-                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                ) == 0
-            }
+            SealedBox.open(
+                sealed.sealedProfile,
+                into: buffer,
+                recipient: sealed.publicKey,
+                secretKey: escrowSecretKey,
+                x25519
+            )
         }
         // The profile box keeps the version it was sealed under: rewrap re-seals only the key box, and versions only
         // grow, so the profile's version is at most the row's.
@@ -169,7 +172,10 @@ extension Keyring {
 
     /// Verifies the MAC, then opens the key box with the master key of the row's version and checks its bindings.
     /// Returns the escrow's secret key.
-    private func openKeyBox(_ sealed: SealedEscrow) throws(CryptoError) -> SecretBytes {
+    private func openKeyBox(
+        _ sealed: SealedEscrow,
+        _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
+    ) throws(CryptoError) -> SecretBytes {
         Sodium.ensureInitialized()
         guard verify(sealed) else { throw CryptoError.ciphertextInvalid }
         guard let master = masterKey(version: sealed.keyVersion) else {
@@ -186,15 +192,13 @@ extension Keyring {
         guard sealed.sealedKey.count == keyBoxCount + Sodium.sealBytes else { throw CryptoError.ciphertextInvalid }
         let keyBox = SecretBytes(count: keyBoxCount)
         let opened = keyBox.withUnsafeMutableBytes { buffer in
-            masterSecretKey.withUnsafeBytes { secret in
-                crypto_box_seal_open(
-                    buffer.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                    sealed.sealedKey,
-                    UInt64(sealed.sealedKey.count),
-                    master.publicKey,
-                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                ) == 0
-            }
+            SealedBox.open(
+                sealed.sealedKey,
+                into: buffer,
+                recipient: master.publicKey,
+                secretKey: masterSecretKey,
+                x25519
+            )
         }
         guard opened, Self.bindingMatches(keyBox, magic: Magic.key, sealed, exactVersion: true) else {
             throw CryptoError.ciphertextInvalid

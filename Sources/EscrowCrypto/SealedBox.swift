@@ -18,9 +18,11 @@ internal import CX25519
 ///
 /// What stays libsodium: every secret is drawn by `randombytes_buf` into `sodium_malloc`'ed memory
 /// (``SecretBytes``) and every secret BoringSSL computes is written there too; the scalar arithmetic is libsodium's
-/// (constant time); the nonce is libsodium's BLAKE2b, the shared key its HSalsa20, the box its XSalsa20-Poly1305, and
-/// opening is `crypto_box_seal_open` unchanged (one variable-base multiplication either way). Tests check every step
-/// against libsodium's own functions (`SealedBoxTests`).
+/// (constant time); the nonce is libsodium's BLAKE2b, the shared key its HSalsa20, the box its XSalsa20-Poly1305.
+/// Opening (``open(_:into:recipient:secretKey:_:)``) is `crypto_box_seal_open` with its one multiplication by
+/// BoringSSL (about 20 µs, libsodium's 27). After each BoringSSL call that read a secret, `CX25519` wipes the stack
+/// below it, where BoringSSL kept a clamped copy. Tests check every step against libsodium's own functions
+/// (`SealedBoxTests`).
 ///
 /// Only in an optimised build (``defaultX25519``): a debug build seals with libsodium alone.
 enum SealedBox {
@@ -99,13 +101,7 @@ enum SealedBox {
             ephemeralSecretKey.withUnsafeBytes { secret in
                 profile_escrow_x25519_public_key(out, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
-            // The nonce, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and recipient keys.
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * publicKeyBytes + 24) { scratch in
-                let keys = scratch.baseAddress!
-                keys.update(from: out, count: publicKeyBytes)
-                (keys + publicKeyBytes).update(from: recipient, count: publicKeyBytes)
-                let nonce = keys + 2 * publicKeyBytes
-                _ = crypto_generichash(nonce, crypto_box_noncebytes(), keys, UInt64(2 * publicKeyBytes), nil, 0)
+            withNonce(ephemeral: out, recipient: recipient) { nonce in
                 sharedKey.withUnsafeBytes { key in
                     _ = crypto_box_easy_afternm(
                         out + publicKeyBytes,
@@ -118,6 +114,68 @@ enum SealedBox {
             }
         }
         return sealed
+    }
+
+    /// Opens a sealed box into `output` (its length less ``Sodium/sealBytes``), as `crypto_box_seal_open` does:
+    /// `false` for a box too short, one of another recipient, a changed byte, or an ephemeral key of small order.
+    /// With BoringSSL, its shared secret is BoringSSL's multiplication (about 20 µs, libsodium's 27) with the secret
+    /// key read where libsodium keeps it.
+    static func open(
+        _ box: [UInt8],
+        into output: UnsafeMutableRawBufferPointer,
+        recipient: [UInt8],
+        secretKey: SecretBytes,
+        _ x25519: X25519 = defaultX25519
+    ) -> Bool {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        guard box.count >= Sodium.sealBytes, output.count == box.count - Sodium.sealBytes,
+            recipient.count == publicKeyBytes
+        else { return false }
+        let plaintext = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        if x25519 == .libsodium {
+            return secretKey.withUnsafeBytes { secret in
+                crypto_box_seal_open(
+                    plaintext,
+                    box,
+                    UInt64(box.count),
+                    recipient,
+                    secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                ) == 0
+            }
+        }
+        return box.withUnsafeBufferPointer { box in
+            let ephemeral = box.baseAddress!
+            guard let sharedKey = sharedKey(secretKey: secretKey, recipient: ephemeral) else { return false }
+            return withNonce(ephemeral: ephemeral, recipient: recipient) { nonce in
+                sharedKey.withUnsafeBytes { key in
+                    crypto_box_open_easy_afternm(
+                        plaintext,
+                        ephemeral + publicKeyBytes,
+                        UInt64(box.count - publicKeyBytes),
+                        nonce,
+                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    ) == 0
+                }
+            }
+        }
+    }
+
+    /// The nonce of a sealed box, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and the
+    /// recipient's public keys.
+    private static func withNonce<Result>(
+        ephemeral: UnsafePointer<UInt8>,
+        recipient: [UInt8],
+        _ body: (UnsafePointer<UInt8>) -> Result
+    ) -> Result {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * publicKeyBytes + 24) { scratch in
+            let keys = scratch.baseAddress!
+            keys.update(from: ephemeral, count: publicKeyBytes)
+            (keys + publicKeyBytes).update(from: recipient, count: publicKeyBytes)
+            let nonce = keys + 2 * publicKeyBytes
+            _ = crypto_generichash(nonce, crypto_box_noncebytes(), keys, UInt64(2 * publicKeyBytes), nil, 0)
+            return body(nonce)
+        }
     }
 
     /// A sealed box's shared key: from the two secrets when the recipient's is held and a scalar for them exists,
@@ -138,6 +196,12 @@ enum SealedBox {
     /// `crypto_box_beforenm(recipient, secretKey)`, by BoringSSL: the key a sealed box from `secretKey` to `recipient`
     /// uses; `nil` for a recipient of small order.
     static func sharedKey(secretKey: SecretBytes, recipient: [UInt8]) -> SecretBytes? {
+        precondition(recipient.count == Sodium.boxPublicKeyBytes, "an X25519 public key has 32 bytes")
+        return recipient.withUnsafeBufferPointer { sharedKey(secretKey: secretKey, recipient: $0.baseAddress!) }
+    }
+
+    /// ``sharedKey(secretKey:recipient:)`` of the 32 bytes at `recipient`.
+    private static func sharedKey(secretKey: SecretBytes, recipient: UnsafePointer<UInt8>) -> SecretBytes? {
         let secret = SecretBytes(count: 32)
         let computed = secret.withUnsafeMutableBytes { output in
             secretKey.withUnsafeBytes { secretKey in

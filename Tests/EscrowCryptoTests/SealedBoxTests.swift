@@ -156,6 +156,45 @@ struct SealedBoxTests {
         #expect(open(sealed, with: secretKey, publicKey: otherPublicKey) == nil)
     }
 
+    /// Opening with BoringSSL's multiplication opens what libsodium sealed, and refuses what `crypto_box_seal_open`
+    /// refuses: a changed byte, another recipient, a short box, an ephemeral key of small order.
+    @Test(arguments: [0, 1, 16, 63, 64, 120, 1000, 16 * 1024])
+    func openingIsLibsodiumsSealOpen(count: Int) throws {
+        let (publicKey, secretKey) = SealedBox.keyPair(.libsodium)
+        let message = SecretBytes.random(count: count)
+        var sealed = [UInt8](repeating: 0, count: count + crypto_box_sealbytes())
+        let status = message.withUnsafeBytes { bytes in
+            crypto_box_seal(&sealed, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(count), publicKey)
+        }
+        try #require(status == 0)
+
+        func open(
+            _ box: [UInt8],
+            recipient: [UInt8] = publicKey,
+            secretKey: SecretBytes = secretKey,
+            _ x25519: SealedBox.X25519
+        ) -> SecretBytes? {
+            let opened = SecretBytes(count: max(box.count - crypto_box_sealbytes(), 0))
+            let ok = opened.withUnsafeMutableBytes { output in
+                SealedBox.open(box, into: output, recipient: recipient, secretKey: secretKey, x25519)
+            }
+            return ok ? opened : nil
+        }
+        let (otherPublicKey, otherSecretKey) = SealedBox.keyPair(.libsodium)
+        var tampered = sealed
+        tampered[tampered.count - 1] ^= 0x80
+        var smallOrder = sealed
+        smallOrder.replaceSubrange(0..<32, with: [UInt8](repeating: 0, count: 32))
+        for x25519 in SealedBox.X25519.allCases {
+            #expect(open(sealed, x25519) == message)
+            #expect(open(tampered, x25519) == nil)
+            #expect(open(smallOrder, x25519) == nil)
+            #expect(open(sealed, recipient: otherPublicKey, secretKey: otherSecretKey, x25519) == nil)
+            #expect(open(sealed, secretKey: otherSecretKey, x25519) == nil)
+            #expect(open(Array(sealed.prefix(crypto_box_sealbytes() - 1)), x25519) == nil)
+        }
+    }
+
     @Test func everySealHasItsOwnEphemeralKey() throws {
         let (publicKey, _) = SealedBox.keyPair(.boringSSL)
         let message = SecretBytes.random(count: 64)
@@ -186,8 +225,8 @@ struct SealedBoxTests {
         }
     }
 
-    /// A whole escrow sealed by the keyring with either library's X25519 opens with the keyring (libsodium's
-    /// `crypto_box_seal_open`), its MAC verified, its sizes the same.
+    /// A whole escrow sealed by the keyring with either library's X25519 opens with the keyring with either library's,
+    /// its MAC verified, its sizes the same.
     @Test(arguments: SealedBox.X25519.allCases)
     func anEscrowSealedWithEitherLibraryOpens(x25519: SealedBox.X25519) throws {
         let keyring = Keyring.generate()
@@ -197,6 +236,8 @@ struct SealedBoxTests {
         #expect(keyring.verify(sealed))
         #expect(sealed.publicKey.count == 32 && sealed.sealedKey.count == 56 + 32 + 48)
         #expect(sealed.sealedProfile.count == 128 + 48)
-        #expect(try keyring.open(sealed) == plaintext)
+        for opening in SealedBox.X25519.allCases {
+            #expect(try keyring.open(sealed, x25519: opening) == plaintext)
+        }
     }
 }

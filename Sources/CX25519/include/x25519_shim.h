@@ -4,11 +4,12 @@
 #include <stdint.h>
 
 /// BoringSSL's `X25519_public_from_private`: the public key of a 32-byte secret, from the base point's precomputed
-/// Edwards table. The same bytes as libsodium's `crypto_scalarmult_base`.
+/// Edwards table. The same bytes as libsodium's `crypto_scalarmult_base`. Wipes the stack BoringSSL used.
 void profile_escrow_x25519_public_key(uint8_t out_public_key[32], const uint8_t secret_key[32]);
 
 /// BoringSSL's `X25519`: the shared secret of `secret_key` and `peer_public_key`. Returns 1, or 0 when that secret
 /// is all zeroes (a peer of small order), as libsodium's `crypto_scalarmult` refuses it. The same bytes as libsodium.
+/// Wipes the stack BoringSSL used.
 int profile_escrow_x25519(
     uint8_t out_shared_secret[32], const uint8_t secret_key[32], const uint8_t peer_public_key[32]);
 
