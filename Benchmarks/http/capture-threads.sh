@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a capture's CPU goes, by thread: `serve --no-worker` on a fresh store under wrk (`capture.lua`), then serve's CPU
-# per capture for each kind of thread (Swift's pool, NIO's event loops, the group commit's writer, the rest), its
+# per capture for each kind of thread (Swift's pool, NIO's event loops, the group commit's writer, the thread that makes sealing keys ahead, the rest), its
 # context switches per capture (voluntary, involuntary), and wrk's p50 and p99. Read from /proc/<pid>/task/*: no
 # profiler attached, so the numbers are the process's own. Compare two builds by alternating them in one session:
 #   BIN=<release profile-escrow> Benchmarks/http/capture-threads.sh [connections] [seconds]
@@ -51,6 +51,7 @@ def kind(comm):
     if "default-qos" in comm: return "Swift's pool"
     if comm.startswith("NIO-"): return "event loops"
     if "overcommit" in comm: return "writer (group commit)"
+    if comm == "sealing-keys": return "sealing keys made ahead"
     return "other"
 totals, switches = {}, [0, 0]
 for tid, (ticks, voluntary, involuntary, comm) in after.items():
@@ -63,7 +64,7 @@ rate = next(line.split()[1] for line in open(f"{work}/wrk.txt") if line.startswi
 percentiles = {line.split()[0]: line.split()[1] for line in open(f"{work}/wrk.txt")
                if line.strip().split(" ")[0] in ("50%", "99%")}
 print(f"{requests} captures, {rate}/s, p50 {percentiles.get('50%')}, p99 {percentiles.get('99%')}")
-for name in ("Swift's pool", "event loops", "writer (group commit)", "other"):
+for name in ("Swift's pool", "event loops", "writer (group commit)", "sealing keys made ahead", "other"):
     print(f"  {name:24} {per(totals.get(name, 0)):6.1f} us of CPU per capture")
 print(f"  {'total':24} {per(sum(totals.values())):6.1f} us")
 print(f"  context switches per capture: {switches[0] / requests:.2f} voluntary, {switches[1] / requests:.2f} involuntary")

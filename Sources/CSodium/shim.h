@@ -10,6 +10,11 @@ static inline int profile_escrow_set_not_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
+/// Names the calling thread (at most 15 bytes show), as `top -H` and /proc/<pid>/task/<tid>/comm show it.
+static inline int profile_escrow_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 /// The crash handler: one fixed line on stderr, then `_exit(128 + signal)` at once. Only
 /// async-signal-safe calls (write, _exit); it reads nothing from the crashed state, so no register or
 /// memory contents can reach a crash report. It replaces the Swift runtime's backtracer, which on

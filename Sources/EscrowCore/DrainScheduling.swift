@@ -32,9 +32,9 @@ package enum DrainScheduling {
         draining(underNormalPolicy: isOn, body)
     }
 
-    /// Whether ``runDrainsUnderNormalPolicy()`` was called.
+    /// Whether ``runDrainsUnderNormalPolicy()`` was called: this process moves its own threads between policies.
     @usableFromInline
-    static var isOn: Bool { normalWhileDraining.load(ordering: .acquiring) }
+    package static var isOn: Bool { normalWhileDraining.load(ordering: .acquiring) }
 
     /// ``draining(_:)`` with the switch given (tests).
     @inlinable

@@ -11,22 +11,38 @@ extension Keyring {
     /// A fresh X25519 key pair is made for the escrow; the profile plaintext is bound to `id` and `blindIndex`,
     /// padded to a multiple of 64 bytes and sealed to the escrow's public key; the escrow's secret key is sealed to
     /// the active master public key; the row MAC covers everything. Works on a public-only keyring.
-    public func seal(plaintext: SecretBytes, id: EscrowID, blindIndex: BlindIndex) throws(CryptoError) -> SealedEscrow {
-        try seal(plaintext: plaintext, id: id, blindIndex: blindIndex, x25519: SealedBox.defaultX25519)
+    ///
+    /// `reserve`: keys made ahead of time (``SealingKeyReserve``), taken when it has some for the active master key;
+    /// otherwise the keys are made here. The result is the same either way.
+    public func seal(
+        plaintext: SecretBytes,
+        id: EscrowID,
+        blindIndex: BlindIndex,
+        reserve: SealingKeyReserve? = nil
+    ) throws(CryptoError) -> SealedEscrow {
+        try seal(
+            plaintext: plaintext,
+            id: id,
+            blindIndex: blindIndex,
+            x25519: SealedBox.defaultX25519,
+            reserve: reserve
+        )
     }
 
-    /// ``seal(plaintext:id:blindIndex:)`` with the library of its X25519 steps given (tests seal with both).
+    /// ``seal(plaintext:id:blindIndex:reserve:)`` with the library of its X25519 steps given (tests seal with both).
     func seal(
         plaintext: SecretBytes,
         id: EscrowID,
         blindIndex: BlindIndex,
-        x25519: SealedBox.X25519
+        x25519: SealedBox.X25519,
+        reserve: SealingKeyReserve? = nil
     ) throws(CryptoError) -> SealedEscrow {
         Sodium.ensureInitialized()
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
         }
-        let (publicKey, secretKey) = SealedBox.keyPair(x25519)
+        let reserved = master.publicKey.count == Sodium.boxPublicKeyBytes ? reserve?.take(for: master.publicKey) : nil
+        let (publicKey, secretKey) = reserved.map { ($0.publicKey, $0.secretKey) } ?? SealedBox.keyPair(x25519)
 
         let unpaddedCount = Self.bindingBytes + plaintext.count
         let paddedCount = (unpaddedCount / Self.paddingBlock + 1) * Self.paddingBlock
@@ -47,7 +63,12 @@ extension Keyring {
             return status == 0 && resultCount == paddedCount
         }
         precondition(padded, "sodium_pad failed for a correctly sized buffer")
-        let sealedProfile = try Self.sealBox(profileBox, to: publicKey, recipientSecretKey: secretKey, x25519)
+        let sealedProfile: [UInt8]
+        if let reserved {
+            sealedProfile = profileBox.withUnsafeBytes { SealedBox.seal($0, to: publicKey, using: reserved.profileBox) }
+        } else {
+            sealedProfile = try Self.sealBox(profileBox, to: publicKey, recipientSecretKey: secretKey, x25519)
+        }
 
         let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
         keyBox.withUnsafeMutableBytes { buffer in
@@ -56,7 +77,12 @@ extension Keyring {
             Self.appendBinding(to: &writer, id: id, blindIndex: blindIndex, version: activeVersion)
             secretKey.withUnsafeBytes { writer.append($0) }
         }
-        let sealedKey = try Self.sealBox(keyBox, to: master.publicKey, x25519)
+        let sealedKey: [UInt8]
+        if let reserved {
+            sealedKey = keyBox.withUnsafeBytes { SealedBox.seal($0, to: master.publicKey, using: reserved.keyBox) }
+        } else {
+            sealedKey = try Self.sealBox(keyBox, to: master.publicKey, x25519)
+        }
 
         var sealed = SealedEscrow(
             id: id,

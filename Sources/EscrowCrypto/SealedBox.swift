@@ -77,9 +77,8 @@ enum SealedBox {
         _ x25519: X25519 = defaultX25519
     ) -> [UInt8]? {
         precondition(recipient.count == Sodium.boxPublicKeyBytes, "a sealed box's recipient key has 32 bytes")
-        let publicKeyBytes = Sodium.boxPublicKeyBytes
-        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
         if x25519 == .libsodium {
+            var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
             let status = crypto_box_seal(
                 &sealed,
                 message.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -88,21 +87,48 @@ enum SealedBox {
             )
             return status == 0 ? sealed : nil
         }
+        guard let ephemeral = ephemeral(to: recipient, recipientSecretKey: recipientSecretKey) else { return nil }
+        return seal(message, to: recipient, using: ephemeral)
+    }
+
+    /// A sealed box's ephemeral half, which does not depend on the message: the ephemeral public key that goes in
+    /// front of the box, and the box's key (`crypto_box_beforenm` of the recipient and the ephemeral secret key, which
+    /// is not kept). Made ahead of a capture by ``SealingKeyReserve``; used for one box only.
+    struct Ephemeral: Sendable {
+        let publicKey: [UInt8]
+        let key: SecretBytes
+    }
+
+    /// A fresh ``Ephemeral`` for a box to `recipient`; `nil` when `recipient` is of small order. `recipientSecretKey`,
+    /// when the sealer holds it, must be the secret key of `recipient` (``seal(_:to:recipientSecretKey:_:)``).
+    static func ephemeral(
+        to recipient: [UInt8],
+        recipientSecretKey: SecretBytes?,
+        _ x25519: X25519 = .boringSSL
+    ) -> Ephemeral? {
+        precondition(recipient.count == Sodium.boxPublicKeyBytes, "a sealed box's recipient key has 32 bytes")
         let ephemeralSecretKey = SecretBytes.random(count: Sodium.boxSecretKeyBytes)
         guard
-            let sharedKey = sealingKey(
+            let key = sealingKey(
                 ephemeralSecretKey: ephemeralSecretKey,
                 recipient: recipient,
-                recipientSecretKey: recipientSecretKey
+                recipientSecretKey: recipientSecretKey,
+                x25519
             )
         else { return nil }
+        return Ephemeral(publicKey: publicKey(of: ephemeralSecretKey, x25519), key: key)
+    }
+
+    /// Seals `message` to `recipient` with `ephemeral` (made for `recipient`, and never used again): the format of
+    /// `crypto_box_seal`.
+    static func seal(_ message: UnsafeRawBufferPointer, to recipient: [UInt8], using ephemeral: Ephemeral) -> [UInt8] {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
         sealed.withUnsafeMutableBufferPointer { output in
             let out = output.baseAddress!
-            ephemeralSecretKey.withUnsafeBytes { secret in
-                profile_escrow_x25519_public_key(out, secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
+            out.update(from: ephemeral.publicKey, count: publicKeyBytes)
             withNonce(ephemeral: out, recipient: recipient) { nonce in
-                sharedKey.withUnsafeBytes { key in
+                ephemeral.key.withUnsafeBytes { key in
                     _ = crypto_box_easy_afternm(
                         out + publicKeyBytes,
                         message.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -179,18 +205,35 @@ enum SealedBox {
     }
 
     /// A sealed box's shared key: from the two secrets when the recipient's is held and a scalar for them exists,
-    /// else by multiplying `recipient` (also the way for a recipient of small order, which it refuses).
+    /// else by multiplying `recipient` (also the way for a recipient of small order, which it refuses); with
+    /// libsodium, `crypto_box_beforenm`.
     static func sealingKey(
         ephemeralSecretKey: SecretBytes,
         recipient: [UInt8],
-        recipientSecretKey: SecretBytes?
+        recipientSecretKey: SecretBytes?,
+        _ x25519: X25519 = .boringSSL
     ) -> SecretBytes? {
         if let recipientSecretKey,
-            let key = sharedKey(ephemeralSecretKey: ephemeralSecretKey, recipientSecretKey: recipientSecretKey)
+            let key = sharedKey(ephemeralSecretKey: ephemeralSecretKey, recipientSecretKey: recipientSecretKey, x25519)
         {
             return key
         }
-        return sharedKey(secretKey: ephemeralSecretKey, recipient: recipient)
+        switch x25519 {
+        case .boringSSL:
+            return sharedKey(secretKey: ephemeralSecretKey, recipient: recipient)
+        case .libsodium:
+            let key = SecretBytes(count: crypto_box_beforenmbytes())
+            let computed = key.withUnsafeMutableBytes { output in
+                ephemeralSecretKey.withUnsafeBytes { secret in
+                    crypto_box_beforenm(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        recipient,
+                        secret.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    ) == 0
+                }
+            }
+            return computed ? key : nil
+        }
     }
 
     /// `crypto_box_beforenm(recipient, secretKey)`, by BoringSSL: the key a sealed box from `secretKey` to `recipient`

@@ -37,6 +37,7 @@ public final class Escrow: Sendable {
         self.logger = logger
         self.lifecycle = configuration.lifecycle
         self.clock = configuration.clock
+        configuration.sealingKeys?.prepare(for: keyring)
     }
 
     /// The keyring in use now; ``replaceKeyring(_:)`` swaps it (a reload after a rotation or retirement).
@@ -57,6 +58,7 @@ public final class Escrow: Sendable {
                     + "and was not loaded"
             )
         }
+        configuration.sealingKeys?.prepare(for: new)
     }
 
     /// Whether this node can only capture (public-only keyring): it never opens an escrow.
@@ -157,7 +159,12 @@ public final class Escrow: Sendable {
         let keyring = self.keyring  // one keyring for the whole capture, even across a reload
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
         let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
-        let sealed = try keyring.seal(plaintext: plaintext, id: EscrowID.new(at: now), blindIndex: blindIndex)
+        let sealed = try keyring.seal(
+            plaintext: plaintext,
+            id: EscrowID.new(at: now),
+            blindIndex: blindIndex,
+            reserve: configuration.sealingKeys
+        )
         return EscrowRecord(
             sealed: sealed,
             contentTag: keyring.contentTag(

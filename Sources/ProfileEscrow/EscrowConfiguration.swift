@@ -1,4 +1,5 @@
 public import EscrowCore
+public import EscrowCrypto
 public import Tracing
 
 /// How an ``Escrow`` behaves; every property has a sensible default.
@@ -18,6 +19,9 @@ public struct EscrowConfiguration: Sendable {
     /// `replay` set it to swift-otel's tracer when the OTEL_* environment turns traces on. Spans never carry personal
     /// data.
     public var tracer: (any Tracer)?
+    /// Sealing keys made ahead of captures (``SealingKeyReserve``), started and stopped by its owner; nil (the
+    /// default) makes each capture's keys when it seals. `profile-escrow serve` sets one.
+    public var sealingKeys: SealingKeyReserve?
 
     public init() {}
 

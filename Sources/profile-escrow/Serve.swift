@@ -275,11 +275,17 @@ struct Serve: AsyncParsableCommand {
         // (their own rollback-journal file, or the PostgreSQL database) and take effect at the next request (a SQLite
         // token file's lookups are kept only while its change counter stays the same).
         let tokens = try await tokenStore.open(options, beside: opened)
+        // A capture's keys are made ahead on a thread of their own, at idle priority when this process moves its own
+        // threads between scheduling policies (`--scheduling batch`, allowed).
+        let sealingKeys = SealingKeyReserve(idlePriority: DrainScheduling.isOn)
+        sealingKeys.start()
+        defer { sealingKeys.stop() }
         let (escrow, traces) = try worker.escrow(
             store: opened.store,
             keyring: keyring,
             options,
             process: "serve",
+            sealingKeys: sealingKeys,
             logger: logger
         )
         logger.notice(

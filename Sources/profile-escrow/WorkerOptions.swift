@@ -156,6 +156,7 @@ struct WorkerOptions: ParsableArguments {
         keyring: Keyring,
         _ options: GlobalOptions,
         process: String,
+        sealingKeys: SealingKeyReserve? = nil,
         logger: Logger
     ) throws -> (Escrow, OpenTelemetryTraces?) {
         let traces = try OpenTelemetryTraces.make(
@@ -165,6 +166,7 @@ struct WorkerOptions: ParsableArguments {
         )
         var configuration = try escrowConfiguration(options)
         configuration.tracer = traces?.tracer
+        configuration.sealingKeys = sealingKeys
         let escrow = Escrow(store: store, keyring: keyring, configuration: configuration, logger: logger)
         if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         return (escrow, traces)

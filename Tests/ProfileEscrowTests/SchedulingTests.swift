@@ -11,13 +11,20 @@ struct SchedulingTests {
     static let batch = 3
     static let idle = 5
 
-    @Test("serve: every thread is batch by default, and every one normal with PROFILE_ESCROW_SCHEDULING=normal")
+    @Test(
+        "serve: every thread batch by default but the sealing keys' (idle), every one normal with PROFILE_ESCROW_SCHEDULING=normal"
+    )
     func serveThreads() async throws {
-        for (setting, expected) in [(nil, Self.batch), ("normal", Self.normal)] {
+        for (setting, expected, sealingKeys) in [(nil, Self.batch, Self.idle), ("normal", Self.normal, Self.normal)] {
             try await Self.withServe(setting.map { ["PROFILE_ESCROW_SCHEDULING": $0] } ?? [:]) { serve, _ in
-                let policies = Self.threadPolicies(serve.processIdentifier)
-                #expect(policies.count >= 3, "serve has its threads: \(policies)")
-                #expect(policies.allSatisfy { $0 == expected }, "\(setting ?? "default"): \(policies)")
+                let threads = Self.threads(serve.processIdentifier)
+                let policies = threads.filter { $0.name != "sealing-keys" }.map(\.policy)
+                #expect(policies.count >= 3, "serve has its threads: \(threads)")
+                #expect(policies.allSatisfy { $0 == expected }, "\(setting ?? "default"): \(threads)")
+                // The thread that makes sealing keys ahead of captures runs only on an otherwise idle core, when this
+                // process moves its own threads (batch); else it keeps the process's policy.
+                let keys = threads.filter { $0.name == "sealing-keys" }.map(\.policy)
+                #expect(keys == [sealingKeys], "\(setting ?? "default"): \(threads)")
             }
         }
     }
@@ -92,13 +99,19 @@ struct SchedulingTests {
     /// The scheduling policy of each thread of `pid` (field 41 of its `stat`; the command name, field 2, may hold
     /// spaces and parentheses, so fields are counted from its closing parenthesis).
     static func threadPolicies(_ pid: Int32) -> [Int] {
+        threads(pid).map(\.policy)
+    }
+
+    /// Each thread's name and scheduling policy.
+    static func threads(_ pid: Int32) -> [(name: String, policy: Int)] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.compactMap { task in
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                let end = stat.lastIndex(of: ")")
+                let start = stat.firstIndex(of: "("), let end = stat.lastIndex(of: ")")
             else { return nil }
             let fields = stat[stat.index(after: end)...].split(separator: " ")
-            return fields.count > 38 ? Int(fields[38]) : nil
+            guard fields.count > 38, let policy = Int(fields[38]) else { return nil }
+            return (String(stat[stat.index(after: start)..<end]), policy)
         }
     }
 }
