@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a capture's CPU goes, by thread: `serve --no-worker` on a fresh store under wrk (`capture.lua`), then serve's CPU
-# per capture for each kind of thread (Swift's pool, NIO's event loops, the group commit's writer, the thread that makes sealing keys ahead, the rest), its
-# context switches per capture (voluntary, involuntary), and wrk's p50 and p99. Read from /proc/<pid>/task/*: no
+# per capture for each kind of thread (Swift's pool, NIO's event loops, the group commit's writer, the thread that makes
+# sealing keys ahead, the rest), its context switches per capture (voluntary, involuntary), and wrk's p50 and p99. Read from /proc/<pid>/task/*: no
 # profiler attached, so the numbers are the process's own. Compare two builds by alternating them in one session:
 #   BIN=<release profile-escrow> Benchmarks/http/capture-threads.sh [connections] [seconds]
 # Without BIN, builds one. `PROFILE_ESCROW_SCHEDULING=normal` compares the scheduling policies.
