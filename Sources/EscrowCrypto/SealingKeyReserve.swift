@@ -1,11 +1,5 @@
-internal import CSodium
 import Dispatch
-import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The key material of one escrow's sealing that does not depend on its profile: the escrow's own key pair, and the
 /// ephemeral halves of its two sealed boxes (the profile's, to the escrow's public key; the escrow secret key's, to
@@ -98,7 +92,7 @@ public final class SealingKeyReserve: Sendable {
             return true
         }
         guard starting else { return }
-        Thread { [self] in run() }.start()
+        IdleThread.start(name: "sealing-keys", idlePriority: idlePriority) { [self] in run() }
     }
 
     /// Ends the thread and drops every set of keys kept (zeroed as they are released).
@@ -162,17 +156,6 @@ public final class SealingKeyReserve: Sendable {
 
     /// The thread: makes keys while fewer than ``capacity`` are kept, sleeps when full until captures have taken half.
     private func run() {
-        #if os(Linux)
-        // Its own name (a new thread inherits its creator's), so that it shows apart from Swift's pool in `top -H`
-        // and /proc/<pid>/task.
-        _ = profile_escrow_set_thread_name("sealing-keys")
-        if idlePriority {
-            // SCHED_IDLE (5 in <linux/sched.h>; Glibc declares it only under _GNU_SOURCE, which Swift does not import):
-            // the thread runs only on a core that has nothing else to run. Refused, it keeps the process's policy.
-            var parameters = sched_param(sched_priority: 0)
-            _ = sched_setscheduler(0, 5, &parameters)
-        }
-        #endif
         while true {
             let next = state.withLock { state -> Next in
                 if state.stopped { return .stop }
