@@ -36,12 +36,19 @@ final class ReplayRun: Sendable {
     var unfinished: Int { state.withLockedValue { $0.inFlight + $0.committing } }
     var summary: ReplaySummary { state.withLockedValue { $0.summary } }
 
-    /// Whether another delivery may start: fewer than `concurrency` requests out, and at most as many answered
-    /// outcomes again waiting for their commit (so a slow store holds back delivery instead of piling up answers).
+    /// Whether another delivery may start: fewer than `concurrency` requests out, and fewer than four times
+    /// `concurrency` deliveries unfinished (requests out and answered outcomes waiting for their commit), so that a slow
+    /// store holds back delivery instead of piling up answers.
     var hasFreeSlot: Bool { state.withLockedValue { Self.hasFreeSlot($0, concurrency: concurrency) } }
 
+    /// Deliveries unfinished at most, per slot. A group commit of outcomes holds about 50 under load, with as many
+    /// queued behind it by the time it ends: with twice the concurrency (64 slots) allowed, answered outcomes held the
+    /// next requests back at moments and left the cores idle; four times gave 3–5% more purges a second, alternated
+    /// (`docs/performance.md`), eight times no more than four.
+    static let unfinishedPerSlot = 4
+
     private static func hasFreeSlot(_ state: State, concurrency: Int) -> Bool {
-        state.inFlight < concurrency && state.inFlight + state.committing < 2 * concurrency
+        state.inFlight < concurrency && state.inFlight + state.committing < unfinishedPerSlot * concurrency
     }
 
     /// Graceful shutdown: claim nothing more, let what is in flight finish.

@@ -22,13 +22,23 @@ struct ReplayRunTests {
 
     @Test func aCommitThatHeldTheNextDeliveryBackWakesTheLoop() {
         let run = ReplayRun(clock: TestClock(), concurrency: 1)
+        for _ in 0..<ReplayRun.unfinishedPerSlot - 1 {
+            run.started()
+            run.answered()
+        }
+        #expect(run.hasFreeSlot, "three answered outcomes waiting for their commit, no request out")
         run.started()
-        run.answered()
-        run.started()
-        #expect(!run.hasFreeSlot, "one out, and as many answered outcomes again waiting for their commit")
+        #expect(!run.hasFreeSlot, "one out, and three answered outcomes waiting: four per slot")
         #expect(run.finished(answered: true), "the commit frees the share the next delivery waited for")
         #expect(!run.hasFreeSlot, "one request still out")
         #expect(run.finished(answered: false), "a request that ended unanswered frees its slot")
+        #expect(run.hasFreeSlot)
+        for _ in 0..<2 {
+            run.started()
+            run.answered()
+        }
+        #expect(!run.hasFreeSlot, "four answered outcomes waiting for their commit, none out: held back")
+        #expect(run.finished(answered: true))
         #expect(run.hasFreeSlot)
     }
 

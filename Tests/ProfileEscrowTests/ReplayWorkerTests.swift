@@ -481,7 +481,7 @@ struct ReplayWorkerTests {
     }
 
     /// A delivery frees its slot once the backend has answered, before its outcome is committed: while the store
-    /// holds commits back, the worker goes on delivering until as many answered outcomes wait as it has slots, and
+    /// holds commits back, the worker goes on delivering until four times as many deliveries as it has slots wait, and
     /// no further; the backend never sees more than `concurrency` requests at once; nothing is lost on the way.
     @Test func anAnsweredDeliveryFreesItsSlotBeforeItsCommit() async throws {
         let fixture = try await ReplayFixture()
@@ -499,13 +499,13 @@ struct ReplayWorkerTests {
         observed.holdCommits(true)
         defer { observed.holdCommits(false) }  // also when an expectation below throws
         let running = Task { try await worker.runOnce() }
-        try await eventually("four answered outcomes waiting for their commit", within: 20) {
-            observed.waitingCommits == 4
+        try await eventually("eight answered outcomes waiting for their commit", within: 20) {
+            observed.waitingCommits == 8
         }
-        // Time for a fifth delivery, which must not come (real time: the worker runs on the real clock).
+        // Time for a ninth delivery, which must not come (real time: the worker runs on the real clock).
         try await pause(for: .milliseconds(300))
-        #expect(observed.waitingCommits == 4, "twice the concurrency, and no more")
-        #expect(fixture.stub.requests.count == 4)
+        #expect(observed.waitingCommits == 8, "four times the concurrency, and no more")
+        #expect(fixture.stub.requests.count == 8)
         observed.holdCommits(false)
         let summary = try await bounded("the run", within: 30) { try await running.value }
         #expect(summary.delivered == 12 && summary.confirmed == 12)
