@@ -14,7 +14,7 @@ internal import CX25519
 /// made a moment before), the shared secret `X25519(ephemeral, recipient)` is the base point multiplied by the
 /// product of the two secrets, so it too comes from the precomputed table (``sharedKey(ephemeralSecretKey:recipientSecretKey:)``):
 /// the same bytes, about 10 µs instead of 22. A capture makes three public keys and two shared secrets, one of each
-/// kind, so sealing costs about 65 µs instead of libsodium's ~130 (`docs/performance.md`).
+/// kind, so sealing costs about 60 µs instead of libsodium's ~130 (`docs/performance.md`).
 ///
 /// What stays libsodium: every secret is drawn by `randombytes_buf` into `sodium_malloc`'ed memory
 /// (``SecretBytes``) and every secret BoringSSL computes is written there too; the scalar arithmetic is libsodium's
