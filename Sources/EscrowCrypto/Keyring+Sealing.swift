@@ -41,8 +41,13 @@ extension Keyring {
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
         }
-        let reserved = master.publicKey.count == Sodium.boxPublicKeyBytes ? reserve?.take(for: master.publicKey) : nil
-        let (publicKey, secretKey) = reserved.map { ($0.publicKey, $0.secretKey) } ?? SealedBox.keyPair(x25519)
+        try Self.requireRecipientLength(master.publicKey)
+        // All of the escrow's X25519 work: made ahead when the reserve has some, here otherwise.
+        guard
+            let keys = reserve?.take(for: master.publicKey)
+                ?? SealingKeys.make(masterPublicKey: master.publicKey, x25519)
+        else { throw Self.smallOrderRecipient }
+        let publicKey = keys.publicKey
 
         let unpaddedCount = Self.bindingBytes + plaintext.count
         let paddedCount = (unpaddedCount / Self.paddingBlock + 1) * Self.paddingBlock
@@ -63,26 +68,16 @@ extension Keyring {
             return status == 0 && resultCount == paddedCount
         }
         precondition(padded, "sodium_pad failed for a correctly sized buffer")
-        let sealedProfile: [UInt8]
-        if let reserved {
-            sealedProfile = profileBox.withUnsafeBytes { SealedBox.seal($0, to: publicKey, using: reserved.profileBox) }
-        } else {
-            sealedProfile = try Self.sealBox(profileBox, to: publicKey, recipientSecretKey: secretKey, x25519)
-        }
+        let sealedProfile = profileBox.withUnsafeBytes { SealedBox.seal($0, to: publicKey, using: keys.profileBox) }
 
         let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
         keyBox.withUnsafeMutableBytes { buffer in
             var writer = ByteWriter(buffer)
             writer.append(Magic.key)
             Self.appendBinding(to: &writer, id: id, blindIndex: blindIndex, version: activeVersion)
-            secretKey.withUnsafeBytes { writer.append($0) }
+            keys.secretKey.withUnsafeBytes { writer.append($0) }
         }
-        let sealedKey: [UInt8]
-        if let reserved {
-            sealedKey = keyBox.withUnsafeBytes { SealedBox.seal($0, to: master.publicKey, using: reserved.keyBox) }
-        } else {
-            sealedKey = try Self.sealBox(keyBox, to: master.publicKey, x25519)
-        }
+        let sealedKey = keyBox.withUnsafeBytes { SealedBox.seal($0, to: master.publicKey, using: keys.keyBox) }
 
         var sealed = SealedEscrow(
             id: id,
@@ -286,24 +281,27 @@ extension Keyring {
         return input
     }
 
-    /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`; `recipientSecretKey`, the
-    /// secret key of `publicKey` when the sealer holds it, makes the box's shared secret cheaper (``SealedBox``).
+    /// A sealed box (the format of `crypto_box_seal`) of a secret plaintext to `publicKey`.
     static func sealBox(
         _ plaintext: SecretBytes,
         to publicKey: [UInt8],
-        recipientSecretKey: SecretBytes? = nil,
         _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
     ) throws(CryptoError) -> [UInt8] {
-        guard publicKey.count == Sodium.boxPublicKeyBytes else {
-            throw CryptoError(.keyringMalformed, "a public key has the wrong length")
-        }
-        guard
-            let sealed = plaintext.withUnsafeBytes({
-                SealedBox.seal($0, to: publicKey, recipientSecretKey: recipientSecretKey, x25519)
-            })
-        else {
-            throw CryptoError(.keyringMalformed, "a public key in the keyring is unusable (a point of small order)")
+        try requireRecipientLength(publicKey)
+        guard let sealed = plaintext.withUnsafeBytes({ SealedBox.seal($0, to: publicKey, x25519) }) else {
+            throw smallOrderRecipient
         }
         return sealed
     }
+
+    private static func requireRecipientLength(_ publicKey: [UInt8]) throws(CryptoError) {
+        guard publicKey.count == Sodium.boxPublicKeyBytes else {
+            throw CryptoError(.keyringMalformed, "a public key has the wrong length")
+        }
+    }
+
+    private static let smallOrderRecipient = CryptoError(
+        .keyringMalformed,
+        "a public key in the keyring is unusable (a point of small order)"
+    )
 }

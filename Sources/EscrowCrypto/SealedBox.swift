@@ -66,14 +66,9 @@ enum SealedBox {
 
     /// Seals `message` to `recipient`: the same format as `crypto_box_seal`, which opens it. Returns `nil` when
     /// `recipient` is a point of small order (the shared secret is all zeroes), where `crypto_box_seal` fails too.
-    ///
-    /// `recipientSecretKey`, when the sealer holds it, must be the secret key of `recipient`: the shared secret is
-    /// then a multiplication of the base point (the type's documentation). It is not kept, and nothing of it is in
-    /// the box.
     static func seal(
         _ message: UnsafeRawBufferPointer,
         to recipient: [UInt8],
-        recipientSecretKey: SecretBytes? = nil,
         _ x25519: X25519 = defaultX25519
     ) -> [UInt8]? {
         precondition(recipient.count == Sodium.boxPublicKeyBytes, "a sealed box's recipient key has 32 bytes")
@@ -87,7 +82,7 @@ enum SealedBox {
             )
             return status == 0 ? sealed : nil
         }
-        guard let ephemeral = ephemeral(to: recipient, recipientSecretKey: recipientSecretKey) else { return nil }
+        guard let ephemeral = ephemeral(to: recipient, recipientSecretKey: nil) else { return nil }
         return seal(message, to: recipient, using: ephemeral)
     }
 
@@ -100,7 +95,8 @@ enum SealedBox {
     }
 
     /// A fresh ``Ephemeral`` for a box to `recipient`; `nil` when `recipient` is of small order. `recipientSecretKey`,
-    /// when the sealer holds it, must be the secret key of `recipient` (``seal(_:to:recipientSecretKey:_:)``).
+    /// when the sealer holds it, must be the secret key of `recipient`: the shared secret is then a multiplication of
+    /// the base point (the type's documentation). It is not kept, and nothing of it is in the box.
     static func ephemeral(
         to recipient: [UInt8],
         recipientSecretKey: SecretBytes?,

@@ -1,4 +1,5 @@
 import CSodium
+import Foundation
 import Testing
 
 @testable import EscrowCrypto
@@ -31,9 +32,7 @@ struct SealedBoxTests {
 
     @Test func publicKeysAreLibsodiumsScalarMultiplicationOfTheBasePoint() {
         for secretKey in Self.secretKeys() {
-            for x25519 in SealedBox.X25519.allCases {
-                #expect(SealedBox.publicKey(of: secretKey, x25519) == libsodiumPublicKey(secretKey))
-            }
+            #expect(SealedBox.publicKey(of: secretKey, .boringSSL) == libsodiumPublicKey(secretKey))
         }
         let (publicKey, secretKey) = SealedBox.keyPair(.boringSSL)
         #expect(publicKey == libsodiumPublicKey(secretKey))
@@ -89,16 +88,12 @@ struct SealedBoxTests {
     /// Two secrets whose product has no scalar that X25519's clamp leaves as it is (found by search; about one pair
     /// in 2^126 is such): the shortcut says so, and the box's key comes from the usual multiplication, still libsodium's.
     @Test func withoutAScalarForTheProductTheKeyIsMultipliedTheUsualWay() throws {
-        func bytes(_ hex: String) -> SecretBytes {
-            SecretBytes(
-                copying: stride(from: 0, to: hex.count, by: 2).map { offset in
-                    let start = hex.index(hex.startIndex, offsetBy: offset)
-                    return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
-                }
-            )
-        }
-        let ephemeral = bytes("9b8b847f850d4473da203a29b95a0f094e278c36a065dd2cb08d270703ae4505")
-        let recipient = bytes("206fd1852ccc5f76420449e052645da6b07cb238ff6e46d4465c7d1b52178055")
+        let ephemeral = SecretBytes(
+            copying: bytes(hex: "9b8b847f850d4473da203a29b95a0f094e278c36a065dd2cb08d270703ae4505")
+        )
+        let recipient = SecretBytes(
+            copying: bytes(hex: "206fd1852ccc5f76420449e052645da6b07cb238ff6e46d4465c7d1b52178055")
+        )
         let recipientPublicKey = libsodiumPublicKey(recipient)
         var expected = [UInt8](repeating: 0, count: 32)
         _ = ephemeral.withUnsafeBytes { secret in
@@ -119,16 +114,10 @@ struct SealedBoxTests {
     func libsodiumOpensWhatItSeals(count: Int, holdingTheRecipientsSecret: Bool) throws {
         let (publicKey, secretKey) = SealedBox.keyPair(.boringSSL)
         let message = SecretBytes.random(count: count)
-        let sealed = try #require(
-            message.withUnsafeBytes { message in
-                SealedBox.seal(
-                    message,
-                    to: publicKey,
-                    recipientSecretKey: holdingTheRecipientsSecret ? secretKey : nil,
-                    .boringSSL
-                )
-            }
+        let ephemeral = try #require(
+            SealedBox.ephemeral(to: publicKey, recipientSecretKey: holdingTheRecipientsSecret ? secretKey : nil)
         )
+        let sealed = message.withUnsafeBytes { SealedBox.seal($0, to: publicKey, using: ephemeral) }
         #expect(sealed.count == count + crypto_box_sealbytes())
 
         func open(_ box: [UInt8], with secretKey: SecretBytes, publicKey: [UInt8]) -> [UInt8]? {
@@ -222,6 +211,38 @@ struct SealedBoxTests {
                 crypto_box_seal(&sealed, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), 64, recipient)
             }
             #expect(status != 0)
+        }
+
+        // A keyring whose master public key is of small order, or not 32 bytes, refuses to seal an escrow (with either
+        // library, with a reserve of keys or without), naming the problem, and never crashes on it.
+        let reserve = SealingKeyReserve(capacity: 2, idlePriority: false, .libsodium)
+        reserve.start()
+        defer { reserve.stop() }
+        for masterPublicKey in smallOrder + [[UInt8](repeating: 9, count: 31)] {
+            let keyring = Keyring(
+                masterKeys: [
+                    Keyring.MasterKey(version: 1, publicKey: masterPublicKey, secretKey: nil, createdAt: Date())
+                ],
+                activeVersion: 1,
+                indexKey: SecretBytes.random(count: 32),
+                rowKey: SecretBytes.random(count: 32),
+                isPublicOnly: true
+            )
+            let index = keyring.blindIndex(userIdentifier: "000000.smallorder.invalid")
+            for x25519 in SealedBox.X25519.allCases {
+                for reserved in [nil, reserve] {
+                    let error = #expect(throws: CryptoError.self) {
+                        try keyring.seal(
+                            plaintext: message,
+                            id: .random(),
+                            blindIndex: index,
+                            x25519: x25519,
+                            reserve: reserved
+                        )
+                    }
+                    #expect(error?.code == .keyringMalformed)
+                }
+            }
         }
     }
 

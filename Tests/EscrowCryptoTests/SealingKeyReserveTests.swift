@@ -124,8 +124,9 @@ struct SealingKeyReserveTests {
         #expect(try keyring.open(sealed) == plaintext)
     }
 
-    /// A master key of small order: no keys are made for it, and sealing refuses it as before.
-    @Test func aMasterKeyOfSmallOrderGetsNoKeysAndSealingRefusesIt() async throws {
+    /// A master key of small order: no keys can be made for it (sealing refuses it), none are kept, and the thread goes
+    /// on to make keys for a usable one asked for next.
+    @Test func aMasterKeyOfSmallOrderGetsNoKeysAndTheThreadGoesOn() async throws {
         let reserve = SealingKeyReserve(capacity: 4, idlePriority: false, .libsodium)
         defer { reserve.stop() }
         reserve.start()
@@ -133,5 +134,12 @@ struct SealingKeyReserveTests {
         #expect(reserve.take(for: smallOrder) == nil)
         try await Task.sleep(for: .milliseconds(100))
         #expect(reserve.count == 0)
+        #expect(reserve.take(for: smallOrder) == nil)
+
+        let keyring = Keyring.generate()
+        #expect(reserve.take(for: masterPublicKey(keyring)) == nil)
+        try await eventually { reserve.count == 4 }
+        let keys = try #require(reserve.take(for: masterPublicKey(keyring)))
+        #expect(keys.masterPublicKey == masterPublicKey(keyring))
     }
 }
