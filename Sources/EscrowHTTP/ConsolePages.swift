@@ -103,7 +103,8 @@ enum ConsolePages {
                 links += [("/console/", "Overview"), ("/console/escrows", "Escrows"), ("/console/keys", "Keys")]
             }
             if viewer.may(.audit) { links.append(("/console/purge-report", "Purge report")) }
-            links.append(("/console/tokens", "Tokens"))
+            // Every token's name and scopes: for operators only.
+            if viewer.may(.operate) { links.append(("/console/tokens", "Tokens")) }
             nav =
                 "<nav>" + links.map { "<a href=\"\($0.0)\">\(escape($0.1))</a>" }.joined()
                 + "<span class=\"who\">\(escape(viewer.name)) · \(escape(viewer.role))</span>"
@@ -135,6 +136,7 @@ enum ConsolePages {
             case 403: "Not allowed"
             case 404: "Not found"
             case 400: "Bad request"
+            case 410: "Already shown"
             default: status.reasonPhrase
             }
         return response(

@@ -4,13 +4,15 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import ProfileEscrow
 
 /// `/console/…`: the operator console, server-rendered. Signing in takes a bearer token once (a form POST); then a
 /// server-side session in a `__Host-` cookie (`HttpOnly; Secure; SameSite=Strict`), its token checked again on every
 /// request (revoked → signed out), and a CSRF token in every form, checked on every POST. The token's scopes are
 /// the role: `read` a viewer, `operate`/`erase` an operator, `audit` an auditor. Actions are audited as
-/// `console:<token name>` with the reason typed.
+/// `console:<token name>` with the reason typed. Every form a session posts is answered with POST, redirect, GET
+/// (``ConsoleSessions/hold(_:_:sessionID:now:)``): nothing typed stays in a body a reload or a restored tab posts again.
 struct ConsoleRoutes: Sendable {
     let escrow: Escrow
     let tokens: any AccessTokenStore
@@ -62,7 +64,11 @@ struct ConsoleRoutes: Sendable {
             await form(request, scope: .read) { viewer, fields, _ in try await lookup(fields, viewer) }
         }
         router.get("/console/keys") { request, _ in await page(request, scope: .read) { try await keys($0) } }
-        router.get("/console/tokens") { request, _ in await page(request, scope: nil) { try await tokenList($0) } }
+        // Every token's name and scopes: an operator's view (`operate`), not a viewer's or an auditor's.
+        router.get("/console/tokens") { request, _ in
+            await page(request, scope: .operate) { try await tokenList($0) }
+        }
+        router.get("/console/result/:resultId") { request, context in await heldResult(request, context) }
         router.get("/console/purge-report") { request, _ in
             await page(request, scope: .audit) { _ in
                 let html = try await PurgeReport.build(
@@ -142,6 +148,17 @@ struct ConsoleRoutes: Sendable {
         let signedIn: (ConsolePages.Viewer, String)?
         do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
         guard let (viewer, id) = signedIn else { return ConsolePages.redirect("/console/signin") }
+        return await redirectHeld(await answer(request, scope: scope, viewer, id, body), sessionID: id)
+    }
+
+    /// A signed-in form's own answer, before ``redirectHeld(_:sessionID:)`` holds it.
+    private func answer(
+        _ request: Request,
+        scope: AccessTokenScope?,
+        _ viewer: ConsolePages.Viewer,
+        _ id: String,
+        _ body: (ConsolePages.Viewer, SignInForm, String) async throws -> Response
+    ) async -> Response {
         let fields: SignInForm
         do { fields = try await Self.readForm(request) } catch { return Self.failure(error, viewer: viewer) }
         guard Self.sameOrigin(request),
@@ -161,6 +178,50 @@ struct ConsoleRoutes: Sendable {
             )
         }
         do { return try await body(viewer, fields, id) } catch { return Self.failure(error, viewer: viewer) }
+    }
+
+    /// POST, redirect, GET: a page answering a form is held in the session for one GET of `/console/result/<id>`, and
+    /// the browser is sent there with `303`; a redirect (sign-out) passes as it is.
+    func redirectHeld(_ response: Response, sessionID: String) async -> Response {
+        guard !(300..<400).contains(response.status.code) else { return response }
+        let collector = BodyCollector()
+        do { try await response.body.write(collector) } catch {
+            return ConsolePages.errorPage(.internalServerError, "The page could not be made; try again.", viewer: nil)
+        }
+        let html = collector.body.withLockedValue { String(buffer: $0) }
+        guard let resultID = sessions.hold(response.status, html, sessionID: sessionID, now: Date()) else {
+            return ConsolePages.redirect("/console/signin")
+        }
+        return ConsolePages.redirect("/console/result/\(resultID)")
+    }
+
+    /// `GET /console/result/<id>`: the held answer to this session's form, once. A reload, another session or a
+    /// result past its minute finds nothing held: `410`, with a link back (the form is never posted again by itself).
+    func heldResult(_ request: Request, _ context: some RequestContext) async -> Response {
+        let signedIn: (ConsolePages.Viewer, String)?
+        do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
+        guard let (viewer, sessionID) = signedIn else { return ConsolePages.redirect("/console/signin") }
+        guard let resultID = context.parameters.get("resultId"),
+            let held = sessions.take(resultID, sessionID: sessionID, now: Date())
+        else {
+            return ConsolePages.errorPage(
+                .gone,
+                "This result was shown once and is not kept: go back and do it again if you need it.",
+                viewer: viewer
+            )
+        }
+        return ConsolePages.response(held.status, held.html)
+    }
+
+    /// Collects a page's body (one buffer) to hold it.
+    private struct BodyCollector: ResponseBodyWriter {
+        let body = NIOLockedValueBox(ByteBuffer())
+
+        func write(_ buffer: ByteBuffer) async throws {
+            body.withLockedValue { $0.writeImmutableBuffer(buffer) }
+        }
+
+        func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 
     /// A POST whose `Origin` (when the browser sends one) is not this host's is refused with the CSRF check.

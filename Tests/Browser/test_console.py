@@ -172,12 +172,22 @@ def test_roles_actions_csrf_and_audit(folder, nodes, browser, store):
     assert title(browser) == "Not allowed"
     pages.keep(browser)
 
-    # The lookup answers yes or no, and never shows the identifier.
+    # The lookup answers yes or no, and never shows the identifier: POST, redirect, GET, the answer shown once.
     browser.get(node.url + "/console/")
     browser.find_element("name", "userIdentifier").send_keys(USER.format(7))
     click(browser, browser.find_element("id", "lookup"))
     assert browser.find_element("id", "lookup-result").text.startswith("Yes")
+    assert "/console/result/" in browser.current_url and "canaryconsole" not in browser.current_url
     pages.keep(browser)
+    browser.refresh()
+    assert title(browser) == "Already shown", "a reload neither posts again nor shows the answer again"
+    assert not browser.find_elements("id", "lookup-result")
+
+    # The token list is an operator's: no link, and the page is refused.
+    assert not browser.find_elements("css selector", "nav a[href='/console/tokens']")
+    browser.get(node.url + "/console/tokens")
+    assert title(browser) == "Not allowed"
+    assert "operate" in browser.find_element("id", "error").text
 
     # --- The operator: requeues one, erases one, requeues by filter; a forged CSRF token is refused.
     sign_in(browser, node, tokens["operator"])
@@ -215,6 +225,7 @@ def test_roles_actions_csrf_and_audit(folder, nodes, browser, store):
     browser.get(node.url + "/console/keys")
     assert browser.find_element("id", "active-version").text == "1"
     pages.keep(browser)
+    assert browser.find_elements("css selector", "nav a[href='/console/tokens']"), "an operator gets the link"
     browser.get(node.url + "/console/tokens")
     names = [td.text for td in browser.find_elements("css selector", "table#tokens tbody tr td:first-child")]
     assert names == ["auditor", "operator", "viewer"]
@@ -228,6 +239,8 @@ def test_roles_actions_csrf_and_audit(folder, nodes, browser, store):
     browser.save_screenshot(str(shots / "console-purge-report.png"))
     browser.get(node.url + "/console/escrows")
     assert title(browser) == "Not allowed"
+    browser.get(node.url + "/console/tokens")
+    assert title(browser) == "Not allowed", "an auditor is no operator"
 
     # Sign out ends the session: the old cookie no longer opens a page.
     browser.get(node.url + "/console/")
@@ -274,5 +287,46 @@ def test_forged_sign_in_and_revoked_token(folder, nodes, browser, store):
     for part in ("default-src 'none'", "form-action 'self'", "frame-ancestors 'none'", "img-src 'self' data:"):
         assert part in policy
     assert "unsafe-inline" not in policy and headers["Cache-Control"] == "no-store"
+    node.stop()
+    scan_for_secrets(folder, secrets())
+
+
+def test_lookup_leaves_nothing_typed_in_the_browser_profile(folder, nodes, store):
+    """Chromium keeps each tab's history, POST bodies included, in its profile's session files (restored at the next
+    start). The lookup is POST, redirect, GET: after it, the profile on disk holds no identifier typed."""
+    from conftest import browser_requests, make_browser
+
+    _, tokens, _ = store
+    node = Node(folder, "--no-worker")
+    nodes.append(node)
+    node.start()
+    profile_dir = folder.root / "chromium-profile"
+    browser = make_browser(f"--user-data-dir={profile_dir}")
+    try:
+        assert sign_in(browser, node, tokens["viewer"]) is None
+        for number in (3, 99):  # one held, one not
+            browser.get(node.url + "/console/")
+            browser_requests(browser)  # forget what came before
+            browser.find_element("name", "userIdentifier").send_keys(USER.format(number))
+            click(browser, browser.find_element("id", "lookup"))
+            answer = browser.find_element("id", "lookup-result").text
+            assert answer.startswith("Yes" if number == 3 else "No"), answer
+            posts = [r for r in browser_requests(browser) if r["url"].endswith("/console/lookup")]
+            assert posts and posts[0]["method"] == "POST" and posts[0]["status"] == 303, posts
+        # Back to the overview, then forward again: the entry is the GET of the result, never the form's POST.
+        browser.back()
+        browser.forward()
+        assert "/console/result/" in browser.current_url
+        assert title(browser) == "Already shown"
+    finally:
+        browser.quit()  # writes the session files
+    sessions = list(profile_dir.rglob("Session*")) + list(profile_dir.rglob("Tabs*"))
+    assert sessions, "Chromium wrote its session files"
+    for path in profile_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for number in (3, 99):
+                for encoded in (USER.format(number).encode(), USER.format(number).encode("utf-16-le")):
+                    assert encoded not in data, f"{path.relative_to(profile_dir)} keeps an identifier typed"
     node.stop()
     scan_for_secrets(folder, secrets())

@@ -45,6 +45,14 @@ struct ConsoleTests {
             return String(text[range.upperBound...].prefix { $0 != "\"" })
         }
 
+        /// Follows a form's `303` (POST, redirect, GET) to the page held for it, as a browser does.
+        func follow(_ response: TestResponse, _ client: some TestClientProtocol) async throws -> TestResponse {
+            #expect(response.status == .seeOther, "a form is answered with a redirect")
+            let location = try #require(response.headers[.location])
+            #expect(location.hasPrefix("/console/result/"), "\(location)")
+            return try await client.execute(uri: location, method: .get, headers: headers())
+        }
+
         static func form(_ fields: [(String, String)]) -> ByteBuffer {
             var allowed = CharacterSet.alphanumerics
             allowed.insert(charactersIn: "-._~")
@@ -115,7 +123,6 @@ struct ConsoleTests {
             browser.keep(signedIn)
             for uri in [
                 "/console/", "/console/escrows?state=dead", "/console/escrows/\(ids[0])", "/console/keys",
-                "/console/tokens",
             ] {
                 let page = try await client.execute(uri: uri, method: .get, headers: browser.headers())
                 #expect(page.status == .ok, "\(uri)")
@@ -139,7 +146,7 @@ struct ConsoleTests {
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", browser.cookies.isEmpty ? "" : Browser.csrf(form) ?? ""), ("reason", "x")])
             )
-            #expect(requeue.status == .forbidden)
+            #expect(try await browser.follow(requeue, client).status == .forbidden)
         }
     }
 
@@ -163,47 +170,69 @@ struct ConsoleTests {
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", "forged"), ("reason", "OPS-9")])
             )
-            #expect(forged.status == .forbidden)
+            #expect(try await browser.follow(forged, client).status == .forbidden)
             let crossSite = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
                 method: .post,
                 headers: browser.headers(form: true, origin: "https://evil.example"),
                 body: Browser.form([("csrf", csrf), ("reason", "OPS-9")])
             )
-            #expect(crossSite.status == .forbidden)
+            #expect(try await browser.follow(crossSite, client).status == .forbidden)
             let noReason = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
                 method: .post,
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", csrf), ("reason", " ")])
             )
-            #expect(noReason.status == .badRequest)
+            #expect(try await browser.follow(noReason, client).status == .badRequest)
             let requeued = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
                 method: .post,
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", csrf), ("reason", "OPS-7 <b>backend</b> back")])
             )
-            #expect(requeued.status == .ok)
-            #expect(requeued.text.contains("Requeued."))
-            #expect(requeued.text.contains("OPS-7 &lt;b&gt;backend&lt;/b&gt; back"), "the reason is escaped")
-            #expect(!requeued.text.contains("<b>backend"))
+            let requeuedPage = try await browser.follow(requeued, client)
+            #expect(requeuedPage.status == .ok)
+            #expect(requeuedPage.text.contains("Requeued."))
+            #expect(requeuedPage.text.contains("OPS-7 &lt;b&gt;backend&lt;/b&gt; back"), "the reason is escaped")
+            #expect(!requeuedPage.text.contains("<b>backend"))
+            // The held page is shown once: a reload finds nothing, and posts nothing again.
+            let reload = try await client.execute(
+                uri: try #require(requeued.headers[.location]),
+                method: .get,
+                headers: browser.headers()
+            )
+            #expect(reload.status == .gone && !reload.text.contains("Requeued."))
             let erased = try await client.execute(
                 uri: "/console/escrows/\(ids[1])/erase",
                 method: .post,
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", csrf), ("reason", "OPS-8 user asked")])
             )
-            #expect(erased.status == .ok)
-            #expect(erased.text.contains("Erased."))
+            let erasedPage = try await browser.follow(erased, client)
+            #expect(erasedPage.status == .ok)
+            #expect(erasedPage.text.contains("Erased."))
             let lookup = try await client.execute(
                 uri: "/console/lookup",
                 method: .post,
                 headers: browser.headers(form: true),
                 body: Browser.form([("csrf", csrf), ("userIdentifier", Fake.userIdentifier(1))])
             )
-            #expect(lookup.text.contains("Yes: this user has a live escrow."))
-            #expect(!lookup.text.contains(Fake.userIdentifier(1)))
+            // POST, redirect, GET: the URL holds a random result id, never the identifier typed.
+            let location = try #require(lookup.headers[.location])
+            #expect(!location.contains(Fake.userIdentifier(1)) && !location.contains("userIdentifier"))
+            let answer = try await browser.follow(lookup, client)
+            #expect(answer.status == .ok)
+            #expect(answer.text.contains("Yes: this user has a live escrow."))
+            #expect(!answer.text.contains(Fake.userIdentifier(1)))
+            let invalid = try await client.execute(
+                uri: "/console/lookup",
+                method: .post,
+                headers: browser.headers(form: true),
+                body: Browser.form([("csrf", csrf), ("userIdentifier", "not an identifier")])
+            )
+            let refused = try await browser.follow(invalid, client)
+            #expect(refused.status == .badRequest && !refused.text.contains("not an identifier"))
 
             _ = try await harness.tokenStore.revokeToken(name: "all", at: Date())
             let afterRevoke = try await client.execute(uri: "/console/", method: .get, headers: browser.headers())
@@ -216,5 +245,44 @@ struct ConsoleTests {
         let erase = try #require(events.last { $0.draft.type == .purged })
         #expect(erase.draft.detail == "erased" && erase.draft.reason == "OPS-8 user asked")
         for token in Fake.tokens { #expect(!harness.loggedText().contains(token)) }
+    }
+
+    @Test("/console/tokens is an operator's (operate): a viewer and an auditor are refused and get no link")
+    func tokensNeedOperate() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            for (token, allowed) in [("read", false), ("audit", false), ("erase", false), ("operate", true)] {
+                let (browser, _) = try await Self.signIn(token, harness, client)
+                let tokens = try await client.execute(uri: "/console/tokens", method: .get, headers: browser.headers())
+                #expect(tokens.status == (allowed ? .ok : .forbidden), "\(token)")
+                #expect(tokens.text.contains("scope-audit") == allowed, "\(token): the names only to an operator")
+                let page = try await client.execute(uri: "/console/keys", method: .get, headers: browser.headers())
+                // Every page's navigation (a refusal's too) links the tokens for an operator only.
+                #expect(page.text.contains("href=\"/console/tokens\"") == allowed, "\(token): the link")
+            }
+        }
+    }
+
+    @Test("a held answer is its own session's, once, for a minute at most")
+    func heldResultsAreSingleUse() throws {
+        let sessions = ConsoleSessions()
+        let now = Date()
+        let mine = sessions.create(tokenHash: [1], now: now)
+        let theirs = sessions.create(tokenHash: [2], now: now)
+        let first = try #require(sessions.hold(.ok, "<p>one</p>", sessionID: mine.id, now: now))
+        #expect(sessions.take(first, sessionID: theirs.id, now: now) == nil, "another session's")
+        #expect(sessions.take(first, sessionID: mine.id, now: now)?.html == "<p>one</p>")
+        #expect(sessions.take(first, sessionID: mine.id, now: now) == nil, "once")
+        let late = sessions.hold(.ok, "<p>late</p>", sessionID: mine.id, now: now) ?? ""
+        let later = now.addingTimeInterval(ConsoleSessions.heldLifetime + 1)
+        #expect(sessions.take(late, sessionID: mine.id, now: later) == nil, "past its minute")
+        // At most a few per session: the oldest makes room.
+        let held = (0..<(ConsoleSessions.heldPerSession + 2)).compactMap {
+            sessions.hold(.ok, "<p>\($0)</p>", sessionID: mine.id, now: now.addingTimeInterval(Double($0)))
+        }
+        #expect(sessions.take(held[0], sessionID: mine.id, now: now) == nil, "dropped for a newer one")
+        #expect(sessions.take(held[held.count - 1], sessionID: mine.id, now: now) != nil)
+        sessions.end(id: mine.id)
+        #expect(sessions.hold(.ok, "<p>gone</p>", sessionID: mine.id, now: now) == nil, "no session, nothing held")
     }
 }
