@@ -6,18 +6,25 @@ import NIOCore
 import NIOHTTP1
 
 /// Apple's JWKS fetched from a URL (default `https://appleid.apple.com/auth/keys`) and cached as its
-/// `Cache-Control: max-age` says; fetched again before its use once that has passed, and at once for a token whose
-/// `kid` it does not know (Apple rotates its keys), at most once per ``Configuration/minimumInterval``: a flood of
-/// forged `kid`s costs Apple one request a minute. A failed fetch keeps the last good keys (logged, never thrown):
-/// until a first fetch succeeds, every token is refused as unverifiable and the next request tries again, rate-limited
-/// the same way.
+/// `Cache-Control: max-age` says; fetched again before its use once that has passed (at most once per
+/// ``Configuration/minimumInterval``), and at once for a token whose `kid` it does not know (Apple rotates its keys):
+/// such a fetch waits only for ``Configuration/unknownKIDInterval`` since the last one, so a key Apple published
+/// seconds after a fetch verifies seconds later, not a minute later. Fetches are single-flight: a token arriving while
+/// one runs waits for it (bounded by its timeout) rather than starting another, so a flood of forged `kid`s costs
+/// Apple at most one request per ``Configuration/unknownKIDInterval``. A failed fetch keeps the last good keys (logged,
+/// never thrown): until a first fetch succeeds, every token is refused as unverifiable and the next request tries
+/// again, rate-limited the same way.
 public actor AppleKeyFetcher {
     public struct Configuration: Sendable {
         public var url: URL
         /// One fetch, connection and body included.
         public var timeout: Duration = .seconds(10)
-        /// The least time between two fetches, whatever asks for them (an unknown `kid`, an expiry, a failure).
+        /// The least time between two fetches asked for by an expiry or after a failure.
         public var minimumInterval: Duration = .seconds(60)
+        /// The least time between two fetches when a token names a `kid` the keys held do not have (Apple rotated):
+        /// short, so a new key is taken within seconds; single flight keeps a flood of forged `kid`s at one request
+        /// per interval.
+        public var unknownKIDInterval: Duration = .seconds(5)
         /// How long keys are kept without a `max-age`.
         public var defaultLifetime: Duration = .seconds(3600)
         /// The bounds any `max-age` is held to.
@@ -33,8 +40,10 @@ public actor AppleKeyFetcher {
     public nonisolated let configuration: Configuration
     let client: HTTPClient
     let logger: Logger
+    /// The time intervals are measured in (tests move it instead of sleeping).
+    let now: @Sendable () -> ContinuousClock.Instant
     private(set) var keys: AppleJWKS?
-    private var expiresAt = ContinuousClock.Instant.now
+    private var expiresAt: ContinuousClock.Instant
     private var lastAttempt: ContinuousClock.Instant?
     private var inFlight: Task<Void, Never>?
     /// Fetches made (successful or not): for tests and logs.
@@ -42,10 +51,17 @@ public actor AppleKeyFetcher {
 
     /// A fetcher over `client` (the caller's: it shuts it down). Nothing is fetched before ``refresh()`` or the first
     /// token.
-    public init(_ configuration: Configuration, client: HTTPClient, logger: Logger) {
+    public init(
+        _ configuration: Configuration,
+        client: HTTPClient,
+        logger: Logger,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
         self.configuration = configuration
         self.client = client
         self.logger = logger
+        self.now = now
+        self.expiresAt = now()
     }
 
     /// A client for the fetcher: no redirect followed, bounded connect and read. The caller shuts it down.
@@ -61,12 +77,22 @@ public actor AppleKeyFetcher {
         )
     }
 
-    /// The keys for a token naming `kid`: fetched first when none are held, when they are past their life, or when
-    /// `kid` is not among them, each only if the last fetch is at least ``Configuration/minimumInterval`` old.
+    /// The keys for a token naming `kid`: fetched first when `kid` is not among them (once the last fetch is
+    /// ``Configuration/unknownKIDInterval`` old), or when none are held or they are past their life (once it is
+    /// ``Configuration/minimumInterval`` old). A fetch under way is joined, never doubled.
     func keys(forKID kid: String?) async -> AppleJWKS? {
-        let now = ContinuousClock.now
-        let unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
-        if keys == nil || now >= expiresAt || unknown, mayFetch(at: now) {
+        var unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
+        if unknown || keys == nil || self.now() >= expiresAt, let inFlight {
+            // The fetch under way may bring this kid: wait for it (bounded by the fetch's timeout).
+            await inFlight.value
+            unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
+        }
+        let now = self.now()
+        let interval: Duration? =
+            unknown
+            ? configuration.unknownKIDInterval
+            : (keys == nil || now >= expiresAt) ? configuration.minimumInterval : nil
+        if let interval, mayFetch(at: now, every: interval) {
             await refresh()
         }
         return keys
@@ -79,7 +105,7 @@ public actor AppleKeyFetcher {
             await inFlight.value
             return keys != nil
         }
-        lastAttempt = ContinuousClock.now
+        lastAttempt = now()
         fetches += 1
         let task = Task { [configuration, client] in
             let result = await Self.fetch(configuration, client)
@@ -91,16 +117,16 @@ public actor AppleKeyFetcher {
         return keys != nil
     }
 
-    private func mayFetch(at now: ContinuousClock.Instant) -> Bool {
+    private func mayFetch(at now: ContinuousClock.Instant, every interval: Duration) -> Bool {
         guard let lastAttempt else { return true }
-        return now - lastAttempt >= configuration.minimumInterval
+        return now - lastAttempt >= interval
     }
 
     private func apply(_ result: Result<(AppleJWKS, Duration), FetchError>) {
         switch result {
         case .success(let (jwks, lifetime)):
             keys = jwks
-            expiresAt = ContinuousClock.now + lifetime
+            expiresAt = now() + lifetime
             logger.info(
                 "fetched Apple's keys",
                 metadata: [

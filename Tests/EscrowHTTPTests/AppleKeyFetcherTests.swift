@@ -3,6 +3,7 @@ import EscrowCrypto
 import EscrowTestSupport
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import EscrowHTTP
@@ -24,18 +25,34 @@ struct AppleKeyFetcherTests {
         try await keys.sign(AppleTestKeys.IdentityClaims(sub: "000000.keyfetch.0001"), ec: ec)
     }
 
-    /// Runs `body` with a fetcher of `server`'s `/auth/keys`, its client shut down after.
+    /// The fetcher's time, moved by the test instead of sleeping.
+    final class ManualTime: Sendable {
+        private let start = ContinuousClock.now
+        private let offset = NIOLockedValueBox(Duration.zero)
+
+        func now() -> ContinuousClock.Instant { start + offset.withLockedValue { $0 } }
+        func advance(_ duration: Duration) { offset.withLockedValue { $0 += duration } }
+    }
+
+    /// Runs `body` with a fetcher of `server`'s `/auth/keys`, its client shut down after; on `time` when given.
     static func withFetcher(
         _ server: StaticHTTPServer,
+        time: ManualTime? = nil,
         _ change: (inout AppleKeyFetcher.Configuration) -> Void = { _ in },
         _ body: (AppleKeyFetcher, AppleVerifier) async throws -> Void
     ) async throws {
         var configuration = AppleKeyFetcher.Configuration(url: URL(string: server.url("/auth/keys"))!)
         configuration.minimumInterval = .milliseconds(300)
+        configuration.unknownKIDInterval = .milliseconds(300)
         configuration.lifetimeRange = 0...86_400
         change(&configuration)
         let client = AppleKeyFetcher.makeClient(logger: Logger(label: "test"))
-        let fetcher = AppleKeyFetcher(configuration, client: client, logger: Logger(label: "test"))
+        let fetcher = AppleKeyFetcher(
+            configuration,
+            client: client,
+            logger: Logger(label: "test"),
+            now: time.map { time in { time.now() } } ?? { ContinuousClock.now }
+        )
         let verifier = AppleVerifier(fetcher: fetcher, audiences: [AppleTestKeys.audience])
         do {
             try await body(fetcher, verifier)
@@ -80,15 +97,21 @@ struct AppleKeyFetcherTests {
         }
     }
 
-    @Test("an unknown kid fetches again at once, at most once per interval; forged kids cannot flood Apple")
-    func unknownKIDRefetchRateLimited() async throws {
+    @Test("a key rotated seconds after a fetch verifies within the short interval, not a minute later")
+    func keyRotatedJustAfterAFetch() async throws {
         let server = try await StaticHTTPServer.start(
             .init(headers: [("Cache-Control", "max-age=3600")], body: Self.jwks([AppleTestKeys.rsaKid]))
         )
-        let slower: (inout AppleKeyFetcher.Configuration) -> Void = { $0.minimumInterval = .milliseconds(500) }
-        try await Self.withFetcher(server, slower) { fetcher, verifier in
+        let time = ManualTime()
+        // The defaults: a minute between fetches for an expiry or a failure, 5 s for an unknown kid.
+        let defaults: (inout AppleKeyFetcher.Configuration) -> Void = {
+            $0.minimumInterval = .seconds(60)
+            $0.unknownKIDInterval = AppleKeyFetcher.Configuration(url: $0.url).unknownKIDInterval
+        }
+        try await Self.withFetcher(server, time: time, defaults) { fetcher, verifier in
+            #expect(fetcher.configuration.unknownKIDInterval == .seconds(5))
             #expect(await fetcher.refresh())
-            // Apple rotates: the EC key appears.
+            // Apple rotates just after that fetch: the EC key appears.
             server.answer(
                 .init(
                     headers: [("Cache-Control", "max-age=3600")],
@@ -96,20 +119,52 @@ struct AppleKeyFetcherTests {
                 )
             )
             let ecToken = try await Self.token(ec: true)
-            try await Task.sleep(for: .milliseconds(600))
-            #expect(await Self.verifies(verifier, ecToken), "the unknown kid fetched the new keys")
+            time.advance(.seconds(1))
+            #expect(!(await Self.verifies(verifier, ecToken)), "within the interval: no fetch yet")
+            #expect(server.requests.count == 1)
+            time.advance(.seconds(4))
+            #expect(await Self.verifies(verifier, ecToken), "5 s after the fetch, the unknown kid fetched the new keys")
             #expect(server.requests.count == 2)
-            // A flood of unknown kids: at most one fetch per interval, however many tokens (bounds taken from the
-            // time the flood really took, so a loaded machine cannot make this flaky).
+            #expect(await Self.verifies(verifier, try await Self.token()), "the RSA key still verifies, from cache")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test("forged kids cannot flood Apple: one fetch per interval, and callers join the fetch under way")
+    func unknownKIDRefetchRateLimited() async throws {
+        let server = try await StaticHTTPServer.start(
+            .init(headers: [("Cache-Control", "max-age=3600")], body: Self.jwks([AppleTestKeys.rsaKid]))
+        )
+        let time = ManualTime()
+        let interval: (inout AppleKeyFetcher.Configuration) -> Void = {
+            $0.minimumInterval = .seconds(60)
+            $0.unknownKIDInterval = .seconds(5)
+        }
+        try await Self.withFetcher(server, time: time, interval) { fetcher, verifier in
+            #expect(await fetcher.refresh())
             let forged = try Self.keys.forge(
                 header: ["alg": "RS256", "kid": "forged-kid"],
                 claims: AppleTestKeys.IdentityClaims(sub: "000000.keyfetch.0001")
             )
-            let started = ContinuousClock.now
+            // The clock stands still: 200 forged tokens, no fetch at all.
             for _ in 0..<200 { #expect(!(await Self.verifies(verifier, forged))) }
-            let intervals = Int((ContinuousClock.now - started) / .milliseconds(500))
-            #expect(server.requests.count - 2 <= intervals + 1, "one fetch per interval at most")
-            #expect(server.requests.count - 2 < 200)
+            #expect(server.requests.count == 1)
+            // Once the interval passed: one fetch, however many tokens.
+            time.advance(.seconds(5))
+            for _ in 0..<200 { #expect(!(await Self.verifies(verifier, forged))) }
+            #expect(server.requests.count == 2)
+            // A slow answer: 50 tokens at once while it runs make one fetch, and each waits for it.
+            server.answer(
+                .init(headers: [("Cache-Control", "max-age=3600")], body: Self.jwks([AppleTestKeys.rsaKid]), delay: 1)
+            )
+            time.advance(.seconds(5))
+            let refused = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<50 { group.addTask { !(await Self.verifies(verifier, forged)) } }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(refused == 50)
+            #expect(server.requests.count == 3, "single flight: one fetch for 50 callers")
+            #expect(await fetcher.fetches == 3)
         }
     }
 
