@@ -36,6 +36,9 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         /// would start only once the sealing was done (measured: 1.1 of 2 cores busy under 1,000 concurrent
         /// captures). Under load it gathers captures for fuller commits (``maximumGather``).
         case blocking(label: String, write: @Sendable ([Item]) -> Results)
+        /// Blocking writes under the deadline of the batch's oldest caller (a web sign-in's callback, whose browser
+        /// must get its answer within seconds): the writer waits for its locks until then at most.
+        case blockingUntil(label: String, write: @Sendable ([Item], _ deadline: ContinuousClock.Instant) -> Results)
         /// Writes that are asynchronous I/O (PostgreSQL). The drain runs in a task; a batch is written under the
         /// deadline of its oldest caller, so a caller queued behind a batch stuck on a dead connection is not given
         /// a bound of its own on top of it. While one COMMIT waits for the server, the captures arriving meanwhile
@@ -82,7 +85,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Where the drain runs: on its own serial queue with the blocking writer, or in a task with the asynchronous one.
     @usableFromInline
     enum Drain: Sendable {
-        case queue(DispatchQueue, @Sendable ([Item]) -> Results)
+        case queue(DispatchQueue, @Sendable ([Item], ContinuousClock.Instant) -> Results)
         case task(@Sendable ([Item], ContinuousClock.Instant) async -> Results)
     }
 
@@ -94,7 +97,8 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         self.bound = bound
         self.state = NIOLockedValueBox(State())
         switch writer {
-        case .blocking(let label, let write): drain = .queue(DispatchQueue(label: label), write)
+        case .blocking(let label, let write): drain = .queue(DispatchQueue(label: label)) { items, _ in write(items) }
+        case .blockingUntil(let label, let write): drain = .queue(DispatchQueue(label: label), write)
         case .async(let write): drain = .task(write)
         }
     }
@@ -102,8 +106,8 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Items queued and not yet taken by a commit.
     package var queuedCount: Int { state.withLockedValue { $0.pending.count } }
 
-    /// Queues one item and waits until the batch that holds it is committed; `deadline` bounds an asynchronous
-    /// writer's batch (by default, ``bound`` from now).
+    /// Queues one item and waits until the batch that holds it is committed; `deadline` bounds an asynchronous or a
+    /// ``Writer/blockingUntil(label:write:)`` writer's batch (by default, ``bound`` from now).
     @inlinable
     package func submit(_ item: Item, deadline: ContinuousClock.Instant? = nil) async throws -> Output {
         let deadline = deadline ?? ContinuousClock.now + bound
@@ -122,7 +126,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                         var round = 0
                         while let batch = self.nextBatch(gather: round > 0) {
                             round += 1
-                            self.answer(batch, write(batch.map(\.item)))
+                            self.answer(batch, write(batch.map(\.item), batch[0].deadline))
                         }
                     }
                 }

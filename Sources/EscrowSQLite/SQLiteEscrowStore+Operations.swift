@@ -24,6 +24,7 @@ extension SQLiteEscrowStore {
         _ batch: [Item],
         pool: DatabasePool,
         lock: WriteLock?,
+        deadline: ContinuousClock.Instant? = nil,
         _ write: @escaping ([Item], SQLiteWriteTransaction) async throws -> [Output]
     ) -> [Result<Output, any Error>] {
         do {
@@ -33,7 +34,9 @@ extension SQLiteEscrowStore {
                         batch,
                         describe: { storeError($0, "write transaction failed") },
                         isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
-                        write: { items in try transaction(db, lock: lock) { try await write(items, $0) } }
+                        write: { items in
+                            try transaction(db, lock: lock, deadline: deadline) { try await write(items, $0) }
+                        }
                     )
                 }
             }
@@ -374,9 +377,19 @@ extension SQLiteEscrowStore {
     static func transaction<T>(
         _ db: Database,
         lock: WriteLock?,
+        deadline: ContinuousClock.Instant? = nil,
         _ body: @escaping (SQLiteWriteTransaction) async throws -> T
     ) throws -> T {
-        try lock?.lock()
+        if let deadline {
+            // Waited in this process already (behind its other writes) up to the caller's bound: nothing is written.
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else {
+                throw EscrowStoreError(.busy, "the store's writes did not start within this write's bound; try again")
+            }
+            try lock?.lock(timeout: remaining.inSeconds)
+        } else {
+            try lock?.lock()
+        }
         defer { lock?.unlock() }
         do {
             try db.execute(sql: "BEGIN IMMEDIATE")

@@ -30,6 +30,10 @@ public final class SQLiteEscrowStore: EscrowStore {
         /// How long a write waits for another process's write transaction or checkpoint to end before it
         /// fails with ``EscrowStoreError/Code/busy`` (nothing written).
         public var writeLockTimeout: Double = 30
+        /// How long a web sign-in's callback waits for the write lock (its batch's oldest callback, from its call)
+        /// before it fails with ``EscrowStoreError/Code/busy`` (nothing written): its browser then gets the page
+        /// that posts the form again within seconds, instead of waiting out ``writeLockTimeout``.
+        public var signInWriteLockTimeout: Double = 3
 
         public init() {}
     }
@@ -138,8 +142,9 @@ public final class SQLiteEscrowStore: EscrowStore {
             }
         )
         self.signInCommitter = SignInBatcher(
-            writer: .blocking(label: "profile-escrow.signin-commit") { [pool] batch in
-                Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
+            bound: .milliseconds(Int64(max(0, configuration.signInWriteLockTimeout) * 1000)),
+            writer: .blockingUntil(label: "profile-escrow.signin-commit") { [pool] batch, deadline in
+                Self.writeBatch(batch, pool: pool, lock: lock, deadline: deadline) { items, transaction in
                     try await StoreEngine.completeSignIns(items, in: transaction)
                 }
             }

@@ -59,7 +59,7 @@ final class WriteLock: Sendable {
     func withLock<T>(_ body: () throws -> T) throws -> T {
         try inProcess.withLock {
             try DiskFailure.guarding(databaseKey, logger: logger) {
-                try acquire()
+                try acquire(timeout: timeout)
                 defer { _ = flock(descriptor, LOCK_UN) }
                 return try body()
             }
@@ -68,12 +68,13 @@ final class WriteLock: Sendable {
 
     /// Takes the lock; ``unlock()`` gives it back. For a transaction whose body is the store engine's (async code
     /// run on the writer's own thread, see ``InlineTask``): the thread holds the lock until `unlock`. Refused once
-    /// the file met a disk error; the transaction reports its own errors with ``noteFailure(_:)``.
-    func lock() throws(EscrowStoreError) {
+    /// the file met a disk error; the transaction reports its own errors with ``noteFailure(_:)``. `timeout`, when
+    /// given, bounds this wait instead of ``timeout`` (a web sign-in's callback waits a few seconds, not thirty).
+    func lock(timeout: Double? = nil) throws(EscrowStoreError) {
         try DiskFailure.check(databaseKey)
         inProcess.lock()
         do {
-            try acquire()
+            try acquire(timeout: timeout ?? self.timeout)
         } catch {
             inProcess.unlock()
             throw error
@@ -90,7 +91,7 @@ final class WriteLock: Sendable {
         if DiskFailure.isDiskError(error) { DiskFailure.mark(databaseKey, error, logger: logger) }
     }
 
-    private func acquire() throws(EscrowStoreError) {
+    private func acquire(timeout: Double) throws(EscrowStoreError) {
         if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return }
         let start = DispatchTime.now().uptimeNanoseconds
         let bound = UInt64(max(0, timeout) * 1e9)

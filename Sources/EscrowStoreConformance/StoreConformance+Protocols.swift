@@ -72,6 +72,56 @@ extension StoreConformance {
         try expect(try await store.keyVersionsInUse() == [2: 2], "the active version still captures")
     }
 
+    /// What the read paths (`GET /v1/escrows/{user}`, `…/replay`, `status`) do with the user's malformed row, for every
+    /// kind of damage: read as `malformed_row`, found by its blind index, quarantined once (one dead event naming what
+    /// its id column holds), still found as quarantined, and deleted by an erasure.
+    static func malformedRowsMetByReads(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = subject.escrows
+        let fixture = Fixture()
+        let lifecycle = EscrowLifecycle()
+        let damages = RowDamage.allCases
+        let records = try damages.indices.map { try fixture.record(user: $0) }
+        for record in records { _ = try await store.capture(record, actor: .library) }
+        for (record, damage) in zip(records, damages) { try await subject.damage(record.id, damage) }
+        for (number, (record, damage)) in zip(records, damages).enumerated() {
+            do {
+                _ = try await store.record(blindIndex: record.blindIndex)
+                throw ConformanceFailure("\(damage): a malformed row was read as a record")
+            } catch let error as EscrowStoreError {
+                try expect(error.code == .malformedRow, "\(damage): read as malformed_row: \(error.code)")
+            }
+            let found = try unwrap(try await store.malformedRow(blindIndex: record.blindIndex))
+            let column: String =
+                switch damage {
+                case .negativeAttempts: "attempts"
+                case .truncatedID: "id"
+                case .keyVersionOutOfRange: "key_version"
+                }
+            try expect(found.column == column && !found.isQuarantined, "\(damage): described: \(found)")
+            let quarantine = lifecycle.handle(.quarantine, on: found, at: fixture.start, actor: .http(token: "reader"))
+            try expect(try await store.commit(quarantine, on: found), "\(damage): quarantined")
+            let quarantined = try unwrap(try await store.malformedRow(blindIndex: record.blindIndex))
+            try expect(quarantined.isQuarantined, "\(damage): found quarantined")
+            let again = lifecycle.handle(.quarantine, on: quarantined, at: fixture.start, actor: .http(token: "reader"))
+            try expect(try await store.commit(again, on: quarantined), "\(damage): a second read applies again")
+            let dead = try await fixture.allEvents(store).filter { $0.draft.type == .dead }
+            try expect(dead.count == number + 1, "\(damage): one dead event, none for the second read: \(dead.count)")
+            let named = damage == .truncatedID ? RowDamage.truncatedIDHex : record.id.hex
+            try expect(
+                dead.last?.draft.escrowID == named && dead.last?.draft.detail == DeadCode.ciphertextInvalid.rawValue,
+                "\(damage): the event names the id column's bytes, as ciphertext_invalid"
+            )
+        }
+        for record in records {
+            let row = try unwrap(try await store.malformedRow(blindIndex: record.blindIndex))
+            let erase = lifecycle.handle(.purge(.erased), on: row, at: fixture.start, actor: .cli)
+            try expect(try await store.commit(erase, on: row), "erased")
+            try expect(try await store.record(blindIndex: record.blindIndex) == nil, "gone once erased")
+        }
+        try await fixture.expectIntactChain(try await fixture.allEvents(store), of: store, "the chain verifies")
+    }
+
     static func malformedRows(_ make: MakeSubject) async throws {
         let subject = try await make()
         let store = subject.escrows

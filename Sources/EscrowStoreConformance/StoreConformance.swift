@@ -43,6 +43,8 @@ public enum StoreConformance {
         case negativeAttempts
         /// `id` set to the 15 bytes `00 01 … 0e`: no escrow id at all.
         case truncatedID
+        /// `key_version = 4294967297`: outside 32 bits, no master key version at all.
+        case keyVersionOutOfRange
 
         /// The hex of the id a ``truncatedID`` row holds.
         public static let truncatedIDHex = "000102030405060708090a0b0c0d0e"
@@ -89,6 +91,7 @@ public enum StoreConformance {
         Check(name: "concurrent purges of one escrow apply once", escrows: concurrentPurgesOfOneEscrowApplyOnce),
         Check(name: "key retirement", escrows: keyRetirement),
         Check(name: "malformed rows go through the lifecycle", run: malformedRows),
+        Check(name: "a read quarantines each kind of malformed row once", run: malformedRowsMetByReads),
         Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
         Check(name: "bearer tokens", run: bearerTokens),
     ]

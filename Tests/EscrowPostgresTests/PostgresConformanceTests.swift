@@ -24,6 +24,7 @@ struct PostgresConformanceTests {
                             switch damage {
                             case .negativeAttempts: "attempts = -5"
                             case .truncatedID: "id = '\\x\(StoreConformance.RowDamage.truncatedIDHex)'::bytea"
+                            case .keyVersionOutOfRange: "key_version = 4294967297"
                             }
                         var binds = PostgresBindings()
                         try binds.append(Data(id.bytes))

@@ -26,6 +26,7 @@ struct SQLiteConformanceTests {
                         switch damage {
                         case .negativeAttempts: "attempts = -5"
                         case .truncatedID: "id = x'\(StoreConformance.RowDamage.truncatedIDHex)'"
+                        case .keyVersionOutOfRange: "key_version = 4294967297"
                         }
                     try await store.pool.write { db in
                         try db.execute(sql: "UPDATE escrow SET \(assignment) WHERE id = ?", arguments: [Data(id.bytes)])

@@ -1,0 +1,86 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowTestSupport
+import Foundation
+import Logging
+import Testing
+
+@testable import EscrowSQLite
+@testable import EscrowStoreConformance
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A web sign-in's callback on a store whose write lock another process holds: it fails as busy within its own few
+/// seconds (so the browser gets the page that posts the form again), writes nothing, and completes once the lock is
+/// free; the other writes keep their longer wait.
+@Suite("SQLite: a sign-in's wait for the write lock")
+struct SignInLockWaitTests {
+    /// Holds `<database>.write-lock` through a descriptor of its own, as another process's writer does (`flock` locks
+    /// belong to the open file, so a second open conflicts within one process too).
+    final class HeldLock {
+        let descriptor: Int32
+
+        init(_ databasePath: String) throws {
+            descriptor = open(databasePath + ".write-lock", O_RDWR | O_CLOEXEC)
+            guard descriptor >= 0, flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                throw EscrowStoreError(.unavailable, "the test could not take the write lock")
+            }
+        }
+
+        func release() {
+            _ = flock(descriptor, LOCK_UN)
+            close(descriptor)
+        }
+    }
+
+    @Test("busy after about signInWriteLockTimeout (not the 30 s of other writes), nothing written; then completes")
+    func boundedWait() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/escrow.sqlite"
+        var configuration = SQLiteEscrowStore.Configuration()
+        configuration.signInWriteLockTimeout = 1
+        #expect(SQLiteEscrowStore.Configuration().signInWriteLockTimeout == 3, "the default: a few seconds")
+        #expect(configuration.writeLockTimeout == 30)
+        let store = try SQLiteEscrowStore(path: path, configuration: configuration, logger: Logger(label: "test"))
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let record = try Fixture().record(user: 1, at: fixture.start)
+        let now = fixture.start.addingTimeInterval(60)
+
+        let held = try HeldLock(path)
+        let started = ContinuousClock.now
+        do {
+            let completion = try await store.completeSignIn(
+                fixture.request(attempt, at: now, ticket: 1),
+                capture: record,
+                actor: .http(token: "signin"),
+                lifecycle: EscrowLifecycle()
+            )
+            Issue.record("completed while another process held the write lock: \(completion)")
+        } catch let error as EscrowStoreError {
+            #expect(error.code == .busy, "\(error)")
+        }
+        let waited = ContinuousClock.now - started
+        held.release()
+        // Its own bound (1 s), far below the 30 s other writes wait; generous for a loaded machine.
+        #expect(waited >= .milliseconds(900) && waited < .seconds(12), "waited \(waited)")
+        #expect(try await store.record(id: record.id) == nil, "nothing was written")
+        #expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == nil, "the attempt is unused")
+
+        // The lock is free: the same callback (the browser's resubmission) completes and captures.
+        let completion = try await store.completeSignIn(
+            fixture.request(attempt, at: now, ticket: 1),
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(_, .created?) = completion else {
+            Issue.record("the resubmission completes and captures: \(completion)")
+            return
+        }
+        #expect(try await store.record(id: record.id)?.id == record.id)
+    }
+}
