@@ -218,7 +218,7 @@ struct ConsoleRoutes: Sendable {
         let body = NIOLockedValueBox(ByteBuffer())
 
         func write(_ buffer: ByteBuffer) async throws {
-            body.withLockedValue { $0.writeImmutableBuffer(buffer) }
+            _ = body.withLockedValue { $0.writeImmutableBuffer(buffer) }
         }
 
         func finish(_ trailingHeaders: HTTPFields?) async throws {}
