@@ -57,7 +57,12 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             case .conflict:
                 return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
             case .ciphertextInvalid:
-                return Problem(.internalServerError, code: "ciphertext_invalid", detail: error.message)
+                // The row is dead for good (moved there now or before): say what a client can do about it.
+                return Problem(
+                    .internalServerError,
+                    code: "ciphertext_invalid",
+                    detail: error.message + "; retrying does not help: erase it (DELETE) and capture the profile again"
+                )
             default: return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
             }
         case let error as EscrowStoreError where error.code == .malformedRow:

@@ -47,12 +47,9 @@ struct AppleKeyFetcherTests {
         configuration.lifetimeRange = 0...86_400
         change(&configuration)
         let client = AppleKeyFetcher.makeClient(logger: Logger(label: "test"))
-        let fetcher = AppleKeyFetcher(
-            configuration,
-            client: client,
-            logger: Logger(label: "test"),
-            now: time.map { time in { time.now() } } ?? { ContinuousClock.now }
-        )
+        let now: @Sendable () -> ContinuousClock.Instant
+        if let time { now = { time.now() } } else { now = { ContinuousClock.now } }
+        let fetcher = AppleKeyFetcher(configuration, client: client, logger: Logger(label: "test"), now: now)
         let verifier = AppleVerifier(fetcher: fetcher, audiences: [AppleTestKeys.audience])
         do {
             try await body(fetcher, verifier)

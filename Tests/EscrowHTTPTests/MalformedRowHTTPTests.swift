@@ -68,7 +68,9 @@ struct MalformedRowHTTPTests {
         }
         try Self.tamper(harness, user: 1, mutation.first)
         try Self.tamper(harness, user: 2, mutation.second)
-        let index = { (user: Int) in harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(user)) }
+        let index: @Sendable (Int) -> BlindIndex = { user in
+            harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(user))
+        }
         #expect(try await harness.store.malformedRow(blindIndex: index(1))?.isQuarantined == false, "\(mutation.name)")
 
         try await harness.app().test(.live) { client async throws in
