@@ -97,6 +97,12 @@ public enum EscrowRouteCollection {
                 maximumBodySize: configuration.maximumBodySize,
                 anonymous: anonymous
             ).register(on: routes, surface: surface)
+        } else if surface != .publicAPI {
+            // Sign-in off: the redeem still checks its token first (401, 403, as every token route), then says so.
+            routes.post("apple/signin/tickets/redeem") { request, _ -> Response in
+                _ = try await auth.authorize(request, scope: .signin)
+                throw Problem(.notFound, code: "route_not_found", detail: "web sign-in is not configured here")
+            }
         }
     }
 }
