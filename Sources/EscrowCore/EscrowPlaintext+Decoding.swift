@@ -29,6 +29,7 @@ extension EscrowPlaintext {
         var verified: Bool?
         var capturedAt: Int64?
         var emailForwarding: Bool?
+        var emailVerified: Bool?
         for member in members {
             switch PlaintextKey(exactly: member.key) {
             case .v: break
@@ -41,6 +42,7 @@ extension EscrowPlaintext {
             case .verified: verified = try ProfileParser.bool(member.value, field: "verified")
             case .capturedAt: capturedAt = try integer(member.value, field: "capturedAt")
             case .emailForwarding: emailForwarding = try ProfileParser.bool(member.value, field: "emailForwarding")
+            case .emailVerified: emailVerified = try ProfileParser.bool(member.value, field: "emailVerified")
             case nil: throw .unknownField(StrictJSON.displayName(forKey: member.key))
             }
         }
@@ -59,7 +61,8 @@ extension EscrowPlaintext {
             profile: profile,
             verified: verified,
             capturedAt: Date(timeIntervalSince1970: TimeInterval(capturedAt)),
-            emailForwarding: emailForwarding
+            emailForwarding: emailForwarding,
+            emailVerified: emailVerified
         )
     }
 
@@ -71,7 +74,8 @@ extension EscrowPlaintext {
     }
 
     private enum PlaintextKey: String, CaseIterable {
-        case v, userIdentifier, fullName, email, isPrivateEmail, realUserStatus, verified, capturedAt, emailForwarding
+        case v, userIdentifier, fullName, email, isPrivateEmail, realUserStatus, verified, capturedAt, emailForwarding,
+            emailVerified
 
         init?(exactly key: String) {
             guard let match = Self.allCases.first(where: { $0.rawValue.utf8.elementsEqual(key.utf8) }) else {

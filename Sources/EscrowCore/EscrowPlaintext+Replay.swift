@@ -5,7 +5,8 @@ extension EscrowPlaintext {
     /// `"realUserStatus":…|null,"capturedAt":"2026-11-21T10:00:00Z","verified":…,"attempt":3}`
     ///
     /// with `"emailForwarding":true|false` after `verified` once an Apple notification has reported it
-    /// (absent before, so bodies of escrows without one are unchanged);
+    /// (absent before, so bodies of escrows without one are unchanged), then `"emailVerified":true|false` when the
+    /// capture recorded whether Apple signed the email (a web or app sign-in; absent otherwise);
     /// in that order, without whitespace; `fullName`, when present, has all six members (`null` for an
     /// absent component); `capturedAt` is ISO 8601 in UTC with seconds precision. The bytes are signed
     /// (Standard Webhooks) exactly as returned.
@@ -59,6 +60,10 @@ private struct ReplayBody: CanonicalJSONDocument {
         if let emailForwarding = plaintext.emailForwarding {
             writer.key("emailForwarding")
             writer.bool(emailForwarding)
+        }
+        if let emailVerified = plaintext.emailVerified {
+            writer.key("emailVerified")
+            writer.bool(emailVerified)
         }
         if let attempt {
             writer.key("attempt")

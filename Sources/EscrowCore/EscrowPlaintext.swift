@@ -20,6 +20,7 @@ public import Foundation
 /// | 7 | `verified`       | `true` or `false` (captured with a verified Apple identity token) | always |
 /// | 8 | `capturedAt`     | integer: Unix time in seconds (UTC), rounded down    | always            |
 /// | 9 | `emailForwarding`| `true` or `false`: whether Apple's private relay forwards to `email` | when an Apple notification reported it |
+/// | 10 | `emailVerified` | `true`: Apple signed `email` (an identity token's claim, or a notification); `false`: only the browser's or app's words gave it | when a sign-in or a notification recorded where `email` came from |
 ///
 /// `fullName` is an object whose members appear in the order `givenName`, `familyName`, `middleName`,
 /// `namePrefix`, `nameSuffix`, `nickname`, each a string, each omitted when absent; it is never empty (a name
@@ -45,7 +46,7 @@ public import Foundation
 ///
 /// `emailForwarding` was added without a version change: it is absent until an Apple `email-disabled` or
 /// `email-enabled` notification sets it, so every plaintext written before it (and every capture's content
-/// tag) is unchanged, and a decoder of this version reads both.
+/// tag) is unchanged, and a decoder of this version reads both. `emailVerified` was added the same way.
 public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
@@ -58,14 +59,26 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
     /// Whether Apple's private relay forwards mail to `email` (`email-enabled` / `email-disabled`
     /// notifications); nil until a notification reports it.
     public let emailForwarding: Bool?
+    /// Where `email` came from: `true` when Apple signed it (the identity token's `email` claim, or a verified
+    /// notification), `false` when only the browser's `user` field or the app gave it; nil when not recorded (a
+    /// capture through the API, which says nothing of its email's origin).
+    public let emailVerified: Bool?
 
     /// - Parameter capturedAt: rounded down to a whole second, so that ``encoded()`` and
     ///   ``decode(_:)`` give back an equal value.
-    public init(profile: Profile, verified: Bool, capturedAt: Date, emailForwarding: Bool? = nil) {
+    public init(
+        profile: Profile,
+        verified: Bool,
+        capturedAt: Date,
+        emailForwarding: Bool? = nil,
+        emailVerified: Bool? = nil
+    ) {
         self.profile = profile
         self.verified = verified
         self.capturedAt = Date(timeIntervalSince1970: TimeInterval(Self.unixSeconds(capturedAt)))
         self.emailForwarding = emailForwarding
+        // Without an email there is no origin to tell.
+        self.emailVerified = profile.email == nil ? nil : emailVerified
     }
 
     /// The canonical encoding (see above), written straight into a `sodium_malloc`'ed buffer: the length
@@ -135,6 +148,10 @@ private struct CanonicalPlaintext: CanonicalJSONDocument {
         if let emailForwarding = plaintext.emailForwarding {
             writer.key("emailForwarding")
             writer.bool(emailForwarding)
+        }
+        if let emailVerified = plaintext.emailVerified {
+            writer.key("emailVerified")
+            writer.bool(emailVerified)
         }
         writer.endObject()
     }

@@ -15,6 +15,10 @@ public struct SignInAttempt: Sendable, Equatable {
     public var expiresAt: Date
     /// When the callback used it; nil while it is live.
     public var usedAt: Date?
+    /// The app's own value for this sign-in (`appState` at start: for example a hash of its session cookie, which
+    /// the app's backend compares at redeem to refuse a ticket this browser did not start), sealed under a key only
+    /// the attempt's `state` gives; nil when the app sent none.
+    public var sealedAppState: [UInt8]?
 
     public init(
         stateHash: [UInt8],
@@ -23,7 +27,8 @@ public struct SignInAttempt: Sendable, Equatable {
         returnName: String,
         createdAt: Date,
         expiresAt: Date,
-        usedAt: Date? = nil
+        usedAt: Date? = nil,
+        sealedAppState: [UInt8]? = nil
     ) {
         self.stateHash = stateHash
         self.nonceHash = nonceHash
@@ -32,7 +37,11 @@ public struct SignInAttempt: Sendable, Equatable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.usedAt = usedAt
+        self.sealedAppState = sealedAppState
     }
+
+    /// The most bytes of `appState` an app may pass through a sign-in.
+    public static let maximumAppStateSize = 256
 
     /// Whether a callback first received at `time` may still use it.
     public func isLive(at time: Date) -> Bool { usedAt == nil && time < expiresAt }

@@ -17,7 +17,7 @@ struct AppleNotificationRoutes: Sendable {
     let log: any NotificationLog
     let maximumBodySize: Int
     /// No token: one shared bucket for the route, checked before the body is read.
-    let anonymous: RateLimiter
+    let anonymous: ClientRateLimiter
     /// Where verified notifications are forwarded to the backend, when set.
     var forwarder: NotificationForwarder? = nil
 
@@ -34,7 +34,7 @@ struct AppleNotificationRoutes: Sendable {
     }
 
     func receive(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        try anonymous.admit("apple-notifications")
+        try anonymous.admit("apple-notifications", request, context)
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
         guard let payload = (try? StrictJSON.parse(body))?["payload"]?.stringValue else {

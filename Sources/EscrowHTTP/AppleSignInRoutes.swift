@@ -18,12 +18,17 @@ struct AppleSignInRoutes: Sendable {
     let configuration: AppleSignInConfiguration
     let auth: BearerAuthenticator
     let maximumBodySize: Int
-    /// No token for the browser's routes: one shared bucket a route.
-    let anonymous: RateLimiter
+    /// No token for the browser's routes: a bucket per route and client, and one per route for all clients.
+    let anonymous: ClientRateLimiter
     /// The attempts started here, read by their callback without a store read.
     let started = StartedSignInAttempts()
 
-    static let cookieName = "__Host-pe-signin"
+    /// The browser binding's cookie is one per attempt: `__Host-pe-signin-<tag>`, the tag derived from the attempt's
+    /// state (``cookieName(state:)``), so that answering one attempt (a used state posted again by someone else, say)
+    /// can only ever clear that attempt's cookie, never the one of a live attempt in the same browser.
+    static let cookiePrefix = "__Host-pe-signin-"
+    /// The one name of every attempt's cookie before it was one per attempt: still read, for attempts started then.
+    static let legacyCookieName = "__Host-pe-signin"
 
     static let ticketGone = Problem(
         .gone,
@@ -49,10 +54,16 @@ struct AppleSignInRoutes: Sendable {
     // MARK: - Start
 
     func start(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        try anonymous.admit("apple-signin")
+        try anonymous.admit("apple-signin", request, context)
         let requested = request.uri.queryParameters["return"].map(String.init)
         guard let returnName = resolveReturn(requested) else {
             return SignInPages.badRequest("The sign-in names no return URL this service knows.")
+        }
+        let appState = request.uri.queryParameters["appState"].map(String.init)
+        if let appState, appState.utf8.count > SignInAttempt.maximumAppStateSize {
+            return SignInPages.badRequest(
+                "The app's state (appState) is longer than \(SignInAttempt.maximumAppStateSize) bytes."
+            )
         }
         let now = escrow.configuration.clock.now()
         let state = Self.secret()
@@ -64,7 +75,8 @@ struct AppleSignInRoutes: Sendable {
             bindingHash: Self.hash(binding),
             returnName: returnName,
             createdAt: now,
-            expiresAt: now.addingTimeInterval(configuration.attemptLifetime.inSeconds)
+            expiresAt: now.addingTimeInterval(configuration.attemptLifetime.inSeconds),
+            sealedAppState: appState.map { Self.sealAppState($0, state: state) }
         )
         do {
             try await signIns.createSignInAttempt(attempt)
@@ -93,7 +105,7 @@ struct AppleSignInRoutes: Sendable {
         // The cookie outlives the attempt by the resubmission grace: a form first received in time, posted again from
         // the 503 page later, still carries it.
         let cookieLife = configuration.attemptLifetime.inSeconds + SignInAttempt.resubmissionGrace
-        headers[.setCookie] = Self.bindingCookie(binding, maxAge: Int(cookieLife))
+        headers[.setCookie] = Self.bindingCookie(Self.cookieName(state: state), binding, maxAge: Int(cookieLife))
         SignInMetrics.signIn("started")
         return Response(status: .found, headers: headers)
     }
@@ -107,9 +119,12 @@ struct AppleSignInRoutes: Sendable {
     // MARK: - Callback
 
     func callback(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        // Rate-limited, a callback is not refused but answered with the page that posts it again: a 429 would lose the
-        // profile the form holds.
-        let admitted = anonymous.acquire("apple-signin-callback") == nil
+        // Checked before the body is read. One client over its own limit is refused (a browser posts one callback per
+        // sign-in: a client that posts many is not one person's browser). All clients together over the route's limit
+        // are not refused but answered with the page that posts the form again: a 429 would lose the profile it holds.
+        let verdict = anonymous.acquire("apple-signin-callback", request, context)
+        if case .clientLimited(let wait) = verdict { return SignInPages.tooManyRequests(retryAfter: wait) }
+        let admitted = verdict == .admitted
         guard Self.isForm(request.headers[.contentType]) else {
             throw Problem(
                 .unsupportedMediaType,
@@ -159,6 +174,7 @@ struct AppleSignInRoutes: Sendable {
                     idToken,
                     clientID: configuration.clientID,
                     nonceHash: nil,
+                    authorizationCode: form["code"],
                     now: now
                 )
                 tokenVerified = valid != nil
@@ -174,23 +190,26 @@ struct AppleSignInRoutes: Sendable {
             SignInMetrics.signIn("unknown_state")
             return SignInPages.unknownAttempt()
         }
+        // This attempt's own cookie: answering it clears that one only, never another attempt's in the same browser.
+        let ownCookie = Self.cookieName(state: state)
         guard attempt.isLive(at: receivedAt) else {
             started.remove(stateHash: stateHash)
-            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
+            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: ownCookie)
         }
-        let bindingHash = request.cookieValue(Self.cookieName).map(Self.hash) ?? []
+        let cookie = request.cookieValue(ownCookie) ?? request.cookieValue(Self.legacyCookieName)
+        let bindingHash = cookie.map(Self.hash) ?? []
         guard Hashing.constantTimeEqual(bindingHash, attempt.bindingHash) else {
             // Never cleared here: the cookie may be the real user's, for a live attempt of their own.
             context.logger.info("sign-in callback refused: browser binding does not match")
-            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: nil)
         }
         if let error = form["error"] {
             let code = error == "user_cancelled_authorize" ? error : "signin_invalid"
             context.logger.info("sign-in ended at Apple", metadata: ["signin.error": "\(code)"])
-            return Self.redirect(returnURL, ["error": code], clearCookie: true)
+            return Self.redirect(returnURL, ["error": code], clearCookie: ownCookie)
         }
         guard let idToken = form["id_token"], let code = form["code"], !code.isEmpty else {
-            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: true)
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: ownCookie)
         }
         let identity: AppleSignInIdentity
         do {
@@ -198,25 +217,40 @@ struct AppleSignInRoutes: Sendable {
                 idToken,
                 clientID: configuration.clientID,
                 nonceHash: attempt.nonceHash,
+                authorizationCode: code,
                 now: stamp?.tokenVerified == true ? receivedAt : now
             )
         } catch {
             context.logger.info("sign-in callback refused: \(error.reason)")
-            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: true)
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: ownCookie)
         }
         let (profile, refusal) = profile(form["user"], identity)
+        let provenance = Self.emailProvenance(identity, profile)
+        var appState = attempt.sealedAppState.flatMap { Self.openAppState($0, state: state) }
+        defer { if appState != nil { RequestBodyReader.zero(&appState!) } }
         let ticket = Self.secret()
         let result: [String: JSONValue] = [
             "userIdentifier": .string(identity.userIdentifier), "authorizationCode": .string(code),
-            "email": .string(identity.email),
-            "emailVerified": identity.emailVerified.map { .bool($0) } ?? .null,
-            "isPrivateEmail": identity.isPrivateEmail.map { .bool($0) } ?? .null,
+            "email": .string(provenance.email),
+            "emailVerified": provenance.verified.map { .bool($0) } ?? .null,
+            "isPrivateEmail": (identity.email == nil ? profile?.isPrivateEmail : identity.isPrivateEmail)
+                .map { .bool($0) } ?? .null,
             "realUserStatus": .string(identity.realUserStatus.flatMap(AppleVerifier.realUserStatus)?.rawValue),
             "return": .string(attempt.returnName), "profileRefused": .string(refusal),
+            "appState": .string(appState.map { String(decoding: $0, as: UTF8.self) }),
         ]
         let completion: SignInCompletion
         do {
-            completion = try await complete(attempt, bindingHash, now, receivedAt, ticket, profile, result)
+            completion = try await complete(
+                attempt,
+                bindingHash,
+                now,
+                receivedAt,
+                ticket,
+                profile,
+                provenance.verified,
+                result
+            )
         } catch {
             // Nothing acknowledged: the browser keeps the form and posts it again, stamped with this first receipt.
             context.logger.error(
@@ -238,12 +272,12 @@ struct AppleSignInRoutes: Sendable {
                 "sign-in completed",
                 metadata: ["signin.profile": "\(profile == nil ? "none" : "escrowed")"]
             )
-            return Self.redirect(returnURL, ["ticket": ticket], clearCookie: true)
+            return Self.redirect(returnURL, ["ticket": ticket], clearCookie: ownCookie)
         case .expired:
             started.remove(stateHash: stateHash)
-            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: true)
+            return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: ownCookie)
         case .bindingMismatch:
-            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: false)
+            return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: nil)
         case .unknown:
             started.remove(stateHash: stateHash)
             SignInMetrics.signIn("unknown_state")
@@ -260,6 +294,7 @@ struct AppleSignInRoutes: Sendable {
         _ receivedAt: Date,
         _ ticket: String,
         _ profile: Profile?,
+        _ emailVerified: Bool?,
         _ result: [String: JSONValue]
     ) async throws -> SignInCompletion {
         let expiresAt = now.addingTimeInterval(configuration.ticketLifetime.inSeconds)
@@ -279,7 +314,13 @@ struct AppleSignInRoutes: Sendable {
                 expiresAt: expiresAt
             )
         }
-        return try await escrow.completeSignIn(request, profile: profile, in: signIns, actor: .apple)
+        return try await escrow.completeSignIn(
+            request,
+            profile: profile,
+            emailVerified: emailVerified,
+            in: signIns,
+            actor: .apple
+        )
     }
 
     /// The 503 page: the form as received, with the service's stamp of its first receipt in place of any other.
@@ -338,6 +379,17 @@ struct AppleSignInRoutes: Sendable {
         }
     }
 
+    /// The email the sign-in gives and whether Apple signed it: the id_token's `email` (verified, unless the token
+    /// itself says `email_verified: false`) wins; an email only the browser's `user` field gave is never verified.
+    static func emailProvenance(
+        _ identity: AppleSignInIdentity,
+        _ profile: Profile?
+    ) -> (email: String?, verified: Bool?) {
+        if let email = identity.email { return (email, identity.emailVerified ?? true) }
+        guard let email = profile?.email else { return (nil, nil) }
+        return (email, false)
+    }
+
     // MARK: - Redeem
 
     func redeem(_ request: Request, _ context: some RequestContext) async throws -> Response {
@@ -383,15 +435,32 @@ struct AppleSignInRoutes: Sendable {
         )
     }
 
-    static func bindingCookie(_ value: String, maxAge: Int) -> String {
-        "\(cookieName)=\(value); Max-Age=\(maxAge); Path=/; Secure; HttpOnly; SameSite=None"
+    /// The binding cookie's name for the attempt of `state`: a tag of 64 bits derived from the state (apart from the
+    /// hash the store keeps, so the cookie's name says nothing of it).
+    static func cookieName(state: String) -> String {
+        let tag = Hashing.blake2b256(Array("profile-escrow signin cookie v1 \(state)".utf8)).prefix(8)
+        return cookiePrefix + Base64URL.encode(Array(tag))
+    }
+
+    static func bindingCookie(_ name: String, _ value: String, maxAge: Int) -> String {
+        "\(name)=\(value); Max-Age=\(maxAge); Path=/; Secure; HttpOnly; SameSite=None"
+    }
+
+    /// The app's `appState`, sealed under a key only the attempt's `state` gives: a copy of the database reveals it
+    /// no more than the state.
+    static func sealAppState(_ appState: String, state: String) -> [UInt8] {
+        TicketSeal.seal(Array(appState.utf8), ticket: Array("app-state \(state)".utf8))
+    }
+
+    static func openAppState(_ sealed: [UInt8], state: String) -> [UInt8]? {
+        TicketSeal.open(sealed, ticket: Array("app-state \(state)".utf8))
     }
 
     /// `303` to the registered return URL with one parameter (the ticket, or an error code).
     static func redirect(
         _ returnURL: String,
         _ parameters: KeyValuePairs<String, String>,
-        clearCookie: Bool
+        clearCookie: String?
     ) -> Response {
         let separator = returnURL.contains("?") ? "&" : "?"
         let query = parameters.map { "\($0.key)=\(SignInForm.encode($0.value))" }.joined(separator: "&")
@@ -400,7 +469,7 @@ struct AppleSignInRoutes: Sendable {
         var headers: HTTPFields = [
             .location: returnURL + separator + query, .cacheControl: "no-store", .referrerPolicy: "no-referrer",
         ]
-        if clearCookie { headers[.setCookie] = bindingCookie("", maxAge: 0) }
+        if let clearCookie { headers[.setCookie] = bindingCookie(clearCookie, "", maxAge: 0) }
         return Response(status: .seeOther, headers: headers)
     }
 }

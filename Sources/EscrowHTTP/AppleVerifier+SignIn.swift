@@ -2,17 +2,19 @@ import EscrowCrypto
 import Foundation
 import JWTKit
 
-/// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent and
-/// `email_verified`.
+/// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent,
+/// `email_verified`, and `c_hash` (the authorization code's hash, which ties the token to the code sent beside it).
 struct AppleSignInClaims: AppleTokenClaims {
     let identity: AppleIdentityClaims
     let nonce: String?
     let email_verified: Bool?
+    let c_hash: String?
 
     init(_ claims: AppleClaimReader) throws(AppleClaimError) {
         identity = try AppleIdentityClaims(claims)
         nonce = try claims.string("nonce")
         email_verified = try claims.boolean("email_verified")
+        c_hash = try claims.string("c_hash")
     }
 }
 
@@ -27,12 +29,15 @@ struct AppleSignInIdentity: Sendable {
 
 extension AppleVerifier {
     /// Checks a web flow's id_token: signature, `iss`, `aud` exactly `clientID` (the Services ID: native bundle IDs
-    /// are for the API's verified capture), `exp`, `iat`, and a `nonce` whose hash is the attempt's (nil checks all
-    /// but the nonce: when the attempt cannot be read, whether the token was valid at that time).
+    /// are for the API's verified capture), `exp`, `iat`, a `nonce` whose hash is the attempt's (nil checks all
+    /// but the nonce: when the attempt cannot be read, whether the token was valid at that time), and, when the token
+    /// has a `c_hash`, that it is the hash of `authorizationCode` (so a token cannot be paired with another user's
+    /// code).
     func verifySignInToken(
         _ token: String,
         clientID: String,
         nonceHash: [UInt8]?,
+        authorizationCode: String?,
         now: Date
     ) async throws(Rejection) -> AppleSignInIdentity {
         let signIn: AppleSignInClaims = try await verifySignature(token)
@@ -46,6 +51,11 @@ extension AppleVerifier {
                 Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
             else { throw Rejection(reason: "nonce does not match") }
         }
+        if let cHash = signIn.c_hash {
+            guard let authorizationCode, Self.codeHashMatches(cHash, code: authorizationCode) else {
+                throw Rejection(reason: "c_hash does not match the code")
+            }
+        }
         if let code = claims.real_user_status, Self.realUserStatus(code) == nil {
             throw Rejection(reason: "real_user_status invalid")
         }
@@ -56,5 +66,12 @@ extension AppleVerifier {
             isPrivateEmail: claims.is_private_email,
             realUserStatus: claims.real_user_status
         )
+    }
+
+    /// OpenID Connect's `c_hash`: the base64url of the left half of the SHA-256 of the code's ASCII bytes (the hash
+    /// that goes with ES256 and RS256), compared in constant time.
+    static func codeHashMatches(_ cHash: String, code: String) -> Bool {
+        let expected = Base64URL.encode(Array(Hashing.sha256(Array(code.utf8)).prefix(16)))
+        return Hashing.constantTimeEqual(Array(cHash.utf8), Array(expected.utf8))
     }
 }

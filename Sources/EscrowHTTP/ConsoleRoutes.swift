@@ -18,7 +18,7 @@ struct ConsoleRoutes: Sendable {
     let tokens: any AccessTokenStore
     let overview: AdminOverviewPublisher
     let sessions: ConsoleSessions
-    let anonymous: RateLimiter
+    let anonymous: ClientRateLimiter
 
     static let sessionCookie = "__Host-pe_session"
     static let signInCookie = "__Host-pe_signin"
@@ -266,7 +266,11 @@ struct ConsoleRoutes: Sendable {
     }
 
     func signIn(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        do { try anonymous.admit("console-signin") } catch { return Self.failure(error, viewer: nil) }
+        do {
+            try anonymous.admit("console-signin", request, context)
+        } catch {
+            return Self.failure(error, viewer: nil)
+        }
         let fields: SignInForm
         do { fields = try await Self.readForm(request) } catch { return Self.failure(error, viewer: nil) }
         guard Self.sameOrigin(request), let expected = request.cookieValue(Self.signInCookie),

@@ -18,7 +18,7 @@ public import ServiceLifecycle
 /// try await ServiceGroup(services: [app], ...).run()
 /// ```
 public enum EscrowHTTPApplication {
-    public typealias App = Application<RouterResponder<BasicRequestContext>>
+    public typealias App = Application<RouterResponder<EscrowRequestContext>>
 
     /// The application: a swift-service-lifecycle `Service` that serves until graceful shutdown
     /// (in-flight requests finish).
@@ -72,7 +72,7 @@ public enum EscrowHTTPApplication {
         configuration: EscrowHTTPConfiguration,
         logger: Logger
     ) throws -> App {
-        let (router, _, _, anonymous) = baseRouter(
+        let (router, _, _, _) = baseRouter(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
@@ -80,7 +80,7 @@ public enum EscrowHTTPApplication {
             configuration: configuration,
             surface: .publicAPI
         )
-        OperationalRoutes.registerHealth(on: router, anonymous: anonymous)
+        OperationalRoutes.registerHealth(on: router)
         return try application(
             router,
             host: configuration.publicHost ?? configuration.host,
@@ -94,7 +94,7 @@ public enum EscrowHTTPApplication {
     /// The server of one listener: HTTP/1.1, over TLS when ``EscrowHTTPConfiguration/tls`` is set (`clientCA`:
     /// mutual TLS).
     private static func application(
-        _ router: Router<BasicRequestContext>,
+        _ router: Router<EscrowRequestContext>,
         host: String,
         port: Int,
         clientCA: String?,
@@ -137,14 +137,16 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)?,
         configuration: EscrowHTTPConfiguration,
         surface: EscrowRouteCollection.Surface
-    ) -> (Router<BasicRequestContext>, RouterGroup<BasicRequestContext>, BearerAuthenticator, RateLimiter) {
-        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+    ) -> (
+        Router<EscrowRequestContext>, RouterGroup<EscrowRequestContext>, BearerAuthenticator, ClientRateLimiter
+    ) {
+        let router = Router(context: EscrowRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
-        let anonymous = RateLimiter(limit: configuration.anonymousRateLimit)
+        let anonymous = ClientRateLimiter(configuration)
         let v1 = router.group("/v1")
         EscrowRouteCollection.register(
             on: v1,
@@ -169,7 +171,7 @@ public enum EscrowHTTPApplication {
         draining: DrainState? = nil,
         overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
-    ) -> Router<BasicRequestContext> {
+    ) -> Router<EscrowRequestContext> {
         let (router, v1, auth, anonymous) = baseRouter(
             escrow: escrow,
             tokens: tokens,
@@ -215,7 +217,7 @@ public enum EscrowHTTPApplication {
         port: Int,
         logger: Logger
     ) -> some Service {
-        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        let router = Router(context: EscrowRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.get("/metrics") { _, _ in OperationalRoutes.exposition(registry) }
         return Application(
             router: router,

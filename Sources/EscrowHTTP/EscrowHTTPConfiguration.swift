@@ -20,9 +20,15 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var tlsClientCA: String?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
-    /// Requests without a token (`/healthz`, `/readyz`, an open `/metrics`, Apple notifications): one bucket
-    /// per route, shared by every client (default 50 requests/s, bursts of 100).
-    public var anonymousRateLimit = RateLimit(requestsPerSecond: 50, burst: 100)
+    /// Requests without a token (web sign-in's start and callback, Apple notifications, an open `/metrics`, the
+    /// console's sign-in): a bucket per route and client (default 10 requests/s, bursts of 20). Probes (`/healthz`,
+    /// `/readyz`) are never limited.
+    public var anonymousRateLimit = RateLimit(requestsPerSecond: 10, burst: 20)
+    /// The same routes, all clients together: a bucket per route (default 500 requests/s, bursts of 1,000).
+    public var anonymousOverallRateLimit = RateLimit(requestsPerSecond: 500, burst: 1000)
+    /// Connections from these networks are proxies that say who the client is in `X-Forwarded-For` (default none:
+    /// the peer is the client). Only the address the last trusted proxy saw counts, never the client's own words.
+    public var trustedProxies = TrustedProxies()
     /// Verified capture and Apple notifications, when an audience and a JWKS are configured.
     public var apple: AppleVerifier?
     /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.

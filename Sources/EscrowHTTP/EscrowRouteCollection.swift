@@ -52,7 +52,7 @@ public enum EscrowRouteCollection {
             auth: BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit)),
             notifications: notifications,
             signIns: signIns,
-            anonymous: RateLimiter(limit: configuration.anonymousRateLimit),
+            anonymous: ClientRateLimiter(configuration),
             configuration: configuration,
             surface: surface
         )
@@ -65,7 +65,7 @@ public enum EscrowRouteCollection {
         auth: BearerAuthenticator,
         notifications: (any NotificationLog)?,
         signIns: (any SignInStore)? = nil,
-        anonymous: RateLimiter,
+        anonymous: ClientRateLimiter,
         configuration: EscrowHTTPConfiguration,
         surface: Surface = .all
     ) {

@@ -12,26 +12,21 @@ struct OperationalRoutes: Sendable {
     let auth: BearerAuthenticator
     let registry: PrometheusCollectorRegistry
     let metricsRequireToken: Bool
-    /// Requests without a token (probes, an open `/metrics`) share a bucket per route.
-    let anonymous: RateLimiter
+    /// An open `/metrics`: a bucket per client, and one for all (probes are never limited).
+    let anonymous: ClientRateLimiter
     /// Set at graceful shutdown: `/readyz` answers `503`.
     var draining: DrainState? = nil
 
     func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
-        Self.registerHealth(on: router, anonymous: anonymous)
+        Self.registerHealth(on: router)
         router.get("/readyz") { _, context in try await ready(context) }
-        router.get("/metrics") { request, _ in try await metrics(request) }
+        router.get("/metrics") { request, context in try await metrics(request, context) }
     }
 
     /// `/healthz`: the process answers. Also the public listener's, which has no other operational route.
-    static func registerHealth<Context: RequestContext>(
-        on router: some RouterMethods<Context>,
-        anonymous: RateLimiter
-    ) {
-        router.get("/healthz") { _, _ in
-            try anonymous.admit("healthz")
-            return JSONResponse.make(.ok, ["status": "ok"])
-        }
+    /// Never rate-limited: a load balancer must not take a node out because another client floods it.
+    static func registerHealth<Context: RequestContext>(on router: some RouterMethods<Context>) {
+        router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }
     }
 
     /// The most `/readyz` waits for the store: a probe gets its answer within 2 s even when the store is cut off
@@ -41,7 +36,6 @@ struct OperationalRoutes: Sendable {
     /// The store's own check (``EscrowStore/checkReady()``: one indexed read of the audit head's single row, and
     /// whether the store takes writes), within ``readinessBound``.
     func ready(_ context: some RequestContext) async throws -> Response {
-        try anonymous.admit("readyz")
         if draining?.isDraining == true {
             throw Problem(
                 .serviceUnavailable,
@@ -71,13 +65,14 @@ struct OperationalRoutes: Sendable {
                 headers: [.retryAfter: "1"]
             )
         }
-        // The keyring's custody engine failed at the last reload: the keys in use still work, but the next
-        // rotation or restart would not; the reason names the engine, never a secret.
-        if let custody = escrow.custodyHealth.problem {
+        // The keyring's custody engine failed (at start: this node captures but opens nothing; at a reload: the
+        // keys in use still work). A stranger learns only that: the engine's address, mount, key name and error are
+        // in the reloader's log lines, never in this unauthenticated answer.
+        if escrow.custodyHealth.problem != nil {
             throw Problem(
                 .serviceUnavailable,
                 code: "custody_unavailable",
-                detail: "the keyring's custody engine failed at the last reload (\(custody.code)): \(custody.message)",
+                detail: escrow.custodyHealth.publicDetail,
                 headers: [.retryAfter: "5"]
             )
         }
@@ -116,11 +111,11 @@ struct OperationalRoutes: Sendable {
         var description: String { "no answer within \(OperationalRoutes.readinessBound)" }
     }
 
-    func metrics(_ request: Request) async throws -> Response {
+    func metrics(_ request: Request, _ context: some RequestContext) async throws -> Response {
         if metricsRequireToken {
             _ = try await auth.authorize(request, scope: .metrics)
         } else {
-            try anonymous.admit("metrics")
+            try anonymous.admit("metrics", request, context)
         }
         // Counters and gauges only, as last published: the live gauges are refreshed off the request path
         // (the replay worker's sweep, or LiveGaugeRefresher), so a scrape never queries the store.

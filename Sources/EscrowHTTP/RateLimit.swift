@@ -1,4 +1,4 @@
-/// A per-token token bucket: `requestsPerSecond` sustained, up to `burst` at once.
+/// A token bucket: `requestsPerSecond` sustained, up to `burst` at once.
 public struct RateLimit: Sendable, Equatable {
     public var requestsPerSecond: Double
     public var burst: Double

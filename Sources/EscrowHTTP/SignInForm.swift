@@ -1,6 +1,12 @@
-/// Apple's form_post body (`application/x-www-form-urlencoded`), parsed strictly: every field once, valid
-/// percent-encoding and UTF-8, or no form at all.
+/// Apple's form_post body (`application/x-www-form-urlencoded`), parsed strictly: every field once, at most
+/// ``maximumFieldCount`` fields, valid percent-encoding and UTF-8, or no form at all. In time linear in the body's size.
+///
+/// Written here rather than with Hummingbird's `URLEncodedFormDecoder`, which decodes into a `Decodable` and keeps the
+/// last of two fields of one name: a duplicate `state` or `id_token` must refuse the form, not pick one.
 struct SignInForm: Sendable {
+    /// Apple sends at most five fields (`code`, `id_token`, `state`, `user`, `error`), and the 503 page adds one.
+    static let maximumFieldCount = 16
+
     /// The fields in the order they came, for a page that submits the same form again.
     let fields: [(name: String, value: String)]
 
@@ -10,6 +16,7 @@ struct SignInForm: Sendable {
 
     init?(_ body: [UInt8]) {
         var fields: [(name: String, value: String)] = []
+        var names: Set<String> = []
         // One pass over the bytes, each pair decoded from its range of `body` (no array of slices).
         var start = body.startIndex
         while start < body.endIndex {
@@ -20,7 +27,7 @@ struct SignInForm: Sendable {
                 guard let name = Self.decode(body[start..<equals]),
                     let value = Self.decode(equals < end ? body[(equals + 1)..<end] : [])
                 else { return nil }
-                guard !fields.contains(where: { $0.name == name }) else { return nil }
+                guard fields.count < Self.maximumFieldCount, names.insert(name).inserted else { return nil }
                 fields.append((name, value))
             }
             start = end + 1

@@ -20,6 +20,18 @@ enum SignInPages {
         page(.badRequest, title: "Sign-in refused", body: "<p>\(escape(message))</p>", scriptNonce: nil)
     }
 
+    /// `429`: one client posted more sign-ins than one person's browser would; the body was not read.
+    static func tooManyRequests(retryAfter: Int) -> Response {
+        page(
+            .tooManyRequests,
+            title: "Too many sign-ins",
+            body: "<p>Too many sign-ins came from your network. Wait a moment, then go back to the app and sign in "
+                + "again.</p>",
+            scriptNonce: nil,
+            extraHeaders: [.retryAfter: "\(retryAfter)"]
+        )
+    }
+
     /// `503`: the escrow could not take the profile. The same form is posted again by the browser, with backoff,
     /// for a few minutes, and on the button: until the escrow holds the profile, the browser keeps it. The post's
     /// answer redirects to a return URL: `returnOrigins` (the allow-list's origins) must be in `form-action`, which

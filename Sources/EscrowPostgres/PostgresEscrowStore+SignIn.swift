@@ -60,11 +60,11 @@ extension PostgresEscrowStore: SignInStore {
         let lock = forUpdate ? " FOR UPDATE" : ""
         let rows = try await connection.query(
             """
-            SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at
+            SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state
             FROM signin_attempt WHERE state_hash = \(Data(stateHash))\(unescaped: lock)
             """,
             logger: logger
-        ).collect().map { try $0.decode((Data, Data, Data, String, Int64, Int64, Int64?).self) }
+        ).collect().map { try $0.decode((Data, Data, Data, String, Int64, Int64, Int64?, Data?).self) }
         return rows.first.map { row in
             SignInAttempt(
                 stateHash: [UInt8](row.0),
@@ -73,7 +73,8 @@ extension PostgresEscrowStore: SignInStore {
                 returnName: row.3,
                 createdAt: Timestamp.date(unixMilliseconds: row.4),
                 expiresAt: Timestamp.date(unixMilliseconds: row.5),
-                usedAt: date(row.6)
+                usedAt: date(row.6),
+                sealedAppState: row.7.map { [UInt8]($0) }
             )
         }
     }

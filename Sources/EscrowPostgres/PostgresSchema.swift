@@ -182,6 +182,14 @@ enum PostgresSchema {
                 "CREATE INDEX notification_outbox_created ON notification_outbox (created_at)",
             ]
         ),
+        Migration(
+            version: 6,
+            name: "sign-in app state",
+            statements: [
+                // The app's own value passed through a web sign-in (`appState`), sealed under the attempt's state.
+                "ALTER TABLE signin_attempt ADD COLUMN app_state bytea"
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

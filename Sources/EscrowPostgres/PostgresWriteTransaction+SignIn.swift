@@ -10,9 +10,10 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         try await connection.query(
             """
             INSERT INTO signin_attempt (state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at,
-                purge_at)
+                purge_at, app_state)
             VALUES (\(Data(attempt.stateHash)), \(Data(attempt.nonceHash)), \(Data(attempt.bindingHash)),
-                \(attempt.returnName), \(PostgresEscrowStore.ms(attempt.createdAt)), \(expires), \(expires))
+                \(attempt.returnName), \(PostgresEscrowStore.ms(attempt.createdAt)), \(expires), \(expires),
+                \(attempt.sealedAppState.map { Data($0) }))
             """,
             logger: logger
         )

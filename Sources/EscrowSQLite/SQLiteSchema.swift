@@ -156,6 +156,10 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v8: the app's own value passed through a web sign-in (`appState`), sealed under the attempt's state.
+        migrator.registerMigration("v8") { db in
+            try db.execute(sql: "ALTER TABLE signin_attempt ADD COLUMN app_state BLOB")
+        }
         return migrator
     }
 }

@@ -5,18 +5,18 @@ import GRDB
 /// Web sign-in attempts in SQLite: `BEGIN IMMEDIATE` already serializes every writer, so reads need no lock.
 extension SQLiteWriteTransaction: SignInWriteTransaction {
     static let signInColumns =
-        "state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at"
+        "state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state"
 
     func insertSignInAttempt(_ attempt: SignInAttempt) throws {
         try db.cachedStatement(
             sql: """
-                INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
                 """
         ).execute(
             arguments: [
                 Data(attempt.stateHash), Data(attempt.nonceHash), Data(attempt.bindingHash), attempt.returnName,
                 Timestamp.unixMilliseconds(attempt.createdAt), Timestamp.unixMilliseconds(attempt.expiresAt),
-                Timestamp.unixMilliseconds(attempt.expiresAt),
+                attempt.sealedAppState.map { Data($0) }, Timestamp.unixMilliseconds(attempt.expiresAt),
             ]
         )
     }
@@ -37,7 +37,8 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
                 returnName: row["return_name"],
                 createdAt: Timestamp.date(unixMilliseconds: row["created_at"]),
                 expiresAt: Timestamp.date(unixMilliseconds: row["expires_at"]),
-                usedAt: (row["used_at"] as Int64?).map { Timestamp.date(unixMilliseconds: $0) }
+                usedAt: (row["used_at"] as Int64?).map { Timestamp.date(unixMilliseconds: $0) },
+                sealedAppState: (row["app_state"] as Data?).map { [UInt8]($0) }
             )
         }
     }

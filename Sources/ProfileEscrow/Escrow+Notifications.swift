@@ -81,7 +81,9 @@ extension Escrow {
                 profile: profile,
                 verified: old.verified,
                 capturedAt: old.capturedAt,
-                emailForwarding: forwarding
+                emailForwarding: forwarding,
+                // A changed email comes from Apple's signed notification.
+                emailVerified: profile.email == old.profile.email ? old.emailVerified : true
             )
         }
     }
@@ -106,7 +108,9 @@ extension Escrow {
                 profile: profile,
                 verified: old.verified,
                 capturedAt: old.capturedAt,
-                emailForwarding: old.emailForwarding
+                emailForwarding: old.emailForwarding,
+                // An email changed by hand has no recorded origin.
+                emailVerified: profile.email == old.profile.email ? old.emailVerified : nil
             )
         }
     }
@@ -159,7 +163,7 @@ extension Escrow {
             let sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
             let contentTag = keyring.contentTag(
                 blindIndex: index,
-                plaintext: Self.contentPlaintext(plaintext.profile, old.verified)
+                plaintext: Self.contentPlaintext(plaintext.profile, old.verified, plaintext.emailVerified)
             )
             let event = LifecycleEvent.reseal(sealed, contentTag: contentTag, detail: "email")
             guard try await apply(event, to: record, actor: actor) == .applied else {

@@ -8,14 +8,18 @@ extension Escrow {
 
     /// Completes a web sign-in in `signIns` (the store that holds the escrows): seals `profile`, when given, as a
     /// verified capture, and in one transaction uses the attempt, stores its ticket and captures. Durable before it
-    /// returns; nothing is captured unless the attempt was live and its binding matched.
+    /// returns; nothing is captured unless the attempt was live and its binding matched. `emailVerified` records
+    /// whether Apple signed the profile's email (the identity token's claim) or only the browser or app gave it.
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         profile: Profile?,
+        emailVerified: Bool? = nil,
         in signIns: any SignInStore,
         actor: AuditActor
     ) async throws -> SignInCompletion {
-        let record = try profile.map { try sealedRecord($0, verified: true, now: request.now) }
+        let record = try profile.map {
+            try sealedRecord($0, verified: true, emailVerified: emailVerified, now: request.now)
+        }
         let completion = try await signIns.completeSignIn(
             request,
             capture: record,

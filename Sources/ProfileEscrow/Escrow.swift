@@ -155,10 +155,20 @@ public final class Escrow: Sendable {
     /// Seals a new escrow row. Synchronous on purpose: every plaintext buffer is released before the
     /// capture waits for its commit (under a burst, thousands wait at once; a buffer held across that
     /// wait would defeat the pool of locked buffers and cost an mmap, mprotect and mlock each).
-    func sealedRecord(_ profile: Profile, verified: Bool, now: Date) throws -> EscrowRecord {
+    func sealedRecord(
+        _ profile: Profile,
+        verified: Bool,
+        emailVerified: Bool? = nil,
+        now: Date
+    ) throws -> EscrowRecord {
         let keyring = self.keyring  // one keyring for the whole capture, even across a reload
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
-        let plaintext = EscrowPlaintext(profile: profile, verified: verified, capturedAt: now).encoded()
+        let plaintext = EscrowPlaintext(
+            profile: profile,
+            verified: verified,
+            capturedAt: now,
+            emailVerified: emailVerified
+        ).encoded()
         let sealed = try keyring.seal(
             plaintext: plaintext,
             id: EscrowID.new(at: now),
@@ -169,7 +179,7 @@ public final class Escrow: Sendable {
             sealed: sealed,
             contentTag: keyring.contentTag(
                 blindIndex: blindIndex,
-                plaintext: Self.contentPlaintext(profile, verified)
+                plaintext: Self.contentPlaintext(profile, verified, emailVerified)
             ),
             createdAt: now,
             expiresAt: now.addingTimeInterval(configuration.retention)
@@ -178,8 +188,13 @@ public final class Escrow: Sendable {
 
     /// The content fingerprint ignores the capture time, so that the same profile captured twice
     /// is recognised as the same content.
-    static func contentPlaintext(_ profile: Profile, _ verified: Bool) -> SecretBytes {
-        EscrowPlaintext(profile: profile, verified: verified, capturedAt: Date(timeIntervalSince1970: 0)).encoded()
+    static func contentPlaintext(_ profile: Profile, _ verified: Bool, _ emailVerified: Bool? = nil) -> SecretBytes {
+        EscrowPlaintext(
+            profile: profile,
+            verified: verified,
+            capturedAt: Date(timeIntervalSince1970: 0),
+            emailVerified: emailVerified
+        ).encoded()
     }
 
     // MARK: Read back

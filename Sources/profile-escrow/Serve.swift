@@ -54,11 +54,28 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("anonymous-rate-limit"),
         help: """
-            Requests per second per route without a token, all clients together: /healthz, web sign-in's start and \
-            callback, Apple notifications (env PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT; default 50; burst twice that).
+            Requests per second per client and route without a token: web sign-in's start and callback, Apple \
+            notifications, an open /metrics, the console's sign-in (env PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT; default \
+            10; burst twice that). /healthz and /readyz are never limited.
             """
     )
     var anonymousRateLimit: Double?
+    @Option(
+        name: .customLong("anonymous-overall-rate-limit"),
+        help: """
+            Requests per second per route without a token, all clients together (env \
+            PROFILE_ESCROW_ANONYMOUS_OVERALL_RATE_LIMIT; default 500; burst twice that).
+            """
+    )
+    var anonymousOverallRateLimit: Double?
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: """
+            A proxy (address or CIDR network, repeated or comma-separated) whose X-Forwarded-For tells who the \
+            client is, for the per-client limits (env PROFILE_ESCROW_TRUSTED_PROXY; default none).
+            """
+    )
+    var trustedProxy: [String] = []
     @Flag(
         name: .customLong("metrics-token"),
         help: "Require a token with the metrics scope for /metrics (env PROFILE_ESCROW_METRICS_TOKEN=true)."
@@ -144,7 +161,14 @@ struct Serve: AsyncParsableCommand {
     var metricsToken: Bool { (try? environment.flag(metricsTokenFlag, "metrics-token")) ?? true }
     var rateLimitValue: Double { (try? environment.value(rateLimit, "rate-limit")) ?? 100 }
     var rateBurstValue: Double { (try? environment.value(rateBurst, "rate-burst")) ?? 200 }
-    var anonymousRateLimitValue: Double { (try? environment.value(anonymousRateLimit, "anonymous-rate-limit")) ?? 50 }
+    var anonymousRateLimitValue: Double { (try? environment.value(anonymousRateLimit, "anonymous-rate-limit")) ?? 10 }
+    var anonymousOverallRateLimitValue: Double {
+        (try? environment.value(anonymousOverallRateLimit, "anonymous-overall-rate-limit")) ?? 500
+    }
+    var trustedProxies: [String] {
+        (trustedProxy.isEmpty ? [environment.text("trusted-proxy") ?? ""] : trustedProxy)
+            .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
     var drainDelaySeconds: Double {
         drainDelay == nil && environment.text("drain-delay") == nil
             ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0
@@ -241,9 +265,16 @@ struct Serve: AsyncParsableCommand {
             }
         }
         _ = try environment.value(anonymousRateLimit, "anonymous-rate-limit")
+        _ = try environment.value(anonymousOverallRateLimit, "anonymous-overall-rate-limit")
+        do {
+            _ = try TrustedProxies(trustedProxies)
+        } catch {
+            throw ValidationError("--trusted-proxy (or PROFILE_ESCROW_TRUSTED_PROXY): \(error.description)")
+        }
         for (name, value) in [
             ("rate-limit", rateLimitValue), ("rate-burst", rateBurstValue),
             ("anonymous-rate-limit", anonymousRateLimitValue),
+            ("anonymous-overall-rate-limit", anonymousOverallRateLimitValue),
         ]
         where !(value > 0 && value.isFinite) {
             throw ValidationError("--\(name) (or its environment variable) must be a positive number")
@@ -267,8 +298,9 @@ struct Serve: AsyncParsableCommand {
         MetricsSystem.bootstrap(EscrowPrometheus.factory(registry: registry))
 
         // Never create a development keyring here: a service that silently sealed to a new keyring
-        // would leave every escrow sealed to the real one unopenable.
-        let keyring = try await options.loadKeyring(createIfDefault: false)
+        // would leave every escrow sealed to the real one unopenable. A keyring in custody whose engine does not
+        // answer stays wrapped: capture needs only its public keys; the KeyringReloader unwraps it later.
+        let (keyring, unwrapFailure) = try await options.loadServiceKeyring()
         // Purges are flushed from the WAL in batches by the server's PurgeFlusher, not one checkpoint each.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         // Bearer tokens are looked up at every request: `tokens add` and `tokens revoke` change them beside this process
@@ -288,12 +320,21 @@ struct Serve: AsyncParsableCommand {
             sealingKeys: sealingKeys,
             logger: logger
         )
+        var keyringMode = "full"
+        if let unwrapFailure {
+            keyringMode = "full, still wrapped (capture only until the custody engine answers)"
+            escrow.custodyHealth.failed(unwrapFailure, keysUnavailable: true)
+            logger.error(
+                "the custody engine did not unwrap the keyring: this node captures, and opens nothing until it answers",
+                metadata: ["error.code": "\(unwrapFailure.code)", "error": "\(unwrapFailure.message)"]
+            )
+        }
         logger.notice(
             "starting profile-escrow serve",
             metadata: opened.metadata.merging(
                 [
                     "keyring":
-                        "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : "full")",
+                        "\(keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : keyringMode)",
                     "address": "\(hostValue):\(portValue)",
                     "public.address": "\(publicPortValue.map { "\(publicHostValue ?? hostValue):\($0)" } ?? "none")",
                     "tokens.path": "\(tokens.place)",
@@ -315,6 +356,11 @@ struct Serve: AsyncParsableCommand {
             requestsPerSecond: anonymousRateLimitValue,
             burst: anonymousRateLimitValue * 2
         )
+        configuration.anonymousOverallRateLimit = RateLimit(
+            requestsPerSecond: anonymousOverallRateLimitValue,
+            burst: anonymousOverallRateLimitValue * 2
+        )
+        configuration.trustedProxies = try TrustedProxies(trustedProxies)
         configuration.metricsRequireToken = metricsToken
         configuration.drainDelay = .milliseconds(Int64(drainDelaySeconds * 1000))
         configuration.console = !noConsole

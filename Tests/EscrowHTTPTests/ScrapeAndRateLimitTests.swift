@@ -69,10 +69,9 @@ struct ScrapeAndRateLimitTests {
     }
 
     @Test(
-        "healthz, readyz, an open /metrics and Apple notifications: 429 with Retry-After past the limit",
+        "an open /metrics and Apple notifications: 429 with Retry-After past the limit",
         arguments: [
-            ("/healthz", HTTPRequest.Method.get), ("/readyz", .get), ("/metrics", .get),
-            ("/v1/apple/notifications", .post),
+            ("/metrics", HTTPRequest.Method.get), ("/v1/apple/notifications", .post),
         ]
     )
     func anonymousLimited(path: String, method: HTTPRequest.Method) async throws {
@@ -96,5 +95,18 @@ struct ScrapeAndRateLimitTests {
         #expect(statuses[3].status == .tooManyRequests)
         #expect(statuses[3].headers[.retryAfter] != nil)
         #expect(statuses[3].headers[.contentType] == "application/problem+json")
+    }
+
+    @Test("probes are never limited: /healthz and /readyz answer past any limit", arguments: ["/healthz", "/readyz"])
+    func probesNeverLimited(path: String) async throws {
+        var harness = try await HTTPHarness()
+        harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 1)
+        harness.configuration.anonymousOverallRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 1)
+        let statuses = try await harness.app().test(.router) { client async throws in
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<20 { statuses.append(try await client.execute(uri: path, method: .get).status) }
+            return statuses
+        }
+        #expect(statuses.allSatisfy { $0 == .ok })
     }
 }

@@ -32,3 +32,25 @@ struct SignInFormTests {
         }
     }
 }
+
+@Suite("Sign-in form: bounded work")
+struct SignInFormBoundsTests {
+    @Test("at most 16 fields: a 4,000-field body makes no form, whatever its fields")
+    func fieldCap() {
+        let distinct = (0..<4000).map { "f\($0)=" }.joined(separator: "&")
+        let empty = Array(repeating: "=", count: 4000).joined(separator: "&")
+        let ampersands = String(repeating: "&", count: 16 * 1024)
+        #expect(SignInForm(Array(distinct.utf8)) == nil, "distinct names past the cap")
+        #expect(SignInForm(Array(empty.utf8)) == nil, "empty names are one name, repeated")
+        #expect(SignInForm(Array(ampersands.utf8))?.fields.isEmpty == true, "separators alone are no field")
+        let sixteen = (0..<16).map { "f\($0)=v" }.joined(separator: "&")
+        #expect(SignInForm(Array(sixteen.utf8))?.fields.count == 16)
+        #expect(SignInForm(Array((sixteen + "&f16=v").utf8)) == nil)
+    }
+
+    @Test("a repeated name is found among many (a set, not a scan of the fields so far)")
+    func duplicateAmongMany() {
+        let fields = (0..<15).map { "f\($0)=v" } + ["f3=again"]
+        #expect(SignInForm(Array(fields.joined(separator: "&").utf8)) == nil)
+    }
+}

@@ -35,7 +35,8 @@ struct SignInTests {
             #expect(query["scope"] == "name email")
             #expect((query["state"]?.count ?? 0) >= 43 && (query["nonce"]?.count ?? 0) >= 43)
             let cookie = try #require(start.response.headers[.setCookie])
-            for attribute in ["__Host-pe-signin=", "HttpOnly", "Secure", "SameSite=None", "Path=/", "Max-Age=2400"] {
+            #expect(cookie.hasPrefix(AppleSignInRoutes.cookieName(state: query["state"] ?? "") + "="), "one a sign-in")
+            for attribute in ["__Host-pe-signin-", "HttpOnly", "Secure", "SameSite=None", "Path=/", "Max-Age=2400"] {
                 #expect(cookie.contains(attribute), "binding cookie has \(attribute)")
             }
             #expect(start.response.headers[.cacheControl] == "no-store")
@@ -147,7 +148,8 @@ struct SignInTests {
             let mine = try await flow.start(client)
             let theirs = try await flow.start(client)
             let form = try await flow.form(mine, user: SignInFlow.userJSON(1))
-            for cookie in [nil, theirs.cookie, "__Host-pe-signin=forged"] {
+            let forged = [AppleSignInRoutes.legacyCookieName + "=forged", AppleSignInRoutes.cookieName(state: mine.state) + "=forged"]
+            for cookie in [nil, theirs.cookie] + forged {
                 let refused = try await flow.callback(client, form, cookie: cookie)
                 #expect(refused.headers[.location] == SignInFlow.returnURL + "?error=signin_invalid")
                 #expect(refused.headers[.setCookie] == nil, "never cleared on a binding mismatch")
@@ -357,10 +359,10 @@ struct SignInTests {
         }
     }
 
-    @Test("a rate-limited callback is answered with the page that posts it again, never a 429")
+    @Test("past the limit of all clients together, a callback is answered with the page that posts it again")
     func rateLimitedCallback() async throws {
         var limited = try await SignInFlow()
-        limited.harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 1)
+        limited.harness.configuration.anonymousOverallRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 1)
         let flow = limited
         try await flow.harness.app().test(.live) { client async throws in
             let start = try await flow.start(client)
@@ -412,6 +414,7 @@ struct SignInFlow {
         var nonce: String?
         var email: String? = SignInFlow.email(1)
         var email_verified: String? = "true"
+        var c_hash: String?
 
         func verify(using _: some JWTAlgorithm) async throws {}
     }
@@ -443,8 +446,9 @@ struct SignInFlow {
         harness.configuration.signIn = signIn
     }
 
-    func start(_ client: some TestClientProtocol) async throws -> Started {
-        let response = try await client.execute(uri: "/v1/apple/signin?return=app", method: .get)
+    func start(_ client: some TestClientProtocol, appState: String? = nil) async throws -> Started {
+        let extra = appState.map { "&appState=\(SignInForm.encode($0))" } ?? ""
+        let response = try await client.execute(uri: "/v1/apple/signin?return=app" + extra, method: .get)
         let query = Self.query(response.headers[.location] ?? "")
         let cookie = response.headers[.setCookie]?.split(separator: ";").first.map(String.init) ?? ""
         return Started(response: response, state: query["state"] ?? "", nonce: query["nonce"] ?? "", cookie: cookie)

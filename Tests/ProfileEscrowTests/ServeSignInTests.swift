@@ -47,7 +47,7 @@ struct ServeSignInTests {
             #expect(start.status == .found)
             let location = start.headers.first(name: "Location") ?? ""
             #expect(location.hasPrefix("https://apple.example.invalid/auth/authorize?client_id=invalid.example.web&"))
-            #expect(start.headers.first(name: "Set-Cookie")?.hasPrefix("__Host-pe-signin=") == true)
+            #expect(start.headers.first(name: "Set-Cookie")?.hasPrefix("__Host-pe-signin-") == true)
             var callback = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/apple/signin/callback")
             callback.method = .POST
             callback.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")

@@ -1,10 +1,14 @@
 """A minimal app backend for ProfileEscrow's web sign-in, in Python (standard library + `cryptography`).
 
-ProfileEscrow is the redirect URI registered with Apple; it sends the browser back to this backend's return URL,
-`/signed-in?ticket=…` (or `?error=…`). This backend then, server to server:
+ProfileEscrow is the redirect URI registered with Apple. The "Sign in with Apple" button links to this backend's
+`/login`, which gives the browser a random sign-in cookie and sends it on to ProfileEscrow's start with `appState`, the
+SHA-256 of that cookie. ProfileEscrow sends the browser back to this backend's return URL, `/signed-in?ticket=…` (or
+`?error=…`). This backend then, server to server:
 
 1. redeems the ticket once at ProfileEscrow (`POST /v1/apple/signin/tickets/redeem`, a token of scope `signin`):
-   the Apple user identifier, the authorization code, the verified email;
+   the Apple user identifier, the authorization code, the email, and the `appState` given at start, which must be
+   the hash of this browser's sign-in cookie: a ticket from a sign-in another browser started (login CSRF: an
+   attacker's own sign-in, its ticket sent to a victim) is refused;
 2. exchanges the authorization code with Apple (`POST https://appleid.apple.com/auth/token`, with a client secret:
    an ES256 JWT signed by your Sign in with Apple key);
 3. reads the escrowed profile (name, email) when there is one (`POST /v1/escrows/{user}/replay`, scope `replay`),
@@ -13,6 +17,7 @@ ProfileEscrow is the redirect URI registered with Apple; it sends the browser ba
 
 Configuration, from the environment:
   ESCROW_URL      ProfileEscrow's internal API, e.g. http://127.0.0.1:8080
+  ESCROW_PUBLIC_URL  ProfileEscrow's public listener, where browsers start a sign-in (default ESCROW_URL)
   ESCROW_TOKEN    a bearer token with the scopes signin, replay and confirm
   APPLE_TEAM_ID, APPLE_KEY_ID, APPLE_KEY_FILE   your team, and the Sign in with Apple key (.p8) and its id
   SERVICES_ID     the Services ID (ProfileEscrow's --signin-client-id)
@@ -26,6 +31,8 @@ Configuration, from the environment:
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import html
 import json
 import os
@@ -41,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 ESCROW_URL = os.environ.get("ESCROW_URL", "http://127.0.0.1:8080").rstrip("/")
+ESCROW_PUBLIC_URL = os.environ.get("ESCROW_PUBLIC_URL", ESCROW_URL).rstrip("/")
 ESCROW_TOKEN = os.environ["ESCROW_TOKEN"]
 APPLE_TOKEN_URL = os.environ.get("APPLE_TOKEN_URL", "https://appleid.apple.com/auth/token")
 TEAM_ID = os.environ["APPLE_TEAM_ID"]
@@ -82,11 +90,19 @@ def escrow(path: str, body: dict | None = None) -> tuple[int, dict]:
     return post(ESCROW_URL + path, json.dumps(body).encode() if body is not None else None, headers)
 
 
-def sign_in(ticket: str) -> str:
-    """The Apple user identifier of a completed sign-in; raises on any failure."""
+def app_state(signin_cookie: str) -> str:
+    """What this browser's sign-in passes through ProfileEscrow: a hash of its cookie, never the cookie itself."""
+    return b64url(hashlib.sha256(signin_cookie.encode()).digest())
+
+
+def sign_in(ticket: str, signin_cookie: str) -> str:
+    """The Apple user identifier of a completed sign-in that this browser started; raises on any failure."""
     status, result = escrow("/v1/apple/signin/tickets/redeem", {"ticket": ticket})
     if status != 200:
         raise RuntimeError("the ticket is unknown, used or expired")  # 410: sign in again
+    # Login CSRF: the sign-in must be the one this browser started (its cookie's hash went through as appState).
+    if not signin_cookie or not hmac.compare_digest(result.get("appState") or "", app_state(signin_cookie)):
+        raise RuntimeError("this browser did not start that sign-in")
     user = result["userIdentifier"]
     # The code proves the sign-in to Apple, and gives you Apple's tokens (keep the refresh token to revoke later).
     form = urllib.parse.urlencode({
@@ -126,23 +142,34 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
-        if url.path == "/signed-in":
+        cookies = dict(c.strip().split("=", 1) for c in (self.headers.get("Cookie") or "").split(";") if "=" in c)
+        if url.path == "/login":
+            # The button's target: a fresh sign-in cookie for this browser, its hash through ProfileEscrow.
+            cookie = secrets.token_urlsafe(32)
+            start = ESCROW_PUBLIC_URL + "/v1/apple/signin?" + urllib.parse.urlencode(
+                {"return": "app", "appState": app_state(cookie)})
+            self.send_response(303)
+            self.send_header("Location", start)
+            self.send_header("Set-Cookie", f"signin={cookie}; Path=/; Max-Age=900; HttpOnly; Secure; SameSite=Lax")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif url.path == "/signed-in":
             if "error" in query:
                 return self.page(200, f"Sign-in did not complete ({query['error']}). Please try again.")
             try:
-                user = sign_in(query.get("ticket", ""))
+                user = sign_in(query.get("ticket", ""), cookies.get("signin", ""))
             except (RuntimeError, OSError, KeyError, ValueError):
                 return self.page(400, "Sign-in failed. Please try again.")
             session = secrets.token_urlsafe(32)
             SESSIONS[session] = user
-            # Away from the URL that carried the ticket.
+            # Away from the URL that carried the ticket; the sign-in cookie has served.
             self.send_response(303)
             self.send_header("Location", "/")
             self.send_header("Set-Cookie", f"session={session}; Path=/; HttpOnly; Secure; SameSite=Lax")
+            self.send_header("Set-Cookie", "signin=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax")
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif url.path == "/":
-            cookies = dict(c.strip().split("=", 1) for c in (self.headers.get("Cookie") or "").split(";") if "=" in c)
             user = SESSIONS.get(cookies.get("session", ""))
             if not user:
                 return self.page(200, "Not signed in.")
