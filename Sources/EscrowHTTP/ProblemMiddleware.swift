@@ -57,9 +57,10 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             case .conflict:
                 return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
             case .ciphertextInvalid:
-                // The row is dead for good (moved there now or before): say what a client can do about it.
+                // The user's escrow is dead for good (moved there now, or before): a conflict with its state that no
+                // retry resolves, not a server fault. Say what a client can do about it.
                 return Problem(
-                    .internalServerError,
+                    .conflict,
                     code: "ciphertext_invalid",
                     detail: error.message + "; retrying does not help: erase it (DELETE) and capture the profile again"
                 )

@@ -174,7 +174,7 @@ struct EscrowRoutesTests {
         }
     }
 
-    @Test("a malformed row: GET, replay and requeue answer 500 ciphertext_invalid (never 503), DELETE purges it")
+    @Test("a malformed row: GET, replay and requeue answer 409 ciphertext_invalid (never 5xx), DELETE purges it")
     func malformedRow() async throws {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
@@ -203,7 +203,7 @@ struct EscrowRoutesTests {
                 (path, HTTPRequest.Method.get), (path + "/replay", .post), (path + "/requeue", .post),
             ] {
                 let response = try await client.execute(uri: uri, method: method, headers: harness.headers())
-                #expect(response.status == .internalServerError, "\(method) \(uri)")
+                #expect(response.status == .conflict, "\(method) \(uri)")
                 #expect(response.json["code"] as? String == "ciphertext_invalid", "\(method) \(uri)")
             }
             let dead = try await harness.auditEvents().filter { $0.draft.type == .dead }
