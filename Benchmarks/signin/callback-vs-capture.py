@@ -5,7 +5,9 @@ Two `serve --no-worker` processes on loopback, each with its own store:
   B. web sign-in and verified capture (a test RSA key's JWKS file, as a stand-in for Apple's):
      N verified `POST /v1/escrows` (an RS256 identity token each), N starts (`GET /v1/apple/signin`),
      N callbacks (Apple's form_post: state, code, an RS256 id_token over the attempt's nonce, the `user` JSON), and
-     N ticket redeems.
+     N ticket redeems; then N small malformed callbacks (an empty state: refused before any store read) and N hostile
+     ones (4,000 distinct fields in 14,667 bytes, refused by the field cap), both answered 400, to show that a
+     callback's cost does not grow with what an attacker packs into it.
 The phases run in ROUNDS rounds (default 3), each of every phase in turn, so that a load that comes and goes on the
 machine meets every phase alike. Each phase is driven by the same client (`CONNECTIONS` keep-alive connections, one
 thread each) and timed by serve's own CPU (utime + stime from /proc/<pid>/stat) before and after the phase:
@@ -41,6 +43,16 @@ ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 CLIENT_ID = "invalid.example.bench.web"
 BUNDLE_ID = "invalid.example.bench.app"
 HZ = os.sysconf("SC_CLK_TCK")
+
+
+def base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = digits[digit] + text
+        if number == 0:
+            return text
 
 
 def b64url(data: bytes) -> str:
@@ -89,7 +101,8 @@ class Serve:
         self.log = open(root / "serve.log", "wb")
         self.process = subprocess.Popen(
             [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--no-worker", "--rate-limit", "1000000",
-             "--rate-burst", "1000000", "--anonymous-rate-limit", "1000000", "--log-level", "warning", *args],
+             "--rate-burst", "1000000", "--anonymous-rate-limit", "1000000",
+             "--anonymous-overall-rate-limit", "1000000", "--log-level", "warning", *args],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(300):
             try:
@@ -160,7 +173,7 @@ def main():
     (root / "a").mkdir()
     (root / "b").mkdir()
     (root / "b" / "jwks.json").write_text(json.dumps(jwks()))
-    phases = ["capture", "verified capture", "start", "callback", "redeem"]
+    phases = ["capture", "verified capture", "start", "callback", "redeem", "small refused", "4,000 fields"]
     results = {name: [] for name in phases}
 
     a = Serve(root / "a")
@@ -214,6 +227,13 @@ def main():
                 tickets.append(query["ticket"])
             results["redeem"].append(run(b, [("POST", "/v1/apple/signin/tickets/redeem", json_headers,
                                               json.dumps({"ticket": t})) for t in tickets], {200})[0])
+            form_headers = {"Content-Type": "application/x-www-form-urlencoded"}
+            small = "state=&code=c0"
+            hostile = "&".join(base36(i) for i in range(4000))  # 4,000 distinct names, no value: 14,667 bytes
+            results["small refused"].append(
+                run(b, [("POST", "/v1/apple/signin/callback", form_headers, small)] * N, {400})[0])
+            results["4,000 fields"].append(
+                run(b, [("POST", "/v1/apple/signin/callback", form_headers, hostile)] * N, {400}, "hostile")[0])
     finally:
         a.stop()
         b.stop()
@@ -229,6 +249,7 @@ def main():
     print(f"callback / verified capture: {total['callback'] / total['verified capture']:.2f}")
     print(f"start / capture:             {total['start'] / total['capture']:.2f}")
     print(f"redeem / capture:            {total['redeem'] / total['capture']:.2f}")
+    print(f"4,000-field callback / small refused one: {total['4,000 fields'] / total['small refused']:.2f}")
 
 
 if __name__ == "__main__":
