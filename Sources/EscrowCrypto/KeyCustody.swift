@@ -29,6 +29,20 @@ public enum KeyCustody: Sendable, Equatable {
             self.key = key
             self.caFile = caFile
         }
+
+        /// The host when ``address`` is plain `http://` to a host that is not loopback (127.0.0.0/8, `::1`,
+        /// `localhost`): the token and the wrapped secret keys would cross the network in clear. Such an address is
+        /// refused everywhere (``KeyCustody/validate()``, the keyring file's parser, ``TransitCustodian``).
+        public var cleartextRemoteHost: String? { LoopbackHost.cleartextRemoteHost(of: address) }
+
+        /// Why ``address`` is refused when it is plain `http` to a host that is not loopback; nil when it is not.
+        public var cleartextRefusal: String? {
+            cleartextRemoteHost.map { host in
+                "the Transit address \(address) is plain http:// to \(host), which is not a loopback address "
+                    + "(127.0.0.0/8, ::1, localhost): the token and the wrapped secret keys would cross the network in "
+                    + "clear; use https:// (with --transit-ca for a private CA)"
+            }
+        }
     }
 
     /// What locates a PKCS#11 key.
@@ -87,6 +101,7 @@ public enum KeyCustody: Sendable, Equatable {
             guard transit.address.hasPrefix("http://") || transit.address.hasPrefix("https://") else {
                 throw CryptoError(.keyringRefused, "the Transit address must start with http:// or https://")
             }
+            if let refusal = transit.cleartextRefusal { throw CryptoError(.keyringRefused, refusal) }
             values = [transit.address, transit.mount, transit.key] + (transit.caFile.map { [$0] } ?? [])
         case .pkcs11(let pkcs11):
             guard pkcs11.token.utf8.count <= 32 else {

@@ -77,6 +77,11 @@ public final class Keyring: Sendable {
         }
     }
 
+    /// The versions whose secret key this keyring holds in memory: what it can open now. A version held only
+    /// wrapped (a keyring in custody not yet unwrapped, ``isWrapped``) is not among them, though ``keys`` counts it as
+    /// held.
+    public var openableVersions: Set<UInt32> { Set(masterKeys.filter { $0.secretKey != nil }.map(\.version)) }
+
     /// Whether `other` has the same index and row keys (compared in constant time): the same blind indexes and
     /// row MACs, so it may replace this keyring in a running process (a reload after a rotation or a retirement).
     /// A keyring with other keys would make every stored escrow unreachable.

@@ -106,6 +106,13 @@ package struct KeyringFileParser {
         } else {
             throw malformed(line: line, expectation)
         }
+        if case .transit(let transit) = custody, let refusal = transit.cleartextRefusal {
+            throw CryptoError(
+                .keyringMalformed,
+                "keyring file \(path): line \(line) is refused: \(refusal); change the address on that `custody` line "
+                    + "(it is not bound into the wrapped keys)"
+            )
+        }
         do {
             try custody.validate()
         } catch {

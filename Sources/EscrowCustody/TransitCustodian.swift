@@ -10,7 +10,9 @@ import NIOSSL
 /// `X-Vault-Token`; every request has a deadline (``timeout``).
 ///
 /// The secret crosses the HTTP client's buffers in base64 once per wrap or unwrap (at start and at each keyring
-/// reload); the decrypted answer is decoded straight into ``SecretBytes``.
+/// reload): the request body is written into one buffer that is zeroed once the request is over, and the decrypted
+/// answer is decoded straight into ``SecretBytes`` and then zeroed. Plain `http` is refused unless the address is
+/// loopback (``KeyCustody/Transit/cleartextRemoteHost``).
 public struct TransitCustodian: KeyCustodian {
     public let transit: KeyCustody.Transit
     let token: CustodyCredential
@@ -32,11 +34,16 @@ public struct TransitCustodian: KeyCustodian {
     public var engine: String { KeyCustody.transit(transit).engine }
 
     public func wrap(_ secret: SecretBytes, associatedData: [UInt8]) async throws(CryptoError) -> [UInt8] {
+        // The body holds the secret in base64: written straight from secret memory into the one buffer the request
+        // sends, which ``post(_:body:)`` zeroes once the request is over.
         let plaintext = secret.base64Encoded()
-        let body = plaintext.withUnsafeBytes { encoded in
-            Array(#"{"plaintext":""#.utf8) + Array(encoded) + Array(#"","associated_data":""#.utf8)
-                + Array(Data(associatedData).base64EncodedString().utf8) + Array(#""}"#.utf8)
-        }
+        let associated = Array(Data(associatedData).base64EncodedString().utf8)
+        var body = ByteBufferAllocator().buffer(capacity: plaintext.count + associated.count + 64)
+        body.writeString(#"{"plaintext":""#)
+        plaintext.withUnsafeBytes { _ = body.writeBytes($0) }
+        body.writeString(#"","associated_data":""#)
+        body.writeBytes(associated)
+        body.writeString(#""}"#)
         let answer = try await post("encrypt", body: body)
         return try ciphertext(in: answer)
     }
@@ -44,11 +51,7 @@ public struct TransitCustodian: KeyCustodian {
     public func unwrap(_ wrapped: [UInt8], associatedData: [UInt8]) async throws(CryptoError) -> SecretBytes {
         let body = try requestBody(ciphertext: wrapped, associatedData: associatedData)
         var answer = try await post("decrypt", body: body)
-        defer {
-            answer.withUnsafeMutableReadableBytes { bytes in
-                if let base = bytes.baseAddress { _ = memset(base, 0, bytes.count) }
-            }
-        }
+        defer { Self.zero(&answer) }
         // The plaintext is found and decoded in place: it never becomes a String.
         let secret = answer.withUnsafeReadableBytes { bytes -> SecretBytes? in
             guard let value = Self.stringValue(of: "plaintext", in: bytes) else { return nil }
@@ -69,15 +72,29 @@ public struct TransitCustodian: KeyCustodian {
     }
 
     /// `{"ciphertext": "vault:v…", "associated_data": …}`; the blob is the ciphertext's ASCII.
-    private func requestBody(ciphertext: [UInt8], associatedData: [UInt8]) throws(CryptoError) -> [UInt8] {
+    private func requestBody(ciphertext: [UInt8], associatedData: [UInt8]) throws(CryptoError) -> ByteBuffer {
         guard ciphertext.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != 0x5C }) else {
             throw CryptoError(
                 code: .wrappedKeyInvalid,
                 message: "\(engine): a wrapped secret key is not a Transit ciphertext"
             )
         }
-        return Array(#"{"ciphertext":""#.utf8) + ciphertext + Array(#"","associated_data":""#.utf8)
-            + Array(Data(associatedData).base64EncodedString().utf8) + Array(#""}"#.utf8)
+        var body = ByteBufferAllocator().buffer(capacity: ciphertext.count + 128)
+        body.writeString(#"{"ciphertext":""#)
+        body.writeBytes(ciphertext)
+        body.writeString(#"","associated_data":""#)
+        body.writeString(Data(associatedData).base64EncodedString())
+        body.writeString(#""}"#)
+        return body
+    }
+
+    /// Overwrites the bytes of `buffer`'s storage with zeros, in place: also what any copy of it shares (the request
+    /// that sent it), never a copy made for the write. Call it only once nothing reads the buffer any more.
+    static func zero(_ buffer: inout ByteBuffer) {
+        buffer.withUnsafeReadableBytes { bytes in
+            guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+            _ = memset(UnsafeMutableRawPointer(mutating: base), 0, bytes.count)
+        }
     }
 
     private func ciphertext(in answer: ByteBuffer) throws(CryptoError) -> [UInt8] {
@@ -91,8 +108,14 @@ public struct TransitCustodian: KeyCustodian {
     }
 
     /// Sends one request and returns the body of a 200 answer; anything else is a ``CryptoError`` naming the
-    /// engine and the cause.
-    private func post(_ operation: String, body: [UInt8]) async throws(CryptoError) -> ByteBuffer {
+    /// engine and the cause. `body` is zeroed when the request is over, whatever its outcome (an encrypt body holds
+    /// the secret in base64). Plain `http` to a host that is not loopback is refused before anything is sent.
+    func post(_ operation: String, body: ByteBuffer) async throws(CryptoError) -> ByteBuffer {
+        var body = body
+        defer { Self.zero(&body) }
+        if let refusal = transit.cleartextRefusal {
+            throw CryptoError(code: .custodyRefused, message: "\(engine): refused: \(refusal)")
+        }
         let safe = { (text: String) in
             !text.isEmpty
                 && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
@@ -108,7 +131,7 @@ public struct TransitCustodian: KeyCustodian {
         request.method = .POST
         token.withUnsafeBytes { request.headers.add(name: "X-Vault-Token", value: String(decoding: $0, as: UTF8.self)) }
         request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: body))
+        request.body = .bytes(body)
 
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = transit.caFile {

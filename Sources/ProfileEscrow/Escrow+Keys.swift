@@ -5,10 +5,18 @@ import Foundation
 import Logging
 
 extension Escrow {
-    /// Adds a new active master key version: writes the rotated keyring to `keyringPath` first, then
-    /// records `keys-rotated` (an audit event never claims a rotation that did not happen). New
-    /// captures seal to the new version once the keyring file is read again; ``rewrap(actor:progress:)``
-    /// with the returned keyring moves existing escrows.
+    /// Adds a new active master key version, in two steps, each written to `keyringPath` (temporary file, `fsync`,
+    /// rename, folder `fsync`): first the new version **staged**, not active, so that running nodes that reload
+    /// the file hold its secret key but seal nothing to it; then, only once that file is known durable, the new
+    /// version made active. So no node ever seals to a version whose secret key a power cut could take away.
+    /// Then `keys-rotated` is recorded (an audit event never claims a rotation that did not happen). New captures
+    /// seal to the new version once the keyring file is read again; ``rewrap(actor:progress:)`` with the returned
+    /// keyring moves existing escrows.
+    ///
+    /// When the first step's folder sync fails, nothing is rotated: the error (``CryptoError/Code/keyringNotDurable``)
+    /// says so, and running it again finishes the job with the same staged version. When the second step's fails,
+    /// the rotation has happened (recorded, marked "file not synced"), and a power cut can only bring back the staged
+    /// file, where the new version's secret key is: every escrow sealed to it still opens.
     /// - Returns: the rotated keyring.
     public func rotateKeys(keyringPath: String, actor: AuditActor = .cli) async throws -> Keyring {
         let keyring = self.keyring
@@ -16,13 +24,32 @@ extension Escrow {
             throw EscrowError(.captureOnly, "a public-only keyring cannot be rotated")
         }
         // In custody, the new secret key is wrapped by the engine before the file is written (it never is in plain).
-        var rotated = try keyring.rotated(now: clock.now())
-        if let custody = rotated.custody {
-            rotated = try await rotated.wrappingNewKeys(by: KeyringCustody.custodian(for: custody))
+        var staged = try keyring.staged(now: clock.now())
+        if let custody = staged.custody {
+            staged = try await staged.wrappingNewKeys(by: KeyringCustody.custodian(for: custody))
         }
-        // When the file was renamed into place but its folder could not be synced, the rotation has happened for
-        // every reader of the file (nodes reload it and seal to the new version): it is recorded as such, and the
-        // error then says that a power cut may still bring the previous file back.
+        guard let version = staged.stagedVersion else {
+            throw EscrowError(.invalidConfiguration, "the keyring has no new version to make active")
+        }
+        // Step 1: the new version on disk, not active. Until this is durable no node may seal to it.
+        do {
+            try staged.write(path: keyringPath, overwrite: true)
+        } catch {
+            guard error.code == .keyringNotDurable else { throw error }
+            logger.error(
+                "master key not rotated: the keyring file with the new version was not synced; no node seals to it",
+                metadata: ["key.version": "\(version)", "key.active": "\(keyring.activeVersion)"]
+            )
+            throw CryptoError(
+                code: .keyringNotDurable,
+                message:
+                    "\(error.message). Nothing was rotated: version \(version) is in the file only as a staged key, not "
+                    + "active, so no node seals to it (version \(keyring.activeVersion) stays active); run "
+                    + "`keys rotate` again once the disk is fixed"
+            )
+        }
+        // Step 2: the new version active. Its secret key is durable (step 1): a power cut can at most undo this step.
+        let rotated = try staged.promoting(version: version)
         var notDurable: CryptoError?
         do {
             try rotated.write(path: keyringPath, overwrite: true)
@@ -39,7 +66,13 @@ extension Escrow {
                 "master key rotated, keyring file not synced",
                 metadata: ["key.version": "\(rotated.activeVersion)"]
             )
-            throw notDurable
+            throw CryptoError(
+                code: .keyringNotDurable,
+                message:
+                    "\(notDurable.message). The rotation is in effect: version \(version) is active; its secret key is on "
+                    + "disk (written and synced as a staged key first), so a power cut can at most make version "
+                    + "\(keyring.activeVersion) active again, and every escrow sealed to \(version) still opens"
+            )
         }
         logger.notice("master key rotated", metadata: ["key.version": "\(rotated.activeVersion)"])
         return rotated

@@ -18,8 +18,11 @@ import Glibc
 /// A file that does not load (a half-written copy, a wrong mode) or that belongs to another store (another
 /// index or row key) is logged and ignored: the keyring in use stays. A keyring in custody is unwrapped through its
 /// engine at each reload (never per escrow); when the engine cannot be reached or refuses, the keys in use stay,
-/// and ``Escrow/custodyHealth`` says why (`/readyz`, the gauge `profile_escrow_custody_up`) until a reload succeeds
-/// (tried again every `interval` while it fails).
+/// and ``Escrow/custodyHealth`` says why (`/readyz`, the gauge `profile_escrow_custody_up`) until a reload succeeds.
+/// While it fails the unwrap is tried again with a backoff on the escrow's clock: `interval`, doubling up to
+/// ``retryLimit``. A process that started while the engine was down (``KeyringCustody/loadForService(path:environment:)``)
+/// holds its secret keys only wrapped: it captures, its worker claims nothing, and this service unwraps them as soon
+/// as the engine answers; it ends at graceful shutdown.
 public struct KeyringReloader: Service {
     let escrow: Escrow
     let path: String
@@ -31,6 +34,9 @@ public struct KeyringReloader: Service {
 
     /// Where custody credentials come from (by default, the process's environment).
     let environment: [String: String]
+
+    /// The longest wait between two unwraps tried while the custody engine fails.
+    public static let retryLimit: Duration = .seconds(30)
 
     public init(
         escrow: Escrow,
@@ -47,6 +53,14 @@ public struct KeyringReloader: Service {
         self.initial = Self.fingerprint(path)
     }
 
+    /// The wait before the next unwrap after `failures` failed ones in a row: `interval` doubled each time, at most
+    /// ``retryLimit`` (and never less than `interval`).
+    func retryDelay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return interval }
+        let doubled = interval * (1 << min(failures - 1, 16))
+        return max(interval, min(doubled, Self.retryLimit))
+    }
+
     public func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         var seen = initial
@@ -57,16 +71,24 @@ public struct KeyringReloader: Service {
                         await reload(because: "SIGHUP")
                     }
                 }
+                // Failed unwraps in a row, and when the next is due (on the escrow's clock).
+                var failures = escrow.custodyHealth.problem == nil ? 0 : 1
+                var retryAt = escrow.clock.now().addingTimeInterval(retryDelay(afterFailures: failures).inSeconds)
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {
                     try? await cancelWhenGracefulShutdown { try await escrow.clock.sleep(for: interval) }
+                    guard !Task.isCancelled && !Task.isShuttingDownGracefully else { break }
                     let now = Self.fingerprint(path)
                     if now != seen {
                         seen = now
                         await reload(because: "the file changed")
-                    } else if escrow.custodyHealth.problem != nil {
-                        // The custody engine failed: try again each interval, so the node recovers by itself.
+                    } else if escrow.custodyHealth.problem != nil, escrow.clock.now() >= retryAt {
+                        // The custody engine failed: try again after a backoff, so the node recovers by itself.
                         await reload(because: "custody retry")
+                    } else {
+                        continue
                     }
+                    failures = escrow.custodyHealth.problem == nil ? 0 : failures + 1
+                    retryAt = escrow.clock.now().addingTimeInterval(retryDelay(afterFailures: failures).inSeconds)
                 }
                 group.cancelAll()
             }
@@ -74,17 +96,31 @@ public struct KeyringReloader: Service {
         }
     }
 
-    /// Loads the file and puts it in place; logs what happened. Returns whether the keyring changed.
+    /// Loads the file and puts it in place; logs what happened. Returns whether the keyring changed to an unwrapped
+    /// (or plain) one.
     @discardableResult
     public func reload(because reason: String) async -> Bool {
         let keyring: Keyring
+        let wasWrapped = escrow.keyring.isWrapped
         do {
             keyring = try await KeyringCustody.load(path: path, environment: environment)
-        } catch  where [.custodyUnavailable, .custodyRefused, .wrappedKeyInvalid].contains(error.code) {
-            escrow.custodyHealth.failed(error)
+        } catch  where KeyringCustody.isEngineFailure(error) {
+            // A process holding no unwrapped key (the engine was down at its start) still follows the file's public
+            // part: a rotation while the engine is down moves its captures to the new active version. Never a plain
+            // key in place of a wrapped one: the file's keyring, still wrapped.
+            var followed = false
+            if wasWrapped, let wrapped = try? Keyring.load(path: path), wrapped.custody != nil, wrapped.isWrapped {
+                followed = (try? escrow.replaceKeyring(wrapped)) != nil
+            }
+            escrow.custodyHealth.failed(error, keysUnavailable: escrow.keyring.isWrapped)
             logger.error(
-                "keyring not reloaded: the custody engine did not unwrap it; the keys in use stay",
-                metadata: ["reason": "\(reason)", "error.code": "\(error.code)", "error": "\(error.message)"]
+                wasWrapped
+                    ? "keys still wrapped: the custody engine did not unwrap them; this node captures but opens nothing"
+                    : "keyring not reloaded: the custody engine did not unwrap it; the keys in use stay",
+                metadata: [
+                    "reason": "\(reason)", "error.code": "\(error.code)", "error": "\(error.message)",
+                    "keyring.followed": "\(followed)",
+                ]
             )
             return false
         } catch {
@@ -102,7 +138,7 @@ public struct KeyringReloader: Service {
         }
         if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         logger.notice(
-            "keyring reloaded",
+            wasWrapped ? "keyring unwrapped: the custody engine answered; escrows open again" : "keyring reloaded",
             metadata: [
                 "reason": "\(reason)", "key.active": "\(keyring.activeVersion)",
                 "key.versions":

@@ -162,13 +162,18 @@ public final class NotificationForwarder: Service, Sendable {
                 await countOutbox()
                 nextCount = clock.now().addingTimeInterval(Self.outboxCountInterval)
             }
-            // A capture-only node cannot open the bodies: a node with the full keyring forwards them.
+            // A capture-only node cannot open the bodies: a node with the full keyring forwards them. Nor can a node
+            // whose keys are still wrapped (its custody engine was down at start): it waits, and gives nothing up.
             guard !keyring().isPublicOnly else {
                 if !warnedPublicOnly {
                     logger.notice("Apple notifications are queued here and forwarded by a node with the full keyring")
                     warnedPublicOnly = true
                 }
                 await wakeup.wait(seconds: Self.sweepInterval)
+                continue
+            }
+            guard !keyring().isWrapped else {
+                await wakeup.wait(seconds: Self.idlePoll)
                 continue
             }
             let claimed =

@@ -66,9 +66,11 @@ public final class ReplayWorker: Service {
     var claimBatch: Int { max(1, configuration.concurrency / 2) }
 
     /// What this worker claims: escrows due at `now`, sealed to a master key version its keyring can
-    /// open (an escrow it could not open is left to a worker that can, without using an attempt).
+    /// open now (an escrow it could not open is left to a worker that can, without using an attempt). While the
+    /// keyring's secret keys are still wrapped (its custody engine was down at start) that is none: nothing is
+    /// claimed until the ``KeyringReloader`` unwraps them.
     func claim(dueAt now: Date, limit: Int, leaseDuration: Double) async throws -> [EscrowRecord] {
-        let openable = Set(escrow.keyring.keys.filter(\.hasSecretKey).map(\.version))
+        let openable = escrow.keyring.openableVersions
         let request = ClaimRequest(
             now: now,
             limit: limit,

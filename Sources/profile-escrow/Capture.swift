@@ -20,7 +20,8 @@ struct Capture: AsyncParsableCommand {
             body += chunk
         }
         let input = try ProfileParser.parse(body)  // before opening anything: bad input touches nothing
-        let escrow = try await options.openEscrow(owner: "profile-escrow capture")
+        // Sealing needs only the public keys: a keyring in custody stays wrapped, and its engine may be down.
+        let escrow = try await options.openEscrow(owner: "profile-escrow capture", opensEscrows: false)
         let receipt = try await escrow.capture(input.profile, verified: false, actor: .cli)
         print(receipt.escrowID.hex)
         FileHandle.standardError.write(

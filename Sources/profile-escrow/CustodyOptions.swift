@@ -49,6 +49,9 @@ struct CustodyOptions: ParsableArguments {
             }
             guard !transitOptions else { throw ValidationError("--transit-* options go with --custody transit") }
         }
+        if case .transit(let transit) = keyCustody, let refusal = transit.cleartextRefusal {
+            throw ValidationError("--transit-address: \(refusal)")
+        }
         do {
             try keyCustody?.validate()
         } catch {

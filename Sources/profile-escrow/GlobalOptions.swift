@@ -119,8 +119,9 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Loads the keyring (a keyring in custody is unwrapped through its engine: a failure exits 4, naming the engine
-    /// and the cause). The development default is created on first use, with a warning.
-    func loadKeyring(createIfDefault: Bool = true) async throws -> Keyring {
+    /// and the cause; with `unwrap` false it stays wrapped, for work that needs only the public keys, and needs no
+    /// engine). The development default is created on first use, with a warning.
+    func loadKeyring(createIfDefault: Bool = true, unwrap: Bool = true) async throws -> Keyring {
         if createIfDefault, keyringIsDefault, !FileManager.default.fileExists(atPath: keyringPath) {
             let keyring = Keyring.generate()
             try keyring.write(path: keyringPath, overwrite: false)
@@ -132,15 +133,33 @@ struct GlobalOptions: ParsableArguments {
             )
             return keyring
         }
-        return try await KeyringCustody.load(path: keyringPath)
+        return unwrap ? try await KeyringCustody.load(path: keyringPath) : try Keyring.load(path: keyringPath)
+    }
+
+    /// The keyring of `serve`: unwrapped when its custody engine answers; else still wrapped, with the engine's
+    /// failure (capture goes on, nothing opens until the ``KeyringReloader`` unwraps it). Never created here.
+    func loadServiceKeyring() async throws -> (keyring: Keyring, unwrapFailure: CryptoError?) {
+        let loaded = try await KeyringCustody.loadForService(path: keyringPath)
+        return (loaded.keyring, loaded.unwrapFailure)
     }
 
     func openStore(readOnly: Bool = false, owner: String) async throws -> any EscrowStore {
         try await location.open(readOnly: readOnly, logger: logger).store
     }
 
-    func openEscrow(readOnly: Bool = false, owner: String, createKeyring: Bool? = nil) async throws -> Escrow {
-        let keyring = try await loadKeyring(createIfDefault: createKeyring ?? !readOnly)
+    /// The escrow over the store and the keyring. `opensEscrows` false: the command never opens an escrow (capture,
+    /// and the read-only commands, which show metadata only), so a keyring in custody is not unwrapped and its
+    /// engine is not needed.
+    func openEscrow(
+        readOnly: Bool = false,
+        owner: String,
+        createKeyring: Bool? = nil,
+        opensEscrows: Bool = true
+    ) async throws -> Escrow {
+        let keyring = try await loadKeyring(
+            createIfDefault: createKeyring ?? !readOnly,
+            unwrap: opensEscrows && !readOnly
+        )
         let store = try await openStore(readOnly: readOnly, owner: owner)
         return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
     }

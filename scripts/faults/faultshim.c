@@ -16,7 +16,8 @@
 //   FAULT_FAIL    op:part:n:errno[:count]: the nth call (n >= 1, counted in this process) of op (write or fsync;
 //                 write also means pwrite, pwritev, writev; fsync also fdatasync) on a watched file whose name
 //                 contains part ("*" for any) fails with errno (EIO or ENOSPC) without doing anything, and so do the
-//                 count-1 matching calls after it (count 0: every one after it). A failed fsync loses what it did not
+//                 count-1 matching calls after it (count 0: every one after it); part "/" means the folder itself
+//                 (fsync only: its entries as last synced stay on the disk). A failed fsync loses what it did not
 //                 write, as Linux does: the bytes stay in the page cache (the real file) but not on the disk (the
 //                 shadow), and a later successful fsync does not write them unless they were written again.
 //
@@ -421,6 +422,11 @@ static int sync_call(int fd, int (*real)(int)) {
     if (kind == 0) return real(fd);
     count_sync();
     if (kind == 2) {
+        // The folder itself: its name for FAULT_FAIL is "/" (no file's name holds one; "*" never matches it).
+        if (strcmp(fault.part, "/") == 0 && injected(0, "/")) {
+            errno = fault.error;
+            return -1;
+        }
         int result = real(fd);
         if (result == 0) {
             pthread_mutex_lock(&lock);

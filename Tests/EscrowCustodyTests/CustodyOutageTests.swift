@@ -1,0 +1,241 @@
+import EscrowCore
+import EscrowCrypto
+import EscrowSQLite
+import EscrowTestSupport
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+@testable import EscrowCustody
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Capture-only work with the custody engine stopped, plain-http Transit addresses, and the Transit request body,
+/// against a real OpenBao (each test that stops one has its own) and real `profile-escrow` processes.
+@Suite struct CustodyOutageTests {
+    typealias Node = CustodyEngineTests.Node
+
+    static func body(_ number: Int) -> String {
+        #"{"userIdentifier":"\#(user(number))","fullName":{"givenName":"FAKEOUTAGE\#(number)"},"#
+            + #""email":"outage\#(number)@example.invalid"}"#
+    }
+
+    static func user(_ number: Int) -> String { "000000.custodyoutage\(String(format: "%020d", number)).0001" }
+
+    /// Runs the CLI on the node with standard input.
+    static func run(_ node: Node, _ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
+        try ProfileEscrowCLI.run(
+            arguments + ["--keyring", node.keyringPath, "--database", node.databasePath],
+            stdin: stdin,
+            environment: node.engine.environment,
+            in: node.directory.path
+        )
+    }
+
+    /// `POST url` with curl: the status.
+    static func post(_ url: String, token: String, body: String, in directory: String) throws -> Int {
+        let result = try ProfileEscrowCLI.run(
+            [
+                "-s", "-o", "/dev/null", "-m", "10", "-w", "%{http_code}", "-X", "POST", "-H",
+                "Authorization: Bearer \(token)", "-H", "Content-Type: application/json", "--data-binary", body, url,
+            ],
+            executable: "/usr/bin/curl",
+            in: directory
+        )
+        return Int(result.stdout) ?? 0
+    }
+
+    /// OpenBao stopped: `capture` exits 0 on a keyring in custody, `serve` starts, captures over HTTP, answers
+    /// `/readyz` 503 with nothing about the engine, claims nothing; once OpenBao is back it unwraps the keys by itself
+    /// and its worker delivers every escrow captured meanwhile.
+    @Test func captureAndServeWorkWithTheEngineStoppedAndDeliverWhenItIsBack() async throws {
+        let openBao = try PrivateOpenBao()
+        let node = try Node(.transit, openBao: openBao)
+        let address = try #require(openBao.variables["PROFILE_ESCROW_TEST_BAO_ADDR"])
+        let keyName = try #require(openBao.variables["PROFILE_ESCROW_TEST_BAO_KEY"])
+        let added = try node.cli(["tokens", "add", "outage", "--scope", "capture"])
+        try #require(added.status == 0, "tokens add: \(added.stderr)")
+        let token = String(try #require(added.stdout.split(separator: "\n").last))
+        let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: node.directory.path).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(secret.hasPrefix("whsec_"))
+        let backend = try await FakeBackend.start(secret: secret)
+
+        try openBao.halt()
+        var resumed = false
+        defer { if !resumed { try? openBao.resume() } }
+        // A command that opens escrows needs the engine: it is really down.
+        #expect(try node.cli(["keys", "rewrap"]).status == 4)
+        // The CLI's capture needs only the public keys.
+        let captured = try Self.run(node, ["capture"], stdin: Self.body(1))
+        #expect(captured.status == 0, "capture with the engine stopped: \(captured.stderr)")
+        node.expectNoCredential(captured)
+
+        let port = CustodyEngineTests.freePort()
+        let processes = ProfileEscrowProcesses(
+            directory: node.directory.path,
+            environment: node.engine.environment.merging(["PROFILE_ESCROW_WEBHOOK_SECRET": secret]) { $1 }
+        )
+        defer { processes.killAll() }
+        let serve = try processes.start(
+            "serve",
+            [
+                "serve", "--keyring", node.keyringPath, "--database", node.databasePath, "--port", "\(port)",
+                "--backend", backend.url, "--poll-interval", "0.05s",
+            ]
+        )
+        let base = "http://127.0.0.1:\(port)"
+        try await CustodyEngineTests.eventually("serve answers /healthz") {
+            guard serve.isRunning else { return true }
+            return try CustodyEngineTests.get(base + "/healthz", in: node.directory.path).status == 200
+        }
+        try #require(
+            serve.isRunning,
+            "serve exited with the engine stopped: \(processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined())"
+        )
+
+        // Not ready for opening, and a stranger learns nothing about the engine.
+        let ready = try CustodyEngineTests.get(base + "/readyz", in: node.directory.path)
+        #expect(ready.status == 503)
+        #expect(ready.body.contains("custody_unavailable"))
+        let hostAndPort = address.replacingOccurrences(of: "http://", with: "")
+        // (The key's name is also this product's, in the problem's type URN: it is looked for as the engine names it.)
+        for secretOrLocation in [
+            hostAndPort, "\"\(keyName)\"", "transit", "mount", "unreachable", "refused", node.engine.credential,
+        ] {
+            #expect(!ready.body.contains(secretOrLocation), "/readyz tells a stranger \(secretOrLocation)")
+        }
+        let metrics = try CustodyEngineTests.get(base + "/metrics", in: node.directory.path)
+        #expect(metrics.body.contains("profile_escrow_custody_up 0"))
+
+        // It captures over HTTP, and claims nothing it cannot open.
+        for number in 2...3 {
+            let status = try Self.post(
+                base + "/v1/escrows",
+                token: token,
+                body: Self.body(number),
+                in: node.directory.path
+            )
+            #expect(status == 201, "capture \(number) with the engine stopped answered \(status)")
+        }
+        try await Task.sleep(for: .seconds(3))
+        #expect(backend.requests.isEmpty, "delivered with the keys still wrapped")
+        let store = try SQLiteEscrowStore(path: node.databasePath, logger: Logger(label: "test"))
+        defer { try? store.close() }
+        let held = try await store.records(.all, after: nil, limit: 10)
+        #expect(held.count == 3)
+        #expect(held.allSatisfy { $0.state == .pending && $0.attempts == 0 }, "claimed without keys")
+
+        // The engine comes back: unwrapped in the background, ready, and every escrow delivered.
+        try openBao.resume()
+        resumed = true
+        try await EscrowTestSupport.eventually("/readyz once OpenBao is back", within: 90, every: .milliseconds(250)) {
+            try CustodyEngineTests.get(base + "/readyz", in: node.directory.path).status == 200
+        }
+        try await EscrowTestSupport.eventually("the three escrows delivered", within: 30, every: .milliseconds(250)) {
+            Set(backend.requests.compactMap(\.escrowID)).count == 3
+        }
+        #expect(backend.requests.allSatisfy { $0.signatureValid })
+        #expect(backend.violations.isEmpty)
+        try await EscrowTestSupport.eventually("the three escrows purged", within: 30, every: .milliseconds(250)) {
+            try await store.records(.all, after: nil, limit: 10).isEmpty
+        }
+        processes.stopAll()
+        await backend.stop()
+        let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
+        #expect(log.contains("did not unwrap the keyring"))
+        #expect(log.contains("keyring unwrapped"))
+        #expect(!log.contains(node.engine.credential))
+        for number in 1...3 { #expect(!log.contains("FAKEOUTAGE\(number)") && !log.contains("outage\(number)@")) }
+    }
+
+    /// Plain `http` to a host that is not loopback: refused as an option (naming it), in a keyring file (at load,
+    /// by every command), and by the custodian itself; loopback addresses stay allowed.
+    @Test func plainHTTPTransitIsRefusedUnlessLoopback() async throws {
+        for allowed in [
+            "http://127.0.0.1:8200", "http://127.9.9.9", "http://localhost:8200", "http://[::1]:8200",
+            "https://bao.example.invalid:8200", "https://10.0.0.1",
+        ] {
+            #expect(KeyCustody.Transit(address: allowed, key: "k").cleartextRemoteHost == nil, "\(allowed)")
+        }
+        for refused in [
+            "http://10.0.0.1:8200", "http://bao.example.invalid", "http://127.0.0.1.example.invalid",
+            "http://[::2]:8200", "http://user@192.0.2.1:8200/", "http://localhost.example.invalid",
+        ] {
+            #expect(KeyCustody.Transit(address: refused, key: "k").cleartextRemoteHost != nil, "\(refused)")
+            #expect(throws: CryptoError.self) { try KeyCustody.transit(.init(address: refused, key: "k")).validate() }
+        }
+
+        // The option.
+        let node = try Node(.transit, initialize: false)
+        let option = try node.cli([
+            "keys", "init", "--custody", "transit", "--transit-address", "http://192.0.2.7:8200", "--transit-key", "k",
+        ])
+        #expect(option.status == 2)
+        #expect(option.stderr.contains("--transit-address") && option.stderr.contains("https://"))
+        node.expectNoCredential(option)
+        #expect(!FileManager.default.fileExists(atPath: node.keyringPath))
+
+        // A keyring file that records such an address: refused at load, by capture too (which needs no engine).
+        let made = try node.cli(["keys", "init"] + node.engine.arguments)
+        try #require(made.status == 0, "keys init: \(made.stderr)")
+        var lines = try SecretScan.lines(node.keyringPath)
+        let custodyLine = try #require(lines.firstIndex { $0.hasPrefix("custody transit ") })
+        var fields = lines[custodyLine].split(separator: " ").map(String.init)
+        fields[2] = "http://192.0.2.7:8200"
+        lines[custodyLine] = fields.joined(separator: " ")
+        try SecretScan.write(lines, to: node.keyringPath)
+        let error = #expect(throws: CryptoError.self) { _ = try Keyring.load(path: node.keyringPath) }
+        #expect(error?.code == .keyringMalformed && error?.message.contains("plain http://") == true)
+        for command in [["capture"], ["keys", "show"], ["keys", "rewrap"]] {
+            let result = try Self.run(node, command, stdin: Self.body(9))
+            #expect(result.status == 4, "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("192.0.2.7") && result.stderr.contains("https://"))
+            node.expectNoCredential(result)
+        }
+
+        // The custodian of a library user who builds one directly: refused before anything is sent.
+        let custodian = TransitCustodian(
+            KeyCustody.Transit(address: "http://192.0.2.7:8200", key: "k"),
+            environment: node.engine.environment,
+            timeout: .seconds(1)
+        )
+        let refused = await #expect(throws: CryptoError.self) {
+            _ = try await custodian.wrap(SecretBytes(copying: [UInt8](repeating: 7, count: 32)), associatedData: [1])
+        }
+        #expect(refused?.code == .custodyRefused)
+    }
+
+    /// The request body that carries a secret in base64 is zeroed once the request is over: answered, and refused.
+    @Test func theTransitRequestBodyIsZeroedAfterUse() async throws {
+        let engine = try CustodyEngine.make(.transit)
+        guard case .transit(let transit) = engine.custody else { return }
+        let custodian = TransitCustodian(transit, environment: engine.environment)
+        let secret = SecretBytes(copying: [UInt8](repeating: 0xA5, count: 32))
+        let encoded = secret.base64Encoded()
+        func body() -> ByteBuffer {
+            var buffer = ByteBuffer(string: #"{"plaintext":""#)
+            encoded.withUnsafeBytes { _ = buffer.writeBytes($0) }
+            buffer.writeString(#""}"#)
+            return buffer
+        }
+        // Answered: the engine encrypted it (so the body was sent as written), and the body's bytes are zeros now.
+        let sent = body()
+        let answer = try await custodian.post("encrypt", body: sent)
+        #expect(String(buffer: answer).contains("vault:v"))
+        #expect(sent.readableBytes > 40)
+        #expect(sent.readableBytesView.allSatisfy { $0 == 0 }, "the encrypt body still holds the secret")
+
+        // Refused before sending (plain http to a remote host): zeroed all the same.
+        let remote = TransitCustodian(
+            KeyCustody.Transit(address: "http://192.0.2.7:8200", key: "k"),
+            environment: engine.environment
+        )
+        let unsent = body()
+        await #expect(throws: CryptoError.self) { _ = try await remote.post("encrypt", body: unsent) }
+        #expect(unsent.readableBytesView.allSatisfy { $0 == 0 })
+    }
+}
