@@ -5,6 +5,8 @@ import EscrowTestSupport
 import Foundation
 import Logging
 import NIOCore
+import ProfileEscrow
+import ServiceLifecycle
 import Testing
 
 @testable import EscrowCustody
@@ -150,6 +152,74 @@ import Glibc
         #expect(log.contains("keyring unwrapped"))
         #expect(!log.contains(node.engine.credential))
         for number in 1...3 { #expect(!log.contains("FAKEOUTAGE\(number)") && !log.contains("outage\(number)@")) }
+    }
+
+    /// The unwrap in the background: while the engine refuses (no token yet) the reloader tries again 2 s after a
+    /// failure, then 4, then 8 (on the escrow's clock, not every interval), and the node captures and opens nothing;
+    /// once the token is there the next try unwraps the keys and escrows open; the service ends at graceful shutdown.
+    @Test func theUnwrapIsRetriedWithABackoffOnTheEscrowsClock() async throws {
+        let node = try Node(.transit)
+        let tokenFile = node.directory.path + "/bao-token"
+        let environment = ["PROFILE_ESCROW_TRANSIT_TOKEN_FILE": tokenFile]
+        let loaded = try await KeyringCustody.loadForService(path: node.keyringPath, environment: environment)
+        let failure = try #require(loaded.unwrapFailure)
+        #expect(failure.code == .custodyRefused)
+        #expect(loaded.keyring.isWrapped && loaded.keyring.openableVersions.isEmpty)
+
+        let fixture = try EscrowFixture(keyring: loaded.keyring)
+        let escrow = fixture.escrow
+        escrow.custodyHealth.failed(failure, keysUnavailable: true)
+        let profile = try CustodyEngineTests.profile(1)
+        let receipt = try await escrow.capture(profile)
+        await #expect(throws: EscrowError.self) { _ = try await escrow.replay(userIdentifier: profile.userIdentifier) }
+        #expect(try await fixture.store.record(id: receipt.escrowID)?.state == .pending, "never dead for a missing key")
+
+        let reloader = KeyringReloader(
+            escrow: escrow,
+            path: node.keyringPath,
+            interval: .seconds(2),
+            environment: environment,
+            logger: fixture.logger
+        )
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: [.init(service: reloader)], logger: fixture.logger)
+        )
+        let running = Task { try await group.run() }
+        func tries() -> Int { fixture.loggedText().components(separatedBy: "keys still wrapped").count - 1 }
+        /// Moves the clock by 2 s once the reloader waits on it, then waits until it waits again.
+        func step() async throws {
+            try await eventually("the reloader waits", within: 20, every: .milliseconds(5)) {
+                fixture.clock.sleeping > 0
+            }
+            fixture.clock.advance(by: 2)
+            try await eventually("the reloader waits again", within: 20, every: .milliseconds(5)) {
+                fixture.clock.sleeping > 0
+            }
+        }
+        try await step()  // 2 s: the first try
+        #expect(tries() == 1)
+        try await step()  // 4 s: waiting (4 s after the first)
+        #expect(tries() == 1, "tried again before its backoff")
+        try await step()  // 6 s: the second
+        #expect(tries() == 2)
+        for _ in 0..<3 { try await step() }  // 8, 10, 12 s: waiting (8 s after the second)
+        #expect(tries() == 2, "tried again before its backoff")
+        #expect(escrow.custodyHealth.problem?.keysUnavailable == true)
+
+        try Data(try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_TOKEN").utf8).write(
+            to: URL(fileURLWithPath: tokenFile)
+        )
+        try await step()  // 14 s: the third, which unwraps
+        try await eventually("the keys unwrapped", within: 20, every: .milliseconds(10)) {
+            escrow.custodyHealth.problem == nil
+        }
+        #expect(tries() == 2)
+        #expect(fixture.loggedText().contains("keyring unwrapped"))
+        #expect(escrow.keyring.openableVersions == [1])
+        #expect(try await escrow.replay(userIdentifier: profile.userIdentifier).profile == profile)
+
+        await group.triggerGracefulShutdown()
+        try await bounded("the reloader ends at graceful shutdown", within: 10) { try await running.value }
     }
 
     /// Plain `http` to a host that is not loopback: refused as an option (naming it), in a keyring file (at load,
