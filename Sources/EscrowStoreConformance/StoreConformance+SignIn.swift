@@ -6,7 +6,7 @@ import Foundation
 /// transaction), refused past their expiry or from another browser, their tickets redeemed once, and swept.
 extension StoreConformance {
     static let signInChecks: [Check] = [
-        Check(name: "sign-in attempt is created and read back", run: signInCreated),
+        Check(name: "sign-in attempt is created and read back, with its sealed app state", run: signInCreated),
         Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
         Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
         Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
@@ -23,6 +23,13 @@ extension StoreConformance {
         try await store.createSignInAttempt(attempt)
         try expect(try await store.signInAttempt(stateHash: attempt.stateHash) == attempt, "read back as stored")
         try expect(try await store.signInAttempt(stateHash: fixture.hash("state-0")) == nil, "an unknown state: nil")
+        var withAppState = fixture.attempt(2)
+        withAppState.sealedAppState = Array(0..<80)
+        try await store.createSignInAttempt(withAppState)
+        try expect(
+            try await store.signInAttempt(stateHash: withAppState.stateHash)?.sealedAppState == Array(0..<80),
+            "the app's sealed state is read back as stored"
+        )
         var failed = false
         do { try await store.createSignInAttempt(attempt) } catch { failed = true }
         try expect(failed, "a second attempt with the same state hash is refused")
