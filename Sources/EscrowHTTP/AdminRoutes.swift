@@ -31,7 +31,9 @@ struct AdminRoutes: Sendable {
     func overview(_ request: Request) async throws -> Response {
         _ = try await auth.authorize(request, scope: .read)
         try Self.refuseQuery(request)
-        return try JSONResponse.make(.ok, encoding: OverviewBody(try await overview.latest()))
+        // The custody engine's state, live: where it is and why it failed are for operators, never for `/readyz`.
+        let custody = escrow.keyring.custody == nil ? nil : OverviewBody.Custody(problem: escrow.custodyHealth.problem)
+        return try JSONResponse.make(.ok, encoding: OverviewBody(try await overview.latest(), custody: custody))
     }
 
     func list(_ request: Request) async throws -> Response {
@@ -273,10 +275,34 @@ struct HistoryBody: Encodable {
 
 struct OverviewBody: Encodable {
     var overview: AdminOverview
-    init(_ overview: AdminOverview) { self.overview = overview }
+    /// The keyring's custody engine, when the keyring is in custody.
+    var custody: Custody?
+    init(_ overview: AdminOverview, custody: Custody? = nil) {
+        self.overview = overview
+        self.custody = custody
+    }
+
+    /// `custody`: whether the engine unwrapped the keyring at the last start or reload; when not, since when, whether
+    /// this node opens nothing because of it, the error's code and its message (the engine's location and the cause,
+    /// never a credential).
+    struct Custody: Encodable {
+        var problem: KeyCustodyHealth.Problem?
+
+        enum Keys: String, CodingKey { case up, keysUnavailable, code, message, since }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(problem == nil, forKey: .up)
+            guard let problem else { return }
+            try container.encode(problem.keysUnavailable, forKey: .keysUnavailable)
+            try container.encode(problem.code, forKey: .code)
+            try container.encode(problem.message, forKey: .message)
+            try container.encode(Timestamp.milliseconds(problem.since), forKey: .since)
+        }
+    }
 
     enum Keys: String, CodingKey {
-        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history
+        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history, custody
     }
     enum PointKeys: String, CodingKey { case at, pending, dead, oldestPendingAgeSeconds }
     enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued }
@@ -304,5 +330,6 @@ struct OverviewBody: Encodable {
             try entry.encode(point.dead, forKey: .dead)
             try entry.encode(point.oldestPendingAgeSeconds, forKey: .oldestPendingAgeSeconds)
         }
+        try container.encodeIfPresent(custody, forKey: .custody)
     }
 }

@@ -50,6 +50,17 @@ import Glibc
         return Int(result.stdout) ?? 0
     }
 
+    /// `custody` of `GET /v1/admin/overview`, with a `read` token.
+    static func overviewCustody(_ base: String, token: String, in directory: String) throws -> [String: Any]? {
+        let result = try ProfileEscrowCLI.run(
+            ["-s", "-m", "10", "-H", "Authorization: Bearer \(token)", base + "/v1/admin/overview"],
+            executable: "/usr/bin/curl",
+            in: directory
+        )
+        let body = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        return body?["custody"] as? [String: Any]
+    }
+
     /// OpenBao stopped: `capture` exits 0 on a keyring in custody, `serve` starts, captures over HTTP, answers
     /// `/readyz` 503 with nothing about the engine, claims nothing; once OpenBao is back it unwraps the keys by itself
     /// and its worker delivers every escrow captured meanwhile.
@@ -61,6 +72,9 @@ import Glibc
         let added = try node.cli(["tokens", "add", "outage", "--scope", "capture"])
         try #require(added.status == 0, "tokens add: \(added.stderr)")
         let token = String(try #require(added.stdout.split(separator: "\n").last))
+        let reader = try node.cli(["tokens", "add", "outage-read", "--scope", "read"])
+        try #require(reader.status == 0, "tokens add: \(reader.stderr)")
+        let readToken = String(try #require(reader.stdout.split(separator: "\n").last))
         let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: node.directory.path).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         try #require(secret.hasPrefix("whsec_"))
@@ -112,6 +126,10 @@ import Glibc
         }
         let metrics = try CustodyEngineTests.get(base + "/metrics", in: node.directory.path)
         #expect(metrics.body.contains("profile_escrow_custody_up 0"))
+        // An operator with a `read` token sees where the engine is and why it failed.
+        let down = try Self.overviewCustody(base, token: readToken, in: node.directory.path)
+        #expect(down?["up"] as? Bool == false && down?["keysUnavailable"] as? Bool == true)
+        #expect((down?["message"] as? String)?.contains(hostAndPort) == true)
 
         // It captures over HTTP, and claims nothing it cannot open.
         for number in 2...3 {
@@ -137,6 +155,7 @@ import Glibc
         try await EscrowTestSupport.eventually("/readyz once OpenBao is back", within: 90, every: .milliseconds(250)) {
             try CustodyEngineTests.get(base + "/readyz", in: node.directory.path).status == 200
         }
+        #expect(try Self.overviewCustody(base, token: readToken, in: node.directory.path)?["up"] as? Bool == true)
         try await EscrowTestSupport.eventually("the three escrows delivered", within: 30, every: .milliseconds(250)) {
             Set(backend.requests.compactMap(\.escrowID)).count == 3
         }
