@@ -55,8 +55,13 @@ public final class AppleVerifier: Sendable {
     /// Checks an identity token for `input` and returns the profile to capture: the body's, with
     /// `realUserStatus` and `isPrivateEmail` taken from the token when it has them. The token's email,
     /// when both have one, must be the profile's (ASCII case-insensitive); a `realUserStatus` or an
-    /// `isPrivateEmail` that the body states and the token contradicts is a mismatch too.
-    func verifyIdentityToken(_ token: String, for input: ProfileInput, now: Date) async throws(Rejection) -> Profile {
+    /// `isPrivateEmail` that the body states and the token contradicts is a mismatch too. `emailVerified`: whether
+    /// Apple signed the profile's email (the token has one); false for an email only the body gave, nil without one.
+    func verifyIdentityToken(
+        _ token: String,
+        for input: ProfileInput,
+        now: Date
+    ) async throws(Rejection) -> (profile: Profile, emailVerified: Bool?) {
         let profile = input.profile
         let claims: AppleIdentityClaims = try await verifySignature(token)
         try checkIssuerAndAudience(claims.iss, claims.aud)
@@ -86,13 +91,14 @@ public final class AppleVerifier: Sendable {
             isPrivateEmail = flag
         }
         do {
-            return try Profile(
+            let verified = try Profile(
                 userIdentifier: profile.userIdentifier,
                 fullName: profile.fullName,
                 email: profile.email,
                 isPrivateEmail: isPrivateEmail,
                 realUserStatus: realUserStatus
             )
+            return (verified, verified.email == nil ? nil : claims.email != nil)
         } catch {
             throw Rejection(reason: "the token's claims do not fit the profile")
         }

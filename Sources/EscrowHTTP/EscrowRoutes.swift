@@ -37,6 +37,7 @@ struct EscrowRoutes: Sendable {
         defer { RequestBodyReader.zero(&body) }
         let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
         var verified = false
+        var emailVerified: Bool?
         var profile = input.profile
         if let apple {
             guard let token = input.identityToken else {
@@ -44,14 +45,23 @@ struct EscrowRoutes: Sendable {
                 throw Self.identityTokenInvalid
             }
             do {
-                profile = try await apple.verifyIdentityToken(token, for: input, now: escrow.configuration.clock.now())
+                (profile, emailVerified) = try await apple.verifyIdentityToken(
+                    token,
+                    for: input,
+                    now: escrow.configuration.clock.now()
+                )
             } catch {
                 context.logger.info("capture refused: \(error.reason)")
                 throw Self.identityTokenInvalid
             }
             verified = true
         }
-        let receipt = try await escrow.capture(profile, verified: verified, actor: .http(token: caller.name))
+        let receipt = try await escrow.capture(
+            profile,
+            verified: verified,
+            emailVerified: emailVerified,
+            actor: .http(token: caller.name)
+        )
         let status: HTTPResponse.Status = receipt.outcome == .created ? .created : .ok
         return JSONResponse.make(
             status,

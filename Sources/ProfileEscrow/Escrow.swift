@@ -78,13 +78,23 @@ public final class Escrow: Sendable {
     ///
     /// At most one live escrow per user: the same content again changes nothing; new content
     /// replaces the previous escrow (purged as `replaced`).
+    ///
+    /// - Parameter emailVerified: where the profile's email came from, when the caller knows: `true` when Apple
+    ///   signed it (an identity token's `email` claim), `false` when only the user or the app gave it. Delivered
+    ///   with the profile (`emailVerified`); nil records nothing.
     public func capture(
         _ profile: Profile,
         verified: Bool = false,
+        emailVerified: Bool? = nil,
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
         try await EscrowTracing.withSpan(configuration.tracer, "escrow.capture") { span in
-            let receipt = try await captureUntraced(profile, verified: verified, actor: actor)
+            let receipt = try await captureUntraced(
+                profile,
+                verified: verified,
+                emailVerified: emailVerified,
+                actor: actor
+            )
             span?.attributes["escrow.id"] = receipt.escrowID.hex
             span?.attributes["escrow.capture.outcome"] = receipt.outcome.rawValue
             return receipt
@@ -94,11 +104,12 @@ public final class Escrow: Sendable {
     private func captureUntraced(
         _ profile: Profile,
         verified: Bool,
+        emailVerified: Bool?,
         actor: AuditActor
     ) async throws -> CaptureReceipt {
         let tracer = configuration.tracer
         let record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
-            try sealedRecord(profile, verified: verified, now: clock.now())
+            try sealedRecord(profile, verified: verified, emailVerified: emailVerified, now: clock.now())
         }
         let outcome: CaptureOutcome
         do {

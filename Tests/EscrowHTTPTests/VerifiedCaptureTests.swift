@@ -39,6 +39,21 @@ struct VerifiedCaptureTests {
         #expect(response.status == .created)
         let plaintext = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
         #expect(plaintext.verified)
+        #expect(plaintext.emailVerified == true, "the token signed the email")
+    }
+
+    @Test("an email the token does not carry is captured as unverified, and delivered so")
+    func unsignedEmail() async throws {
+        let harness = try await HTTPHarness(apple: try await keys.verifier())
+        var claims = claims()
+        claims.email = nil
+        let response = try await capture(harness, token: try await keys.sign(claims))
+        #expect(response.status == .created)
+        let plaintext = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
+        #expect(plaintext.verified && plaintext.profile.email == Fake.email(1))
+        #expect(plaintext.emailVerified == false)
+        let body = String(decoding: plaintext.backendJSON(escrowId: "x", attempt: 1), as: UTF8.self)
+        #expect(body.hasSuffix("\"verified\":true,\"emailVerified\":false,\"attempt\":1}"))
     }
 
     @Test("a valid ES256 token passes; email compared case-insensitively")
