@@ -61,7 +61,7 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
     public let emailForwarding: Bool?
     /// Where `email` came from: `true` when Apple signed it (the identity token's `email` claim, or a verified
     /// notification), `false` when only the browser's `user` field or the app gave it; nil when not recorded (a
-    /// capture through the API, which says nothing of its email's origin).
+    /// capture without an identity token says nothing of its email's origin).
     public let emailVerified: Bool?
 
     /// - Parameter capturedAt: rounded down to a whole second, so that ``encoded()`` and
