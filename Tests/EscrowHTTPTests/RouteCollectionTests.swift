@@ -168,4 +168,31 @@ struct RouteCollectionTests {
         for token in harness.tokens.values { #expect(!logged.contains(token)) }
         for canary in Fake.tokens { #expect(!logged.contains(canary)) }
     }
+
+    @Test("sign-in off: its routes answer 404, the redeem after its token check (401, 403), as the contract says")
+    func signInOff() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            let redeem = "/v1/apple/signin/tickets/redeem"
+            let body = Fake.body(["ticket": "unknown-ticket"])
+            let anonymous = try await client.execute(uri: redeem, method: .post, body: body)
+            #expect(anonymous.status == .unauthorized)
+            let reader = try await client.execute(
+                uri: redeem,
+                method: .post,
+                headers: harness.headers("read"),
+                body: body
+            )
+            #expect(reader.status == .forbidden)
+            let signIn = try await client.execute(
+                uri: redeem,
+                method: .post,
+                headers: harness.headers("signin", json: true),
+                body: body
+            )
+            #expect(signIn.status == .notFound && signIn.json["code"] as? String == "route_not_found")
+            #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .notFound)
+            #expect(try await client.execute(uri: "/v1/apple/signin/callback", method: .post).status == .notFound)
+        }
+    }
 }
