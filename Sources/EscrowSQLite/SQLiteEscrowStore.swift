@@ -144,7 +144,12 @@ public final class SQLiteEscrowStore: EscrowStore {
         self.signInCommitter = SignInBatcher(
             bound: .milliseconds(Int64(max(0, configuration.signInWriteLockTimeout) * 1000)),
             writer: .blockingUntil(label: "profile-escrow.signin-commit") { [pool] batch, deadline in
-                Self.writeBatch(batch, pool: pool, lock: lock, deadline: deadline) { items, transaction in
+                // Not behind a write of this process that is itself waiting for another process's lock: give up first.
+                if let lock, !lock.waitUntilFree(before: deadline) {
+                    let busy = EscrowStoreError(.busy, "the store's write lock stayed held past this write's bound")
+                    return batch.map { _ in .failure(busy) }
+                }
+                return Self.writeBatch(batch, pool: pool, lock: lock, deadline: deadline) { items, transaction in
                     try await StoreEngine.completeSignIns(items, in: transaction)
                 }
             }

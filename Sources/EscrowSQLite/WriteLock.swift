@@ -30,6 +30,8 @@ final class WriteLock: Sendable {
     private let descriptor: Int32
     /// One holder per process at a time: `flock` locks belong to the open file, not to a thread.
     private let inProcess = NIOLock()
+    /// Whether this process holds the `flock` now (for ``waitUntilFree(before:)``).
+    private let holding = NIOLockedValueBox(false)
 
     init(databasePath: String, timeout: Double, logger: Logger? = nil) throws(EscrowStoreError) {
         let path = databasePath + ".write-lock"
@@ -60,7 +62,11 @@ final class WriteLock: Sendable {
         try inProcess.withLock {
             try DiskFailure.guarding(databaseKey, logger: logger) {
                 try acquire(timeout: timeout)
-                defer { _ = flock(descriptor, LOCK_UN) }
+                holding.withLockedValue { $0 = true }
+                defer {
+                    holding.withLockedValue { $0 = false }
+                    _ = flock(descriptor, LOCK_UN)
+                }
                 return try body()
             }
         }
@@ -75,6 +81,7 @@ final class WriteLock: Sendable {
         inProcess.lock()
         do {
             try acquire(timeout: timeout ?? self.timeout)
+            holding.withLockedValue { $0 = true }
         } catch {
             inProcess.unlock()
             throw error
@@ -82,8 +89,31 @@ final class WriteLock: Sendable {
     }
 
     func unlock() {
+        holding.withLockedValue { $0 = false }
         _ = flock(descriptor, LOCK_UN)
         inProcess.unlock()
+    }
+
+    /// Waits until no other process holds the lock, at most until `deadline`; whether none did. Takes nothing: it
+    /// tries a descriptor of its own and lets go at once, so a write that must not queue behind one of this process
+    /// already waiting for another process (a web sign-in's callback) can give up first. The lock held by this
+    /// process counts as free (its transactions are short and the write queues behind them). Blocks the thread.
+    func waitUntilFree(before deadline: ContinuousClock.Instant) -> Bool {
+        let probe = open(path, O_RDWR | O_CLOEXEC)
+        guard probe >= 0 else { return true }  // the write itself will say what is wrong
+        defer { close(probe) }
+        var pause: UInt32 = 100  // microseconds, doubling to 5 ms
+        while true {
+            if flock(probe, LOCK_EX | LOCK_NB) == 0 {
+                _ = flock(probe, LOCK_UN)
+                return true
+            }
+            guard errno == EWOULDBLOCK || errno == EINTR else { return true }
+            if holding.withLockedValue({ $0 }) { return true }
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(pause)
+            pause = min(pause * 2, 5_000)
+        }
     }
 
     /// A write under the lock failed with `error`: a disk error marks the file failed (``DiskFailure``).

@@ -83,4 +83,42 @@ struct SignInLockWaitTests {
         }
         #expect(try await store.record(id: record.id)?.id == record.id)
     }
+
+    @Test("not held up by a capture of its own process that waits for another process's lock")
+    func notBehindAWaitingCapture() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/escrow.sqlite"
+        var configuration = SQLiteEscrowStore.Configuration()
+        configuration.signInWriteLockTimeout = 1
+        configuration.writeLockTimeout = 20
+        let store = try SQLiteEscrowStore(path: path, configuration: configuration, logger: Logger(label: "test"))
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let captured = try Fixture().record(user: 2, at: fixture.start)
+
+        let held = try HeldLock(path)
+        // A capture of this process waits for the lock (up to its 20 s), ahead of the sign-in on the store's writer.
+        let capture = Task { try await store.capture(captured, actor: .library, lifecycle: EscrowLifecycle()) }
+        // Time for the capture to reach the writer; if it has not, the sign-in goes first and is bounded all the same.
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        do {
+            _ = try await store.completeSignIn(
+                fixture.request(attempt, at: fixture.start.addingTimeInterval(60), ticket: 1),
+                capture: try Fixture().record(user: 1, at: fixture.start),
+                actor: .http(token: "signin"),
+                lifecycle: EscrowLifecycle()
+            )
+            Issue.record("completed while another process held the write lock")
+        } catch let error as EscrowStoreError {
+            #expect(error.code == .busy, "\(error)")
+        }
+        let waited = ContinuousClock.now - started
+        held.release()
+        #expect(waited < .seconds(10), "the sign-in gave up after \(waited), not behind the capture's 20 s")
+        // The capture, still within its own bound, commits once the lock is free.
+        _ = try await capture.value
+        #expect(try await store.record(id: captured.id)?.id == captured.id)
+    }
 }
