@@ -72,7 +72,7 @@ public enum EscrowHTTPApplication {
         configuration: EscrowHTTPConfiguration,
         logger: Logger
     ) throws -> App {
-        let (router, _, _, _) = baseRouter(
+        let base = baseRouter(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
@@ -80,9 +80,10 @@ public enum EscrowHTTPApplication {
             configuration: configuration,
             surface: .publicAPI
         )
-        OperationalRoutes.registerHealth(on: router)
+        OperationalRoutes.registerHealth(on: base.router)
+        base.allowedMethods.load(base.router)
         return try application(
-            router,
+            base.router,
             host: configuration.publicHost ?? configuration.host,
             port: configuration.publicPort ?? 0,
             clientCA: nil,
@@ -137,13 +138,12 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)?,
         configuration: EscrowHTTPConfiguration,
         surface: EscrowRouteCollection.Surface
-    ) -> (
-        Router<EscrowRequestContext>, RouterGroup<EscrowRequestContext>, BearerAuthenticator, ClientRateLimiter
-    ) {
+    ) -> Base {
         let router = Router(context: EscrowRequestContext.self, options: .autoGenerateHeadEndpoints)
+        let allowedMethods = AllowedMethods()
         if let tracer = escrow.configuration.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
         router.add(middleware: AccessLogMiddleware())
-        router.add(middleware: ProblemMiddleware())
+        router.add(middleware: ProblemMiddleware(allowedMethods: allowedMethods))
         router.add(middleware: MetricsMiddleware())
         let auth = BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit))
         let anonymous = ClientRateLimiter(configuration)
@@ -158,7 +158,17 @@ public enum EscrowHTTPApplication {
             configuration: configuration,
             surface: surface
         )
-        return (router, v1, auth, anonymous)
+        return Base(router: router, v1: v1, auth: auth, anonymous: anonymous, allowedMethods: allowedMethods)
+    }
+
+    /// What ``baseRouter(escrow:tokens:notifications:signIns:configuration:surface:)`` made: the router, its `/v1`
+    /// group, the token and anonymous limits, and the table of its methods, to load once every route is registered.
+    private struct Base {
+        let router: Router<EscrowRequestContext>
+        let v1: RouterGroup<EscrowRequestContext>
+        let auth: BearerAuthenticator
+        let anonymous: ClientRateLimiter
+        let allowedMethods: AllowedMethods
     }
 
     public static func buildRouter(
@@ -172,7 +182,7 @@ public enum EscrowHTTPApplication {
         overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
     ) -> Router<EscrowRequestContext> {
-        let (router, v1, auth, anonymous) = baseRouter(
+        let base = baseRouter(
             escrow: escrow,
             tokens: tokens,
             notifications: notifications,
@@ -185,28 +195,29 @@ public enum EscrowHTTPApplication {
         let overview = overview ?? AdminOverviewPublisher(escrow: escrow, logger: Logger(label: "profile-escrow.admin"))
         AdminRoutes(
             escrow: escrow,
-            auth: auth,
+            auth: base.auth,
             overview: overview,
             maximumBodySize: configuration.maximumBodySize
-        ).register(on: v1.group("admin"))
+        ).register(on: base.v1.group("admin"))
         if configuration.console {
             ConsoleRoutes(
                 escrow: escrow,
                 tokens: tokens,
                 overview: overview,
                 sessions: ConsoleSessions(),
-                anonymous: anonymous
-            ).register(on: router)
+                anonymous: base.anonymous
+            ).register(on: base.router)
         }
         OperationalRoutes(
             escrow: escrow,
-            auth: auth,
+            auth: base.auth,
             registry: registry,
             metricsRequireToken: configuration.metricsRequireToken,
-            anonymous: anonymous,
+            anonymous: base.anonymous,
             draining: draining
-        ).register(on: router)
-        return router
+        ).register(on: base.router)
+        base.allowedMethods.load(base.router)
+        return base.router
     }
 
     /// `GET /metrics` alone, for a process without the API (`profile-escrow replay --metrics-port`): the registry

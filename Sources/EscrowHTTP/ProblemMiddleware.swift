@@ -11,6 +11,9 @@ import ProfileEscrow
 /// never a stack trace, never an error's own text unless it is one of ours (PII-free by design).
 /// Also answers `405` (with `Allow`) for a known path with another method.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The router's routes, for `405` answers; nil answers every unrouted request `404` (routes mounted in another
+    /// application, whose router is not ours to read).
+    var allowedMethods: AllowedMethods? = nil
 
     func handle(
         _ request: Request,
@@ -20,7 +23,7 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
-            let problem = Self.problem(for: error, request: request, context: context)
+            let problem = problem(for: error, request: request, context: context)
             if problem.status.code >= 500 {
                 context.logger.error(
                     "request failed",
@@ -31,7 +34,7 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    static func problem(for error: any Error, request: Request, context: Context) -> Problem {
+    func problem(for error: any Error, request: Request, context: Context) -> Problem {
         switch error {
         case let problem as Problem:
             return problem
@@ -96,7 +99,7 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
                 headers: [.connection: "close"]
             )
         case let error as HTTPError where error.status == .notFound:
-            if let allowed = RouteTable.allowedMethods(path: request.uri.path), !allowed.contains(request.method) {
+            if let allowed = allowedMethods?.methods(path: request.uri.path), !allowed.contains(request.method) {
                 return Problem(
                     .methodNotAllowed,
                     code: "method_not_allowed",
