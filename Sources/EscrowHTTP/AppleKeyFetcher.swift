@@ -79,11 +79,13 @@ public actor AppleKeyFetcher {
 
     /// The keys for a token naming `kid`: fetched first when `kid` is not among them (once the last fetch is
     /// ``Configuration/unknownKIDInterval`` old), or when none are held or they are past their life (once it is
-    /// ``Configuration/minimumInterval`` old). A fetch under way is joined, never doubled.
+    /// ``Configuration/minimumInterval`` old). A fetch under way is joined, never doubled, by a token whose `kid` the
+    /// keys held lack.
     func keys(forKID kid: String?) async -> AppleJWKS? {
         var unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
-        if unknown || keys == nil || self.now() >= expiresAt, let inFlight {
-            // The fetch under way may bring this kid: wait for it (bounded by the fetch's timeout).
+        if unknown || keys == nil, let inFlight {
+            // The fetch under way may bring this kid: wait for it (bounded by the fetch's timeout). Keys that are only
+            // past their life still verify meanwhile: no wait for those.
             await inFlight.value
             unknown = kid.map { keys?.algorithms[$0] == nil } ?? false
         }
