@@ -61,6 +61,11 @@ public struct KeyringReloader: Service {
         return max(interval, min(doubled, Self.retryLimit))
     }
 
+    /// How many waits of `interval` make `delay` (at least one).
+    func waits(for delay: Duration) -> Int {
+        max(1, Int((delay / interval).rounded(.up)))
+    }
+
     public func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         var seen = initial
@@ -71,24 +76,27 @@ public struct KeyringReloader: Service {
                         await reload(because: "SIGHUP")
                     }
                 }
-                // Failed unwraps in a row, and when the next is due (on the escrow's clock).
+                // Failed unwraps in a row, and how many more waits of `interval` (on the escrow's clock) before the
+                // next: counted in waits, not read off the clock, so the time a slow unwrap itself takes does not
+                // shorten the backoff.
                 var failures = escrow.custodyHealth.problem == nil ? 0 : 1
-                var retryAt = escrow.clock.now().addingTimeInterval(retryDelay(afterFailures: failures).inSeconds)
+                var waitsLeft = waits(for: retryDelay(afterFailures: failures))
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {
                     try? await cancelWhenGracefulShutdown { try await escrow.clock.sleep(for: interval) }
                     guard !Task.isCancelled && !Task.isShuttingDownGracefully else { break }
+                    waitsLeft -= 1
                     let now = Self.fingerprint(path)
                     if now != seen {
                         seen = now
                         await reload(because: "the file changed")
-                    } else if escrow.custodyHealth.problem != nil, escrow.clock.now() >= retryAt {
+                    } else if escrow.custodyHealth.problem != nil, waitsLeft <= 0 {
                         // The custody engine failed: try again after a backoff, so the node recovers by itself.
                         await reload(because: "custody retry")
                     } else {
                         continue
                     }
                     failures = escrow.custodyHealth.problem == nil ? 0 : failures + 1
-                    retryAt = escrow.clock.now().addingTimeInterval(retryDelay(afterFailures: failures).inSeconds)
+                    waitsLeft = waits(for: retryDelay(afterFailures: failures))
                 }
                 group.cancelAll()
             }

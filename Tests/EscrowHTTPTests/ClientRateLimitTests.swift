@@ -79,7 +79,8 @@ struct ClientRateLimitLiveTests {
     @Test("a flood from 127.0.0.1 is refused while 127.0.0.2 signs in, and probes always answer")
     func floodFromOneAddress() async throws {
         var flow = try await SignInFlow()
-        flow.harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 1, burst: 20)
+        // No refill to speak of: however slowly a loaded machine sends them, the client has its burst and no more.
+        flow.harness.configuration.anonymousRateLimit = RateLimit(requestsPerSecond: 0.001, burst: 20)
         flow.harness.configuration.anonymousOverallRateLimit = RateLimit(requestsPerSecond: 1_000, burst: 1_000)
         let app = flow.harness.app()
         try await app.test(.live) { client async throws in
@@ -89,8 +90,8 @@ struct ClientRateLimitLiveTests {
                 let answer = try await LoopbackClient.request("GET", "/v1/apple/signin?return=app", port: port, from: "127.0.0.1")
                 flooded.append(answer.status)
             }
-            #expect(flooded.filter { $0 == 302 }.count <= 21, "the flooding client gets about its burst")
-            #expect(flooded.suffix(30).allSatisfy { $0 == 429 }, "then 429")
+            #expect(flooded.prefix(20).allSatisfy { $0 == 302 }, "the flooding client gets its burst")
+            #expect(flooded.dropFirst(20).allSatisfy { $0 == 429 }, "then 429")
             let other = try await LoopbackClient.request("GET", "/v1/apple/signin?return=app", port: port, from: "127.0.0.2")
             #expect(other.status == 302, "another address still starts its sign-in")
             #expect(other.header("Set-Cookie")?.hasPrefix(AppleSignInRoutes.cookiePrefix) == true)
