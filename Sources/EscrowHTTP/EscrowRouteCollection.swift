@@ -97,12 +97,21 @@ public enum EscrowRouteCollection {
                 maximumBodySize: configuration.maximumBodySize,
                 anonymous: anonymous
             ).register(on: routes, surface: surface)
-        } else if surface != .publicAPI {
-            // Sign-in off: the redeem still checks its token first (401, 403, as every token route), then says so.
-            routes.post("apple/signin/tickets/redeem") { request, _ -> Response in
-                _ = try await auth.authorize(request, scope: .signin)
-                throw Problem(.notFound, code: "route_not_found", detail: "web sign-in is not configured here")
+        } else {
+            // Sign-in off: its paths still answer, with 404 (so another method on them is a 405, as on any documented
+            // path); the redeem checks its token first (401, 403), as every token route.
+            if surface != .internalAPI {
+                routes.get("apple/signin") { _, _ -> Response in throw signInOff }
+                routes.post("apple/signin/callback") { _, _ -> Response in throw signInOff }
+            }
+            if surface != .publicAPI {
+                routes.post("apple/signin/tickets/redeem") { request, _ -> Response in
+                    _ = try await auth.authorize(request, scope: .signin)
+                    throw signInOff
+                }
             }
         }
     }
+
+    static let signInOff = Problem(.notFound, code: "route_not_found", detail: "web sign-in is not configured here")
 }

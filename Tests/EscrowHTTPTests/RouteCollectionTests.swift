@@ -193,6 +193,15 @@ struct RouteCollectionTests {
             #expect(signIn.status == .notFound && signIn.json["code"] as? String == "route_not_found")
             #expect(try await client.execute(uri: "/v1/apple/signin?return=app", method: .get).status == .notFound)
             #expect(try await client.execute(uri: "/v1/apple/signin/callback", method: .post).status == .notFound)
+            // Their paths are still the contract's: another method is a 405 naming the one they answer.
+            for (path, allowed) in [
+                ("/v1/apple/signin", "GET"), ("/v1/apple/signin/callback", "POST"),
+                ("/v1/apple/signin/tickets/redeem", "POST"),
+            ] {
+                let other = try await client.execute(uri: path, method: .put)
+                #expect(other.status == .methodNotAllowed, "\(path)")
+                #expect(other.headers[.allow]?.contains(allowed) == true, "\(path): \(other.headers[.allow] ?? "")")
+            }
         }
     }
 }
