@@ -62,8 +62,10 @@ struct BackendClientTests {
     func keptAlive() async throws {
         let server = try await WireHTTPServer.start { _ in .ok }
         let client = try Self.client("http://127.0.0.1:\(server.port)/register?tenant=a%20b")
+        // Deadlines of 30 s: this test is about the connection's reuse, and under the whole suite's load a delivery
+        // has taken more than 10 s (a deadline missed closes its connection, and the next one opens another).
         for _ in 0..<20 {
-            #expect(await Self.deliver(client).outcome == .confirmed(status: 200))
+            #expect(await Self.deliver(client, within: 30).outcome == .confirmed(status: 200))
         }
         #expect(server.accepted == 1)
         let requests = server.received
@@ -79,7 +81,7 @@ struct BackendClientTests {
         // sixteen deliveries over at most eight connections.
         for _ in 0..<2 {
             await withTaskGroup(of: Void.self) { group in
-                for _ in 0..<8 { group.addTask { _ = await Self.deliver(client) } }
+                for _ in 0..<8 { group.addTask { _ = await Self.deliver(client, within: 30) } }
             }
         }
         #expect(server.received.count == 36)
