@@ -22,14 +22,20 @@ struct AllowedMethodsTests {
         #expect(table.methods(path: "/a/1") == [.delete, .get, .head])
         #expect(table.methods(path: "/a/bulk") == [.post], "the literal route, as the router chooses it")
         #expect(table.methods(path: "/files/x/y/z") == [.get, .head])
-        #expect(table.methods(path: "/a") == nil && table.methods(path: "/a/1/2") == nil && table.methods(path: "/b") == nil)
+        #expect(
+            table.methods(path: "/a") == nil && table.methods(path: "/a/1/2") == nil && table.methods(path: "/b") == nil
+        )
     }
 
     @Test("serve's router: 405 with the registered methods, 404 for no route")
     func served() async throws {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
-            let requeue = try await client.execute(uri: "/v1/admin/escrows/requeue", method: .get, headers: harness.headers())
+            let requeue = try await client.execute(
+                uri: "/v1/admin/escrows/requeue",
+                method: .get,
+                headers: harness.headers()
+            )
             #expect(requeue.status == .methodNotAllowed)
             #expect(requeue.headers[.allow] == "POST")
             let escrow = try await client.execute(uri: "/v1/escrows/abc", method: .put)

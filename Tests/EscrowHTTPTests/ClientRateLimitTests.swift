@@ -15,8 +15,14 @@ struct ClientAddressTests {
     @Test("the peer is the client when it is no trusted proxy, whatever X-Forwarded-For says")
     func untrustedPeer() throws {
         let trusted = try TrustedProxies(["10.0.0.0/8"])
-        #expect(ClientAddress.key(peer: try Self.peer("192.0.2.7"), forwardedFor: ["198.51.100.1"], trusted: trusted) == "192.0.2.7")
-        #expect(ClientAddress.key(peer: try Self.peer("192.0.2.7"), forwardedFor: [], trusted: TrustedProxies()) == "192.0.2.7")
+        #expect(
+            ClientAddress.key(peer: try Self.peer("192.0.2.7"), forwardedFor: ["198.51.100.1"], trusted: trusted)
+                == "192.0.2.7"
+        )
+        #expect(
+            ClientAddress.key(peer: try Self.peer("192.0.2.7"), forwardedFor: [], trusted: TrustedProxies())
+                == "192.0.2.7"
+        )
         #expect(ClientAddress.key(peer: nil, forwardedFor: ["198.51.100.1"], trusted: trusted) == "local")
     }
 
@@ -39,13 +45,20 @@ struct ClientAddressTests {
             "an entry that is no address: the proxy counts"
         )
         #expect(
-            ClientAddress.key(peer: peer, forwardedFor: ["2001:db8:1:2:aaaa::1"], trusted: trusted) == "2001:0db8:0001:0002::/64",
+            ClientAddress.key(peer: peer, forwardedFor: ["2001:db8:1:2:aaaa::1"], trusted: trusted)
+                == "2001:0db8:0001:0002::/64",
             "IPv6 by its /64"
         )
-        #expect(ClientAddress.key(peer: try Self.peer("::ffff:192.0.2.1"), forwardedFor: [], trusted: trusted) == "192.0.2.1")
+        #expect(
+            ClientAddress.key(peer: try Self.peer("::ffff:192.0.2.1"), forwardedFor: [], trusted: trusted)
+                == "192.0.2.1"
+        )
     }
 
-    @Test("networks: prefixes match on bits; a malformed entry is refused by name", arguments: ["10.0.0.0/33", "10.0.0", "fe80::/129", "x"])
+    @Test(
+        "networks: prefixes match on bits; a malformed entry is refused by name",
+        arguments: ["10.0.0.0/33", "10.0.0", "fe80::/129", "x"]
+    )
     func networks(_ malformed: String) throws {
         let trusted = try TrustedProxies(["192.0.2.128/25", "2001:db8::/32", "203.0.113.5"])
         #expect(trusted.contains(IPAddress.parse("192.0.2.200")!))
@@ -87,12 +100,22 @@ struct ClientRateLimitLiveTests {
             let port = try #require(client.port)
             var flooded: [Int] = []
             for _ in 0..<60 {
-                let answer = try await LoopbackClient.request("GET", "/v1/apple/signin?return=app", port: port, from: "127.0.0.1")
+                let answer = try await LoopbackClient.request(
+                    "GET",
+                    "/v1/apple/signin?return=app",
+                    port: port,
+                    from: "127.0.0.1"
+                )
                 flooded.append(answer.status)
             }
             #expect(flooded.prefix(20).allSatisfy { $0 == 302 }, "the flooding client gets its burst")
             #expect(flooded.dropFirst(20).allSatisfy { $0 == 429 }, "then 429")
-            let other = try await LoopbackClient.request("GET", "/v1/apple/signin?return=app", port: port, from: "127.0.0.2")
+            let other = try await LoopbackClient.request(
+                "GET",
+                "/v1/apple/signin?return=app",
+                port: port,
+                from: "127.0.0.2"
+            )
             #expect(other.status == 302, "another address still starts its sign-in")
             #expect(other.header("Set-Cookie")?.hasPrefix(AppleSignInRoutes.cookiePrefix) == true)
             for path in ["/healthz", "/readyz"] {

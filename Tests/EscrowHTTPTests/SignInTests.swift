@@ -148,7 +148,10 @@ struct SignInTests {
             let mine = try await flow.start(client)
             let theirs = try await flow.start(client)
             let form = try await flow.form(mine, user: SignInFlow.userJSON(1))
-            let forged = [AppleSignInRoutes.legacyCookieName + "=forged", AppleSignInRoutes.cookieName(state: mine.state) + "=forged"]
+            let forged = [
+                AppleSignInRoutes.legacyCookieName + "=forged",
+                AppleSignInRoutes.cookieName(state: mine.state) + "=forged",
+            ]
             for cookie in [nil, theirs.cookie] + forged {
                 let refused = try await flow.callback(client, form, cookie: cookie)
                 #expect(refused.headers[.location] == SignInFlow.returnURL + "?error=signin_invalid")

@@ -75,7 +75,9 @@ public enum LoopbackClient {
         remote.sin_port = in_port_t(UInt16(port).bigEndian)
         remote.sin_addr.s_addr = inet_addr("127.0.0.1")
         let size = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, size) } }
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, size) }
+        }
         guard bound == 0 else { throw Failure(description: "bind to \(source): errno \(errno)") }
         let connected = withUnsafePointer(to: &remote) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, size) }
@@ -87,7 +89,9 @@ public enum LoopbackClient {
         let bytes = Array((request + "\r\n").utf8) + body
         var sent = 0
         while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let count = bytes[sent...].withUnsafeBytes {
+                send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             guard count > 0 else { throw Failure(description: "send: errno \(errno)") }
             sent += count
         }
