@@ -251,6 +251,16 @@ struct ConsoleRoutes: Sendable {
         if let error = error as? EscrowError, error.code == .notFound {
             return ConsolePages.errorPage(.notFound, "No escrow with this id.", viewer: viewer)
         }
+        // A stored row someone changed: the store answers, the row cannot be read. Never "try again".
+        if (error as? EscrowStoreError)?.code == .malformedRow || (error as? EscrowError)?.code == .ciphertextInvalid {
+            return ConsolePages.errorPage(
+                .conflict,
+                "This escrow's stored row is malformed or failed its integrity check (someone changed it): it cannot "
+                    + "be shown or used. It is dead (ciphertext_invalid) once a worker or a read of its user meets it; "
+                    + "erase it by its user, and retention purges it in any case.",
+                viewer: viewer
+            )
+        }
         return ConsolePages.errorPage(.internalServerError, "The store did not answer; try again.", viewer: viewer)
     }
 

@@ -286,4 +286,21 @@ struct ConsoleTests {
         sessions.end(id: mine.id)
         #expect(sessions.hold(.ok, "<p>gone</p>", sessionID: mine.id, now: now) == nil, "no session, nothing held")
     }
+
+    @Test("an escrow whose row someone broke: its page says so (409), never 'the store did not answer'")
+    func malformedRowPage() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            let ids = try await AdminRoutesTests.capture(1, harness, client)
+            try MalformedRowHTTPTests.tamper(harness, user: 1, "key_version = 4294967297")
+            let (browser, _) = try await Self.signIn("all", harness, client)
+            let page = try await client.execute(
+                uri: "/console/escrows/\(ids[0])",
+                method: .get,
+                headers: browser.headers()
+            )
+            #expect(page.status == .conflict)
+            #expect(page.text.contains("malformed") && !page.text.contains("did not answer"))
+        }
+    }
 }
