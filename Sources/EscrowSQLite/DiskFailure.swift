@@ -22,8 +22,20 @@ import Glibc
 /// `503`): what was acknowledged before stays durable, nothing is acknowledged on top of what may be lost. The
 /// mark is per file and per process, so a store opened again in the same process is refused too: the page cache
 /// is the kernel's, and only a restart, after the disk is checked, starts trusting it again.
+///
+/// A full disk (`SQLITE_FULL`: a `write` refused with `ENOSPC`) is not such a failure: the refused write put nothing
+/// in the page cache that the disk lacks, SQLite rolled the transaction back (its frames past the last commit are
+/// never read, and the next transaction writes over them), so nothing was stored and every later commit still chains
+/// after what the disk holds. The write is refused as `unavailable` ("not stored"), logged, and `/readyz` answers
+/// `503` for ``fullWindow`` after it; the next write tries again, and succeeds once there is space: no restart.
+/// (`ENOSPC` from an `fsync`, as some file systems report it, is an I/O error to SQLite and stops the store.)
 enum DiskFailure {
     private static let failed = NIOLockedValueBox<[String: String]>([:])
+    /// The files whose last write found the disk full, and when.
+    private static let full = NIOLockedValueBox<[String: ContinuousClock.Instant]>([:])
+
+    /// How long after a write found the disk full `/readyz` still says so.
+    static let fullWindow: Duration = .seconds(5)
 
     /// The reason the file at `key` stopped taking writes, or nil.
     static func reason(_ key: String) -> String? {
@@ -45,6 +57,17 @@ enum DiskFailure {
         return error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_FULL
     }
 
+    /// Whether `error` is a full disk: the transaction was rolled back, nothing of it stored.
+    static func isFullDisk(_ error: any Error) -> Bool {
+        (error as? DatabaseError)?.resultCode == .SQLITE_FULL
+    }
+
+    /// Throws while a write to the file at `key` found the disk full within ``fullWindow`` (for `/readyz`).
+    static func checkSpace(_ key: String, now: ContinuousClock.Instant = .now) throws(EscrowStoreError) {
+        guard let since = full.withLockedValue({ $0[key] }), now - since < fullWindow else { return }
+        throw EscrowStoreError(.unavailable, "the disk of the store at \(key) was full a moment ago")
+    }
+
     /// Runs `body`, a write to the file at `key`: refused once the file failed; a disk error from it marks the file
     /// failed (logged once, as critical) before it is rethrown.
     static func guarding<T>(_ key: String, logger: Logger?, _ body: () throws -> T) throws -> T {
@@ -59,6 +82,21 @@ enum DiskFailure {
 
     static func mark(_ key: String, _ error: any Error, logger: Logger?) {
         let reason = SQLiteEscrowStore.describe(error)
+        if isFullDisk(error) {
+            // Rolled back, nothing stored: the store goes on, and the next write tries again. Logged once a window.
+            let now = ContinuousClock.now
+            let first = full.withLockedValue { full in
+                defer { full[key] = now }
+                return full[key].map { now - $0 >= fullWindow } ?? true
+            }
+            if first {
+                let message =
+                    "the disk is full: a write to the store was refused and rolled back, nothing of it stored; writes "
+                    + "go on once there is space"
+                logger?.error("\(message)", metadata: ["path": "\(key)", "error": "\(reason)"])
+            }
+            return
+        }
         let first = failed.withLockedValue { failed in
             guard failed[key] == nil else { return false }
             failed[key] = reason

@@ -431,6 +431,13 @@ extension SQLiteEscrowStore {
     /// `busy`, nothing written; anything else (GRDB, SQLite) becomes a PII-free `failed`.
     static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
         if let error = error as? EscrowStoreError { return error }
+        if DiskFailure.isFullDisk(error) {
+            return EscrowStoreError(
+                .unavailable,
+                "\(what): the disk is full (\(describe(error))); nothing was stored (the transaction was rolled back): "
+                    + "retry once there is space"
+            )
+        }
         if DiskFailure.isDiskError(error) {
             return EscrowStoreError(
                 .unavailable,

@@ -110,6 +110,14 @@ public final class SQLiteTokenStore: AccessTokenStore {
         } catch let error as EscrowStoreError {
             throw error
         } catch {
+            if DiskFailure.isFullDisk(error) {
+                DiskFailure.mark(key, error, logger: logger)
+                throw EscrowStoreError(
+                    .unavailable,
+                    "token store write refused: the disk is full (\(SQLiteEscrowStore.describe(error))); nothing was "
+                        + "stored"
+                )
+            }
             if DiskFailure.isDiskError(error) {
                 DiskFailure.mark(key, error, logger: logger)
                 throw EscrowStoreError(

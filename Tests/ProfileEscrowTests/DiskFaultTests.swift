@@ -23,9 +23,7 @@ import Glibc
 /// got, and WAL recovery would stop before them.)
 @Suite("Failing disks")
 struct DiskFaultTests {
-    @Test(arguments: [
-        "fsync:escrow.sqlite-wal:40:EIO", "write:escrow.sqlite-wal:300:EIO", "write:escrow.sqlite-wal:300:ENOSPC",
-    ])
+    @Test(arguments: ["fsync:escrow.sqlite-wal:40:EIO", "write:escrow.sqlite-wal:300:EIO"])
     func aFailedWriteOrFsyncStopsTheStoreAndLosesNothingAcknowledged(fault: String) async throws {
         let scratch = TemporaryDirectory()
         let data = scratch.path + "/data"
@@ -101,6 +99,79 @@ struct DiskFaultTests {
         }
         #expect(missing == 0, "\(fault): \(missing) of \(ids.count) acknowledged captures lost in the power cut")
         #expect(try await auditChainIsIntact(store), "\(fault): the audit chain does not verify after the power cut")
+    }
+
+    /// A full disk (forty WAL writes refused with ENOSPC, then space again): the captures it refused were not stored,
+    /// the store goes on by itself once there is space (no restart), and after a power cut every capture it
+    /// acknowledged, before and after, is on the disk.
+    @Test func aFullDiskRefusesThenRecoversWithoutARestart() async throws {
+        let scratch = TemporaryDirectory()
+        let data = scratch.path + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": data + "/escrow.sqlite",
+            "PROFILE_ESCROW_KEYRING": data + "/keyring",
+            "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
+        ]
+        let token = try ProfileEscrowCLI.setUpCaptureNode(token: "disk.full", environment: environment, in: data)
+        let shim = try FaultShim(directory: data, scratch: scratch.path)
+        try shim.snapshot()
+        let port = try freePort()
+        let processes = ProfileEscrowProcesses(
+            directory: scratch.path,
+            environment: environment.merging(shim.environment(fail: "write:escrow.sqlite-wal:200:ENOSPC:40")) { $1 }
+        )
+        defer { processes.killAll() }
+        try processes.start(
+            "serve",
+            [
+                "serve", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000",
+                "--backend", "http://127.0.0.1:9/register", "--poll-interval", "0.05s",
+            ]
+        )
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+        try await waitUntilHealthy(client, port: port)
+
+        var acknowledged: [String] = []
+        var refused = 0
+        var acknowledgedAfterRefusal = 0
+        var number = 0
+        // One at a time, so that each answer is that capture's alone; until the disk has refused some and then
+        // taken twenty more (or 600 were sent).
+        while number < 600, acknowledgedAfterRefusal < 20 {
+            let (status, id) = await Self.capture(client, port: port, token: token, number: number)
+            number += 1
+            if status == .created, let id {
+                acknowledged.append(id)
+                if refused > 0 { acknowledgedAfterRefusal += 1 }
+            } else {
+                #expect(status == .serviceUnavailable, "a full disk answered \(status)")
+                refused += 1
+            }
+        }
+        #expect(refused > 0, "the full disk never refused a capture")
+        #expect(acknowledgedAfterRefusal == 20, "captures did not go on once there was space (refused \(refused))")
+        try await eventually("/readyz ready again", within: 20) {
+            let ready = try await client.execute(
+                HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"),
+                timeout: .seconds(10)
+            )
+            return ready.status == .ok
+        }
+
+        // The power cut: everything acknowledged, before and after the full disk, is there; the chain verifies.
+        _ = processes.signal("serve")
+        let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
+        #expect(log.contains("the disk is full"))
+        #expect(!log.contains("\"critical\""), "a full disk stops nothing")
+        try shim.restore()
+        let store = try SQLiteEscrowStore(path: data + "/escrow.sqlite", logger: Logger(label: "disk-full-test"))
+        defer { try? store.close() }
+        var missing = 0
+        for id in acknowledged where try await store.record(id: try #require(EscrowID(hex: id))) == nil { missing += 1 }
+        #expect(missing == 0, "\(missing) of \(acknowledged.count) acknowledged captures lost in the power cut")
+        #expect(try await auditChainIsIntact(store), "the audit chain does not verify after the power cut")
     }
 
     /// Every write of the store failing: `replay --once` does not exit 0, and says the outcomes are not known
