@@ -12,7 +12,8 @@ struct Confirm: AsyncParsableCommand {
     func validate() throws { try validateUserIdentifier(userIdentifier) }
 
     func run() async throws {
-        let escrow = try await options.openEscrow(owner: "profile-escrow confirm")
+        // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
+        let escrow = try await options.openEscrow(owner: "profile-escrow confirm", opensEscrows: false)
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .cli)
         guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (confirmed)")

@@ -15,7 +15,8 @@ struct Erase: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try await options.openEscrow(owner: "profile-escrow erase")
+        // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
+        let escrow = try await options.openEscrow(owner: "profile-escrow erase", opensEscrows: false)
         let purged = try await escrow.erase(
             userIdentifier: userIdentifier,
             reason: .erased,

@@ -23,7 +23,8 @@ struct Requeue: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try await options.openEscrow(owner: "profile-escrow requeue")
+        // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
+        let escrow = try await options.openEscrow(owner: "profile-escrow requeue", opensEscrows: false)
         if allDead {
             let count = try await escrow.requeueAllDead(actor: .cli, reason: reason.flatMap(OperatorReason.init))
             print("requeued \(count) dead escrows")

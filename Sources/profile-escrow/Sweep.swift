@@ -7,7 +7,8 @@ struct Sweep: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
-        let escrow = try await options.openEscrow(owner: "profile-escrow sweep")
+        // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
+        let escrow = try await options.openEscrow(owner: "profile-escrow sweep", opensEscrows: false)
         let progress = Progress(label: "expired")
         let count = try await escrow.sweep(actor: .cli, progress: { progress.update($0) })
         progress.finish()

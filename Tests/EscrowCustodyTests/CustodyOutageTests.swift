@@ -173,6 +173,32 @@ import Glibc
         for number in 1...3 { #expect(!log.contains("FAKEOUTAGE\(number)") && !log.contains("outage\(number)@")) }
     }
 
+    /// OpenBao stopped: the operator's commands that open no escrow (`confirm`, `erase`, `requeue`, `sweep`, `status`,
+    /// `list`) work on a keyring in custody, and never print the engine's credential; a command that opens escrows
+    /// (`keys rewrap`) still needs the engine.
+    @Test func operatorCommandsThatOpenNothingNeedNoEngine() async throws {
+        let openBao = try PrivateOpenBao()
+        let node = try Node(.transit, openBao: openBao)
+        try openBao.halt()
+        defer { try? openBao.resume() }
+        for number in 1...3 {
+            let captured = try Self.run(node, ["capture"], stdin: Self.body(number))
+            #expect(captured.status == 0, "capture: \(captured.stderr)")
+        }
+        let commands: [[String]] = [
+            ["status", Self.user(1)], ["confirm", Self.user(1)], ["erase", Self.user(2), "--reason", "test erasure"],
+            ["requeue", "--all-dead"], ["sweep"], ["list"],
+        ]
+        for command in commands {
+            let result = try Self.run(node, command)
+            #expect(result.status == 0, "\(command[0]) with the engine stopped: \(result.stderr)")
+            node.expectNoCredential(result)
+        }
+        #expect(try Self.run(node, ["status", Self.user(1)]).status == 3, "confirmed: purged")
+        #expect(try Self.run(node, ["status", Self.user(3)]).status == 0, "the third is still held")
+        #expect(try Self.run(node, ["keys", "rewrap"]).status == 4, "a command that opens escrows needs the engine")
+    }
+
     /// The unwrap in the background: while the engine refuses (no token yet) the reloader tries again 2 s after a
     /// failure, then 4, then 8 (on the escrow's clock, not every interval), and the node captures and opens nothing;
     /// once the token is there the next try unwraps the keys and escrows open; the service ends at graceful shutdown.
