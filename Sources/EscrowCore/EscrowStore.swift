@@ -88,6 +88,9 @@ extension EscrowStore {
     /// Stores that cannot hold a malformed row have none to find.
     public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? { nil }
 
+    /// Stores that cannot hold a malformed row have none to find.
+    public func malformedRow(id: EscrowID) async throws -> MalformedEscrowRow? { nil }
+
     /// Stores that cannot hold a malformed row have none to change.
     public func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool { false }
 
@@ -200,6 +203,11 @@ public protocol EscrowStore: Sendable {
     /// The user's live row when it does not decode into a record (``record(blindIndex:)`` then throws
     /// ``EscrowStoreError/Code/malformedRow``); nil when none is stored, or when it decodes.
     func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow?
+
+    /// The row of escrow `id` when it does not decode into a record (``record(id:)`` then throws
+    /// ``EscrowStoreError/Code/malformedRow``); nil when none is stored, or when it decodes. (A row whose id column is
+    /// what is broken is found by its user, with ``malformedRow(blindIndex:)``, never by an id.)
+    func malformedRow(id: EscrowID) async throws -> MalformedEscrowRow?
 
     /// Applies what the lifecycle decided for a malformed row, addressed by its row id, with its audit events in
     /// the same transaction. Returns whether the row was still there.

@@ -14,9 +14,17 @@ extension PostgresEscrowStore {
     }
 
     public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
+        try await malformedRow(.blindIndex, blindIndex.bytes)
+    }
+
+    public func malformedRow(id: EscrowID) async throws -> MalformedEscrowRow? {
+        try await malformedRow(.id, id.bytes)
+    }
+
+    private func malformedRow(_ column: KeyColumn, _ value: [UInt8]) async throws -> MalformedEscrowRow? {
         let logger = database.logger
         return try await database.withConnection("read failed") { connection in
-            guard let row = try await Self.fetchRow(connection, .blindIndex, blindIndex.bytes, logger: logger) else {
+            guard let row = try await Self.fetchRow(connection, column, value, logger: logger) else {
                 return nil
             }
             do throws(MalformedRow) {

@@ -116,11 +116,19 @@ extension SQLiteEscrowStore {
     }
 
     public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
+        try await malformedRow(where: "blind_index = ?", Data(blindIndex.bytes))
+    }
+
+    public func malformedRow(id: EscrowID) async throws -> MalformedEscrowRow? {
+        try await malformedRow(where: "id = ?", Data(id.bytes))
+    }
+
+    private func malformedRow(where condition: String, _ key: Data) async throws -> MalformedEscrowRow? {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE blind_index = ?"),
-                    arguments: [Data(blindIndex.bytes)]
+                    db.cachedStatement(sql: "SELECT \(Self.escrowColumns) FROM escrow WHERE \(condition)"),
+                    arguments: [key]
                 ),
                 case .malformed(let malformed) = Self.stored(from: row)
             else { return nil }

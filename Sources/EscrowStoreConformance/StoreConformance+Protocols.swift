@@ -99,6 +99,12 @@ extension StoreConformance {
                 case .keyVersionOutOfRange: "key_version"
                 }
             try expect(found.column == column && !found.isQuarantined, "\(damage): described: \(found)")
+            // By its id too, when the id is intact (a truncated id matches no id).
+            let byID = try await store.malformedRow(id: record.id)
+            try expect(
+                damage == .truncatedID ? byID == nil : byID?.rowID == found.rowID,
+                "\(damage): found by its id as by its user"
+            )
             let quarantine = lifecycle.handle(.quarantine, on: found, at: fixture.start, actor: .http(token: "reader"))
             try expect(try await store.commit(quarantine, on: found), "\(damage): quarantined")
             let quarantined = try unwrap(try await store.malformedRow(blindIndex: record.blindIndex))

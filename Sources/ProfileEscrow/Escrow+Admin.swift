@@ -39,7 +39,10 @@ extension Escrow {
     @discardableResult
     public func erase(id: EscrowID, reason: OperatorReason, actor: AuditActor) async throws -> Bool {
         for _ in 0..<8 {
-            guard let record = try await store.record(id: id) else { return false }
+            // A row that does not decode is deleted as erased through the lifecycle, as a user's is.
+            let row = try await idRecord(id, ifMalformed: .purge(.erased), actor: actor)
+            if case .purgedMalformed = row { return true }
+            guard let record = row.record else { return false }
             switch try await apply(.purge(.erased), to: record, actor: actor, reason: reason) {
             case .applied: return true
             case .ignored: return false

@@ -242,12 +242,39 @@ public final class Escrow: Sendable {
         ifMalformed event: MalformedRowEvent,
         actor: AuditActor
     ) async throws -> UserRow {
+        let store = self.store
+        return try await storedRecord(
+            read: { try await store.record(blindIndex: index) },
+            malformed: { try await store.malformedRow(blindIndex: index) },
+            ifMalformed: event,
+            actor: actor
+        )
+    }
+
+    /// Escrow `id`'s record, as ``userRecord(_:ifMalformed:actor:)`` finds a user's: a row that does not decode is
+    /// handled through the lifecycle (the operator's by-id routes: inspect, requeue, erase).
+    func idRecord(_ id: EscrowID, ifMalformed event: MalformedRowEvent, actor: AuditActor) async throws -> UserRow {
+        let store = self.store
+        return try await storedRecord(
+            read: { try await store.record(id: id) },
+            malformed: { try await store.malformedRow(id: id) },
+            ifMalformed: event,
+            actor: actor
+        )
+    }
+
+    private func storedRecord(
+        read: () async throws -> EscrowRecord?,
+        malformed: () async throws -> MalformedEscrowRow?,
+        ifMalformed event: MalformedRowEvent,
+        actor: AuditActor
+    ) async throws -> UserRow {
         do {
-            return try await store.record(blindIndex: index).map(UserRow.record) ?? .none
+            return try await read().map(UserRow.record) ?? .none
         } catch let error as EscrowStoreError where error.code == .malformedRow {
-            guard let row = try await store.malformedRow(blindIndex: index) else {
+            guard let row = try await malformed() else {
                 // Gone (or rewritten) meanwhile: read it again.
-                return try await store.record(blindIndex: index).map(UserRow.record) ?? .none
+                return try await read().map(UserRow.record) ?? .none
             }
             let action = lifecycle.handle(event, on: row, at: clock.now(), actor: actor)
             let applied: Bool
@@ -270,7 +297,7 @@ public final class Escrow: Sendable {
                 logger.error("malformed escrow row moved to dead", metadata: metadata)
                 throw EscrowError(
                     .ciphertextInvalid,
-                    "the user's stored escrow is malformed (column \(row.column)) and was moved to dead"
+                    "the stored escrow is malformed (column \(row.column)) and was moved to dead"
                 )
             }
         }
@@ -394,7 +421,7 @@ public final class Escrow: Sendable {
     public func requeue(id: EscrowID, actor: AuditActor = .library, reason: OperatorReason? = nil) async throws -> Bool
     {
         for _ in 0..<8 {
-            guard let record = try await store.record(id: id) else {
+            guard let record = try await idRecord(id, ifMalformed: .quarantine, actor: actor).record else {
                 throw EscrowError(.notFound, "no escrow with this id")
             }
             switch try await apply(.requeue, to: record, actor: actor, reason: reason) {

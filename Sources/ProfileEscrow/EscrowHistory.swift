@@ -59,8 +59,10 @@ public struct EscrowHistory: Sendable, Equatable, Encodable {
 extension Escrow {
     /// The metadata and audit history of escrow `id` (at most `limit` events, oldest first). Throws
     /// ``EscrowError/Code/notFound`` when the store has neither a row nor an event for it.
+    /// A stored row that does not decode is moved to dead (``EscrowError/Code/ciphertextInvalid``), as a read by
+    /// its user is.
     public func inspect(id: EscrowID, limit: Int = 10_000) async throws -> EscrowHistory {
-        let record = try await store.record(id: id)
+        let record = try await idRecord(id, ifMalformed: .quarantine, actor: .library).record
         let events = try await store.auditEvents(escrowID: id.hex, limit: limit)
         guard record != nil || !events.isEmpty else { throw EscrowError(.notFound, "no escrow with this id") }
         return EscrowHistory(

@@ -117,4 +117,39 @@ struct MalformedRowHTTPTests {
         }
         for token in Fake.tokens { #expect(!harness.loggedText().contains(token)) }
     }
+
+    @Test(
+        "the admin API by escrow id: GET and requeue quarantine a malformed row once (409), DELETE erases it",
+        arguments: [0, 1, 5]  // the mutations that leave the id intact: an id that is broken is no id to ask by
+    )
+    func adminByID(_ number: Int) async throws {
+        let mutation = Self.mutations[number]
+        let harness = try await HTTPHarness()
+        let receipt = try await harness.escrow.capture(
+            try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile
+        )
+        try Self.tamper(harness, user: 1, mutation.first)
+        #expect(try await harness.store.malformedRow(id: receipt.escrowID)?.isQuarantined == false, "\(mutation.name)")
+        try await harness.app().test(.router) { client async throws in
+            func call(_ method: HTTPRequest.Method, _ suffix: String = "") async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/admin/escrows/\(receipt.escrowID.hex)\(suffix)",
+                    method: method,
+                    headers: harness.headers(json: true),
+                    body: method == .get ? nil : Fake.body(["reason": "fake operator reason"])
+                )
+            }
+            let read = try await call(.get)
+            #expect(read.status == .conflict, "\(mutation.name): GET answered \(read.status)")
+            #expect(read.json["code"] as? String == "ciphertext_invalid")
+            #expect(try await harness.store.malformedRow(id: receipt.escrowID)?.isQuarantined == true)
+            #expect(try await Self.deadEvents(harness).count == 1, "\(mutation.name): quarantined once")
+            let requeue = try await call(.post, "/requeue")
+            #expect(requeue.status == .conflict, "\(mutation.name): requeue answered \(requeue.status)")
+            #expect(try await Self.deadEvents(harness).count == 1, "\(mutation.name): no second event")
+            let erase = try await call(.delete)
+            #expect(erase.status == .noContent || erase.status == .ok, "\(mutation.name): DELETE answered \(erase.status)")
+            #expect(try await harness.store.malformedRow(id: receipt.escrowID) == nil, "\(mutation.name): erased")
+        }
+    }
 }
