@@ -20,8 +20,14 @@ import Glibc
 /// transaction or checkpoint that fails with `SQLITE_IOERR` or `SQLITE_FULL` marks the file failed, logs it as
 /// critical, and every later write is refused as ``EscrowStoreError/Code/unavailable`` (and `/readyz` answers
 /// `503`): what was acknowledged before stays durable, nothing is acknowledged on top of what may be lost. The
-/// mark is per file and per process, so a store opened again in the same process is refused too: the page cache
-/// is the kernel's, and only a restart, after the disk is checked, starts trusting it again.
+/// mark is per file and per process, so a store opened again in the same process is refused too.
+///
+/// The store then recovers by itself when the disk works again (``WriteLock/startRecovery()``): under the write lock,
+/// so that no process writes meanwhile, every byte of the database and its WAL is written back in place from the page
+/// cache (what SQLite and every client saw) and synced, with the folder. Once that succeeds the disk holds what the
+/// cache holds, the pages a failed fsync left behind included, and writes go on; until then `/readyz` answers `503`.
+/// The attempts back off (1 s, doubling, to 30 s); a disk that fails all of them stays refused until a person
+/// checks it and restarts the process.
 ///
 /// A full disk (`SQLITE_FULL`: a `write` refused with `ENOSPC`) is not such a failure: the refused write put nothing
 /// in the page cache that the disk lacks, SQLite rolled the transaction back (its frames past the last commit are
@@ -47,7 +53,8 @@ enum DiskFailure {
         guard let reason = reason(key) else { return }
         throw EscrowStoreError(
             .unavailable,
-            "the store at \(key) stopped taking writes after a disk error (\(reason)); check the disk, then restart"
+            "the store at \(key) takes no writes since a disk error (\(reason)) until its files are written again and "
+                + "synced (tried in the background; if the disk keeps failing, check it, then restart)"
         )
     }
 
@@ -69,18 +76,25 @@ enum DiskFailure {
     }
 
     /// Runs `body`, a write to the file at `key`: refused once the file failed; a disk error from it marks the file
-    /// failed (logged once, as critical) before it is rethrown.
-    static func guarding<T>(_ key: String, logger: Logger?, _ body: () throws -> T) throws -> T {
+    /// failed (logged once, as critical) before it is rethrown, and starts `recovery` when it is the first.
+    static func guarding<T>(
+        _ key: String,
+        logger: Logger?,
+        recovery: (() -> Void)? = nil,
+        _ body: () throws -> T
+    ) throws -> T {
         try check(key)
         do {
             return try body()
         } catch {
-            if isDiskError(error) { mark(key, error, logger: logger) }
+            if isDiskError(error), mark(key, error, logger: logger) { recovery?() }
             throw error
         }
     }
 
-    static func mark(_ key: String, _ error: any Error, logger: Logger?) {
+    /// Marks the file at `key` failed; whether this was the first mark (a full disk marks nothing: false).
+    @discardableResult
+    static func mark(_ key: String, _ error: any Error, logger: Logger?) -> Bool {
         let reason = SQLiteEscrowStore.describe(error)
         if isFullDisk(error) {
             // Rolled back, nothing stored: the store goes on, and the next write tries again. Logged once a window.
@@ -95,18 +109,18 @@ enum DiskFailure {
                     + "go on once there is space"
                 logger?.error("\(message)", metadata: ["path": "\(key)", "error": "\(reason)"])
             }
-            return
+            return false
         }
         let first = failed.withLockedValue { failed in
             guard failed[key] == nil else { return false }
             failed[key] = reason
             return true
         }
-        guard first else { return }
+        guard first else { return false }
         let message =
-            "a write to the store failed with a disk error: its outcome is unknown, and the store takes no more "
-            + "writes (what was acknowledged before is durable; what follows could be lost in a power cut). Check "
-            + "the disk, then restart"
+            "a write to the store failed with a disk error: its outcome is unknown, and the store takes no writes "
+            + "until its files are written again from the page cache and synced (tried in the background; what was "
+            + "acknowledged before is durable)"
         let metadata: Logger.Metadata = ["path": "\(key)", "error": "\(reason)"]
         if let logger {
             logger.critical("\(message)", metadata: metadata)
@@ -114,6 +128,12 @@ enum DiskFailure {
             // No logger at hand: standard error, so it is never silent.
             FileHandle.standardError.write(Data("critical: \(message) [path \(key): \(reason)]\n".utf8))
         }
+        return true
+    }
+
+    /// The file at `key` takes writes again: its files were written back and synced (``WriteLock/startRecovery()``).
+    static func clear(_ key: String) {
+        _ = failed.withLockedValue { $0.removeValue(forKey: key) }
     }
 
     /// The key of the file at `path`: its absolute, resolved path, the same for every store opened on it.

@@ -60,7 +60,7 @@ final class WriteLock: Sendable {
     /// (``DiskFailure``).
     func withLock<T>(_ body: () throws -> T) throws -> T {
         try inProcess.withLock {
-            try DiskFailure.guarding(databaseKey, logger: logger) {
+            try DiskFailure.guarding(databaseKey, logger: logger, recovery: { self.startRecovery() }) {
                 try acquire(timeout: timeout)
                 holding.withLockedValue { $0 = true }
                 defer {
@@ -118,7 +118,56 @@ final class WriteLock: Sendable {
 
     /// A write under the lock failed with `error`: a disk error marks the file failed (``DiskFailure``).
     func noteFailure(_ error: any Error) {
-        if DiskFailure.isDiskError(error) { DiskFailure.mark(databaseKey, error, logger: logger) }
+        if DiskFailure.isDiskError(error), DiskFailure.mark(databaseKey, error, logger: logger) { startRecovery() }
+    }
+
+    /// The waits before each recovery attempt (seconds): then the store stays refused.
+    static let recoveryDelays: [Double] = [1, 2, 4, 8, 16, 30, 30]
+
+    /// After the first disk error: on a thread of its own (it blocks on the lock and the disk), attempts to write the
+    /// database and its WAL back from the page cache and sync them (``DiskRecovery``), under this lock so that no
+    /// process writes meanwhile; the first that succeeds lets writes go on (``DiskFailure/clear(_:)``). Bounded:
+    /// ``recoveryDelays``, then the store stays refused and says so.
+    func startRecovery() {
+        let thread = Thread { [self] in
+            for (attempt, delay) in Self.recoveryDelays.enumerated() {
+                usleep(UInt32(delay * 1_000_000))
+                do {
+                    try recoverOnce()
+                    DiskFailure.clear(databaseKey)
+                    logger?.notice(
+                        "the store's files were written again from the page cache and synced: writes go on",
+                        metadata: ["path": "\(databaseKey)", "attempt": "\(attempt + 1)"]
+                    )
+                    return
+                } catch {
+                    logger?.error(
+                        "the store's files could not be written again and synced yet",
+                        metadata: ["path": "\(databaseKey)", "attempt": "\(attempt + 1)", "error": "\(error)"]
+                    )
+                }
+            }
+            logger?.critical(
+                "the store's disk keeps failing: it takes no writes. Check the disk, then restart",
+                metadata: ["path": "\(databaseKey)"]
+            )
+        }
+        thread.name = "store-recovery"
+        thread.start()
+    }
+
+    /// One attempt, holding the lock (no process writes the files meanwhile).
+    private func recoverOnce() throws {
+        inProcess.lock()
+        defer { inProcess.unlock() }
+        try acquire(timeout: timeout)
+        holding.withLockedValue { $0 = true }
+        defer {
+            holding.withLockedValue { $0 = false }
+            _ = flock(descriptor, LOCK_UN)
+        }
+        for suffix in ["-wal", ""] { try DiskRecovery.rewrite(databaseKey + suffix) }
+        try DiskRecovery.syncFolder(of: databaseKey)
     }
 
     private func acquire(timeout: Double) throws(EscrowStoreError) {

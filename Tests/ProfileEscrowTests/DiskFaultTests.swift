@@ -17,14 +17,14 @@ import Glibc
 
 /// A disk that fails one write or one fsync of the store's WAL (EIO, ENOSPC) under a `serve` node capturing with
 /// its replay worker running, then loses power (scripts/faults/faultshim.c): the failure is logged as critical, the
-/// node stops acknowledging captures and says so on `/readyz`, and every capture it acknowledged is on the disk
-/// after the power cut. (A failed fsync loses its pages from the disk while the page cache keeps them: commits made
+/// node stops acknowledging captures until it has written its files again from the page cache and synced them, then
+/// goes on by itself, and every capture it acknowledged, before and after, is on the disk after the power cut. (A failed fsync loses its pages from the disk while the page cache keeps them: commits made
 /// after it, including the worker's leases, which do not wait for the disk, would chain after frames the disk never
 /// got, and WAL recovery would stop before them.)
 @Suite("Failing disks")
 struct DiskFaultTests {
     @Test(arguments: ["fsync:escrow.sqlite-wal:40:EIO", "write:escrow.sqlite-wal:300:EIO"])
-    func aFailedWriteOrFsyncStopsTheStoreAndLosesNothingAcknowledged(fault: String) async throws {
+    func aFailedWriteOrFsyncStopsTheStoreUntilRecoveredAndLosesNothingAcknowledged(fault: String) async throws {
         let scratch = TemporaryDirectory()
         let data = scratch.path + "/data"
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
@@ -71,16 +71,22 @@ struct DiskFaultTests {
             number += 8
         }
         #expect(refused.withLockedValue { $0 } >= 16, "\(fault): the fault never refused a capture")
-        // Stopped for good: the next captures are refused too, and /readyz says so.
-        for one in 0..<4 {
-            let (status, _) = await Self.capture(client, port: port, token: token, number: 1_000 + one)
-            #expect(status == .serviceUnavailable, "\(fault): a capture after the disk error answered \(status)")
+        // Recovered by itself (the files written again and synced), then captures are acknowledged again.
+        try await eventually("\(fault): captures acknowledged again", within: 60, every: .milliseconds(200)) {
+            let (status, id) = await Self.capture(client, port: port, token: token, number: 1_000)
+            if status == .created, let id { acknowledged.withLockedValue { $0.append(id) } }
+            return status == .created
+        }
+        for one in 1..<9 {
+            let (status, id) = await Self.capture(client, port: port, token: token, number: 1_000 + one)
+            #expect(status == .created, "\(fault): a capture after the recovery answered \(status)")
+            if status == .created, let id { acknowledged.withLockedValue { $0.append(id) } }
         }
         let ready = try await client.execute(
             HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"),
             timeout: .seconds(10)
         )
-        #expect(ready.status == .serviceUnavailable, "\(fault): /readyz after the disk error answered \(ready.status)")
+        #expect(ready.status == .ok, "\(fault): /readyz after the recovery answered \(ready.status)")
 
         // The power cut.
         let serve = processes.signal("serve")
@@ -88,6 +94,7 @@ struct DiskFaultTests {
         let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
         #expect(log.contains("\"critical\""), "\(fault): no critical log line")
         #expect(log.contains("disk error"), "\(fault): the log does not name the disk error")
+        #expect(log.contains("written again from the page cache and synced"), "\(fault): the recovery is not logged")
         try shim.restore()
 
         let store = try SQLiteEscrowStore(path: data + "/escrow.sqlite", logger: Logger(label: "disk-fault-test"))
@@ -99,6 +106,55 @@ struct DiskFaultTests {
         }
         #expect(missing == 0, "\(fault): \(missing) of \(ids.count) acknowledged captures lost in the power cut")
         #expect(try await auditChainIsIntact(store), "\(fault): the audit chain does not verify after the power cut")
+    }
+
+    /// A disk whose WAL fsyncs keep failing: the recovery's attempts fail too, and the store stays refused (captures
+    /// `503`, `/readyz` `503`), saying in its log that it tries again; nothing is acknowledged meanwhile.
+    @Test func aDiskThatKeepsFailingStaysRefused() async throws {
+        let scratch = TemporaryDirectory()
+        let data = scratch.path + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let environment = [
+            "PROFILE_ESCROW_DATABASE": data + "/escrow.sqlite",
+            "PROFILE_ESCROW_KEYRING": data + "/keyring",
+            "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
+        ]
+        let token = try ProfileEscrowCLI.setUpCaptureNode(token: "disk.failing", environment: environment, in: data)
+        let shim = try FaultShim(directory: data, scratch: scratch.path)
+        try shim.snapshot()
+        let port = try freePort()
+        let processes = ProfileEscrowProcesses(
+            directory: scratch.path,
+            environment: environment.merging(shim.environment(fail: "fsync:escrow.sqlite-wal:40:EIO:0")) { $1 }
+        )
+        defer { processes.killAll() }
+        try processes.start(
+            "serve",
+            [
+                "serve", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst", "100000",
+                "--no-worker",
+            ]
+        )
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+        try await waitUntilHealthy(client, port: port)
+        var number = 0
+        var refused = false
+        while number < 200, !refused {
+            refused = await Self.capture(client, port: port, token: token, number: number).0 == .serviceUnavailable
+            number += 1
+        }
+        #expect(refused, "the failing disk never refused a capture")
+        try await eventually("two recovery attempts failed", within: 30) {
+            let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
+            return log.components(separatedBy: "could not be written again and synced yet").count >= 3
+        }
+        #expect(await Self.capture(client, port: port, token: token, number: 5_000).0 == .serviceUnavailable)
+        let ready = try await client.execute(
+            HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"),
+            timeout: .seconds(10)
+        )
+        #expect(ready.status == .serviceUnavailable)
     }
 
     /// A full disk (forty WAL writes refused with ENOSPC, then space again): the captures it refused were not stored,
