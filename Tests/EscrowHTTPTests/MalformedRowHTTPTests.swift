@@ -148,7 +148,10 @@ struct MalformedRowHTTPTests {
             #expect(requeue.status == .conflict, "\(mutation.name): requeue answered \(requeue.status)")
             #expect(try await Self.deadEvents(harness).count == 1, "\(mutation.name): no second event")
             let erase = try await call(.delete)
-            #expect(erase.status == .noContent || erase.status == .ok, "\(mutation.name): DELETE answered \(erase.status)")
+            #expect(
+                erase.status == .noContent || erase.status == .ok,
+                "\(mutation.name): DELETE answered \(erase.status)"
+            )
             #expect(try await harness.store.malformedRow(id: receipt.escrowID) == nil, "\(mutation.name): erased")
         }
     }
