@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
-
 /// Whether a URL's host is this machine's loopback interface, where plain `http` never leaves the host: `localhost`,
 /// an IPv4 address in 127.0.0.0/8, `::1` (or an IPv4-mapped loopback address). A name other than `localhost` is never
 /// loopback here: it could resolve anywhere.
@@ -30,16 +24,7 @@ package enum LoopbackHost {
     /// Whether `host` (as ``host(of:)`` returns it) is loopback.
     package static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "localhost." { return true }
-        var v4 = in_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 {
-            return UInt32(bigEndian: v4.s_addr) >> 24 == 127
-        }
-        var v6 = in6_addr()
-        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
-        let bytes = withUnsafeBytes(of: v6) { Array($0) }
-        if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }  // ::1
-        // ::ffff:127.x.y.z
-        return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
+        return IPAddress.parse(host).map(IPAddress.isLoopback) ?? false
     }
 
     /// The host of a plain `http://` URL whose host is not loopback; nil for `https` or a loopback host.

@@ -1,6 +1,10 @@
+import EscrowCrypto
 import Hummingbird
 import NIOCore
 
+// Unused here since the address parsing moved to EscrowCrypto's `IPAddress`, but the socket tests of EscrowHTTPTests
+// see `sockaddr_in` as Glibc's through this module's import (with MemberImportVisibility, without it they find
+// CNIOLinux's and fail to build).
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,19 +16,31 @@ import Glibc
 /// IPv6 clients count by their /64 (one subscriber's usual allocation), so that one host cannot step around its limit
 /// by changing its interface identifier; an IPv4-mapped IPv6 address counts as its IPv4 address.
 enum ClientAddress {
+    /// An IPv4 address whole, an IPv6 address by its /64.
+    static func limitKey(_ bytes: [UInt8]) -> String {
+        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for (offset, byte) in bytes.prefix(8).enumerated() {
+            if offset > 0, offset % 2 == 0 { text.append(UInt8(ascii: ":")) }
+            text += [hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+        }
+        return String(decoding: text, as: UTF8.self) + "::/64"
+    }
+
     /// The rate-limit key of a request whose peer is `peer` (nil in an in-process test router: `"local"`).
     static func key(peer: SocketAddress?, forwardedFor: [String], trusted: TrustedProxies) -> String {
         guard let peerText = peer?.ipAddress, let peerBytes = IPAddress.parse(peerText) else { return "local" }
-        guard !trusted.isEmpty, trusted.contains(peerBytes) else { return IPAddress.limitKey(peerBytes) }
+        guard !trusted.isEmpty, trusted.contains(peerBytes) else { return ClientAddress.limitKey(peerBytes) }
         let entries = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }
         var leftmost: [UInt8]?
         for entry in entries.reversed() {
             // An entry that is no address ends the walk: what the proxy saw cannot be read, so the proxy is the client.
-            guard let bytes = IPAddress.parse(String(entry)) else { return IPAddress.limitKey(peerBytes) }
-            guard trusted.contains(bytes) else { return IPAddress.limitKey(bytes) }
+            guard let bytes = IPAddress.parse(String(entry)) else { return ClientAddress.limitKey(peerBytes) }
+            guard trusted.contains(bytes) else { return ClientAddress.limitKey(bytes) }
             leftmost = bytes
         }
-        return IPAddress.limitKey(leftmost ?? peerBytes)
+        return ClientAddress.limitKey(leftmost ?? peerBytes)
     }
 }
 
@@ -74,30 +90,4 @@ public struct TrustedProxies: Sendable, Equatable {
 public struct TrustedProxyError: Error, CustomStringConvertible {
     public let entry: String
     public var description: String { "not an IP address or CIDR network: \(entry)" }
-}
-
-/// IPv4 and IPv6 addresses as bytes, with the C library's parser (NIO parses only through a socket address).
-enum IPAddress {
-    /// 4 bytes for IPv4 (also for an IPv4-mapped IPv6 address), 16 for IPv6; nil for anything else.
-    static func parse(_ text: String) -> [UInt8]? {
-        var v4 = in_addr()
-        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
-        var v6 = in6_addr()
-        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
-        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12...]) }
-        return bytes
-    }
-
-    /// An IPv4 address whole, an IPv6 address by its /64.
-    static func limitKey(_ bytes: [UInt8]) -> String {
-        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for (offset, byte) in bytes.prefix(8).enumerated() {
-            if offset > 0, offset % 2 == 0 { text.append(UInt8(ascii: ":")) }
-            text += [hex[Int(byte >> 4)], hex[Int(byte & 15)]]
-        }
-        return String(decoding: text, as: UTF8.self) + "::/64"
-    }
 }

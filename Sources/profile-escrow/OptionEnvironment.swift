@@ -31,6 +31,13 @@ struct OptionEnvironment: Sendable {
         return text
     }
 
+    /// A repeatable option's values: the command line's, else the variable's; either way each one may itself be a
+    /// comma-separated list. Trimmed, empty entries dropped.
+    func list(_ commandLine: [String], _ option: String) -> [String] {
+        (commandLine.isEmpty ? [text(option) ?? ""] : commandLine)
+            .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
     /// The command line's value, else the variable's parsed as the option would be, else nil.
     /// - Parameter secret: never echo the value in the error.
     func value<Value: ExpressibleByArgument>(

@@ -143,13 +143,7 @@ struct Serve: AsyncParsableCommand {
     // MARK: Options with their environment variables (``OptionEnvironment``), all checked in `validate()`.
 
     var environment: OptionEnvironment { .process }
-    var audiences: Set<String> {
-        let values = appleAudience.isEmpty ? [environment.text("apple-audience") ?? ""] : appleAudience
-        return Set(
-            values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-        )
-    }
+    var audiences: Set<String> { Set(environment.list(appleAudience, "apple-audience")) }
     var jwksPath: String? { try? environment.value(appleJWKS, "apple-jwks") }
     var jwksURLText: String? { try? environment.value(appleJWKSURL, "apple-jwks-url") }
     var hostValue: String { (try? environment.value(host, "host")) ?? "127.0.0.1" }
@@ -165,10 +159,7 @@ struct Serve: AsyncParsableCommand {
     var anonymousOverallRateLimitValue: Double {
         (try? environment.value(anonymousOverallRateLimit, "anonymous-overall-rate-limit")) ?? 500
     }
-    var trustedProxies: [String] {
-        (trustedProxy.isEmpty ? [environment.text("trusted-proxy") ?? ""] : trustedProxy)
-            .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-    }
+    var trustedProxies: [String] { environment.list(trustedProxy, "trusted-proxy") }
     var drainDelaySeconds: Double {
         drainDelay == nil && environment.text("drain-delay") == nil
             ? 0 : (try? WorkerOptions.duration(drainDelay, "drain-delay", default: "0s", environment)) ?? 0

@@ -1,3 +1,4 @@
+import EscrowCrypto
 import EscrowTestSupport
 import Foundation
 import HTTPTypes
