@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "EscrowSQLite", targets: ["EscrowSQLite"]),
         .library(name: "EscrowPostgres", targets: ["EscrowPostgres"]),
         .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
+        // For anyone writing a store: the checks every `EscrowStore` must pass, run against a fresh store of theirs.
+        .library(name: "EscrowStoreConformance", targets: ["EscrowStoreConformance"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
         // For the tests of code built on the library, as HummingbirdTesting is: a fixture, a fake backend, and the
         // one way to wait (eventually, bounded).
@@ -41,6 +43,8 @@ let package = Package(
         // (which ThreadSanitizer understands, unlike Synchronization.Mutex's futex on Linux).
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // The console's, sign-in's and purge report's pages: templates with Mustache's escaping.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         // Already resolved through Hummingbird: the HTTP part types its channel handlers see.
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.34.1"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
@@ -175,6 +179,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
