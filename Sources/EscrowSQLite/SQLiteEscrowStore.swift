@@ -174,16 +174,6 @@ public final class SQLiteEscrowStore: EscrowStore {
         checkpointOnce()
     }
 
-    /// Refuses once the store's file met a disk error, or for a few seconds after a write found the disk full
-    /// (``DiskFailure``); else one read of the audit head.
-    public func checkReady() async throws {
-        if let writeLock {
-            try DiskFailure.check(writeLock.databaseKey)
-            try DiskFailure.checkSpace(writeLock.databaseKey)
-        }
-        _ = try await auditHead()
-    }
-
     /// Closes the connections without the store's checkpoint, as a killed process leaves them (for tests).
     func closeConnectionsOnly() throws {
         closed.withLockedValue { $0 = true }
@@ -244,5 +234,39 @@ public final class SQLiteEscrowStore: EscrowStore {
             return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
         }
         return "\(type(of: error))"
+    }
+
+    /// Our own errors pass through; a malformed row is `malformed_row`; a disk error (``DiskFailure``) is
+    /// `unavailable`, its outcome unknown; SQLite's busy timeout (another process kept the database locked) is
+    /// `busy`, nothing written; anything else (GRDB, SQLite) becomes a PII-free `failed`.
+    static func storeError(_ error: any Error, _ what: String) -> EscrowStoreError {
+        if let error = error as? EscrowStoreError { return error }
+        if DiskFailure.isFullDisk(error) {
+            return EscrowStoreError(
+                .unavailable,
+                "\(what): the disk is full (\(describe(error))); nothing was stored (the transaction was rolled back): "
+                    + "retry once there is space"
+            )
+        }
+        if DiskFailure.isDiskError(error) {
+            return EscrowStoreError(
+                .unavailable,
+                "\(what) with a disk error (\(describe(error))): whether it is on disk is unknown, and the store "
+                    + "takes no more writes until a restart"
+            )
+        }
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            return EscrowStoreError(
+                .busy,
+                "\(what): another connection held the database past the busy timeout (\(describe(error)))"
+            )
+        }
+        if let error = error as? MalformedRow {
+            return EscrowStoreError(
+                .malformedRow,
+                "a stored escrow row is malformed (column \(error.column)); the replay worker moves it to dead"
+            )
+        }
+        return EscrowStoreError(.failed, "\(what) (\(describe(error)))")
     }
 }
