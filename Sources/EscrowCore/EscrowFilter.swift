@@ -34,7 +34,7 @@ public struct EscrowFilter: Sendable, Equatable {
     }
 }
 
-/// Where a keyset page of ``EscrowStore/list(_:after:limit:)`` resumes: after the escrow created at `createdAt`
+/// Where a keyset page of ``OperatorReadStore/list(_:after:limit:)`` resumes: after the escrow created at `createdAt`
 /// (milliseconds since 1970) with this id, in (created_at, id) order.
 public struct EscrowListPosition: Sendable, Hashable {
     public var createdAt: Int64

@@ -127,7 +127,7 @@ public protocol SignInStore: Sendable {
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
 
     /// In one transaction: when the attempt is live at `request.now` and its binding matches, marks it used, stores
-    /// the ticket, and captures `record` (when given) as ``EscrowStore/capture(_:actor:lifecycle:)`` does. Durable
+    /// the ticket, and captures `record` (when given) as ``EscrowRecordStore/capture(_:actor:lifecycle:)`` does. Durable
     /// before it returns.
     func completeSignIn(
         _ request: SignInCompletionRequest,

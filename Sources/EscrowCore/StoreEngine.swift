@@ -286,17 +286,17 @@ package enum StoreEngine {
         return leased
     }
 
-    /// Deletes, as `expired`, every row past its retention at `now` that does not decode into a record, through
-    /// the lifecycle; intact rows are the sweep's. Returns how many.
+    /// Deletes, as `expired`, every row past its retention at `now` that does not decode into a record, with the
+    /// action `lifecycle` gives; intact rows are the sweep's. Returns how many.
     package static func purgeMalformed(
         expiredAt now: Date,
         actor: AuditActor,
+        lifecycle: EscrowLifecycle,
         in transaction: some EscrowWriteTransaction
     ) async throws -> Int {
         var audit: [AuditDraft] = []
         var purged = 0
         for case .malformed(let malformed) in try await transaction.expiredRows(at: now) {
-            let lifecycle = EscrowLifecycle()
             if try await handle(
                 .purge(.expired),
                 on: malformed,

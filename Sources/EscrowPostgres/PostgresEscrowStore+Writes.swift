@@ -86,9 +86,13 @@ extension PostgresEscrowStore {
 
     /// Purges, as `expired`, every row past its retention that does not decode into a record, through the
     /// lifecycle; intact rows are the sweep's.
-    public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
+    public func purgeMalformed(
+        expiredAt now: Date,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> Int {
         try await Self.engineTransaction(database, "purging malformed rows failed") {
-            try await StoreEngine.purgeMalformed(expiredAt: now, actor: actor, in: $0)
+            try await StoreEngine.purgeMalformed(expiredAt: now, actor: actor, lifecycle: lifecycle, in: $0)
         }
     }
 

@@ -62,8 +62,14 @@ extension SQLiteEscrowStore {
         return try await write(durable: false) { try await StoreEngine.claim(request, lifecycle: lifecycle, in: $0) }
     }
 
-    public func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
-        let purged = try await write { try await StoreEngine.purgeMalformed(expiredAt: now, actor: actor, in: $0) }
+    public func purgeMalformed(
+        expiredAt now: Date,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle
+    ) async throws -> Int {
+        let purged = try await write {
+            try await StoreEngine.purgeMalformed(expiredAt: now, actor: actor, lifecycle: lifecycle, in: $0)
+        }
         if purged > 0 { try await purgedOne() }
         return purged
     }

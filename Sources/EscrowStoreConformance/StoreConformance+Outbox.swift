@@ -13,7 +13,7 @@ extension StoreConformance {
     ]
 
     static func outboxQueuesOnce(_ make: MakeSubject) async throws {
-        let outbox = try await make().notifications
+        let outbox = try await make().outbox
         let fixture = OutboxFixture()
         let entry = try fixture.entry(1)
         // Records notification `number` with `forward`, the outbox holding 2 entries at most.
@@ -47,7 +47,7 @@ extension StoreConformance {
     }
 
     static func outboxClaimsWithLease(_ make: MakeSubject) async throws {
-        let outbox = try await make().notifications
+        let outbox = try await make().outbox
         let fixture = OutboxFixture()
         for number in 1...3 {
             try await fixture.queue(number, in: outbox, due: fixture.start.addingTimeInterval(Double(number)))
@@ -86,7 +86,7 @@ extension StoreConformance {
     }
 
     static func outboxConcurrentClaims(_ make: MakeSubject) async throws {
-        let outbox = try await make().notifications
+        let outbox = try await make().outbox
         let fixture = OutboxFixture()
         for number in 1...20 { try await fixture.queue(number, in: outbox, due: fixture.start) }
         let claims = try await withThrowingTaskGroup(of: [String].self) { group in
@@ -100,7 +100,7 @@ extension StoreConformance {
     }
 
     static func outboxSweep(_ make: MakeSubject) async throws {
-        let outbox = try await make().notifications
+        let outbox = try await make().outbox
         let fixture = OutboxFixture()
         try await fixture.queue(1, in: outbox, due: fixture.start)
         try await fixture.queue(2, in: outbox, due: fixture.start, createdAt: fixture.start.addingTimeInterval(100))

@@ -185,9 +185,13 @@ extension StoreConformance {
         try expect(try await store.commit(erase, on: try unwrap(quarantined)), "erased")
         try expect(try await store.record(blindIndex: records[0].blindIndex) == nil, "gone")
         try expect(!(try await store.commit(erase, on: try unwrap(quarantined))), "a second erasure finds nothing")
-        try expect(try await store.purgeMalformed(expiredAt: fixture.start, actor: .cli) == 0, "nothing expired yet")
         try expect(
-            try await store.purgeMalformed(expiredAt: fixture.start.addingTimeInterval(7200), actor: .cli) == 1,
+            try await store.purgeMalformed(expiredAt: fixture.start, actor: .cli, lifecycle: lifecycle) == 0,
+            "nothing expired yet"
+        )
+        let later = fixture.start.addingTimeInterval(7200)
+        try expect(
+            try await store.purgeMalformed(expiredAt: later, actor: .cli, lifecycle: lifecycle) == 1,
             "the other malformed row past retention"
         )
         try expect(try await store.malformedRow(blindIndex: records[1].blindIndex) == nil, "purged")
@@ -197,7 +201,7 @@ extension StoreConformance {
     }
 
     static func notificationsRecordedOnce(_ make: MakeSubject) async throws {
-        let log = try await make().notifications
+        let log = try await make().outbox
         let first = Hashing.blake2b256(Array("fake-notification-1".utf8))
         let second = Hashing.blake2b256(Array("fake-notification-2".utf8))
         let now = Date(timeIntervalSince1970: 1_800_000_000)
@@ -210,7 +214,7 @@ extension StoreConformance {
     }
 
     static func bearerTokens(_ make: MakeSubject) async throws {
-        let tokens = try await make().tokens
+        let tokens = try await make().tokenStore
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let hash = { (text: String) in Hashing.blake2b256(Array(text.utf8)) }
         let worker = AccessTokenRecord(name: "worker", scopes: [.replay, .confirm], hash: hash("t1"), createdAt: now)

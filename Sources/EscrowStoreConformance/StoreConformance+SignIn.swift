@@ -5,7 +5,8 @@ import Foundation
 /// Web sign-in attempts: created and read back as hashes, used once (with the callback's capture in the same
 /// transaction), refused past their expiry or from another browser, their tickets redeemed once, and swept.
 extension StoreConformance {
-    static let signInChecks: [Check] = [
+    /// The checks of ``SignInStore``.
+    public static let signInChecks: [Check] = [
         Check(name: "sign-in attempt is created and read back, with its sealed app state", run: signInCreated),
         Check(name: "sign-in attempt is used once, with its capture", run: signInUsedOnce),
         Check(name: "sign-in attempt refuses another browser and its expiry", run: signInRefusals),
@@ -17,7 +18,7 @@ extension StoreConformance {
     ]
 
     static func signInCreated(_ make: MakeSubject) async throws {
-        let store = try await make().signIns
+        let store = try await make().signInStore
         let fixture = SignInFixture()
         let attempt = fixture.attempt(1)
         try await store.createSignInAttempt(attempt)
@@ -37,7 +38,7 @@ extension StoreConformance {
 
     static func signInUsedOnce(_ make: MakeSubject) async throws {
         let subject = try await make()
-        let store = subject.signIns
+        let store = try subject.signInStore
         let fixture = SignInFixture()
         let attempt = fixture.attempt(1)
         try await store.createSignInAttempt(attempt)
@@ -83,7 +84,7 @@ extension StoreConformance {
 
     static func signInConcurrentCallbacks(_ make: MakeSubject) async throws {
         let subject = try await make()
-        let store = subject.signIns
+        let store = try subject.signInStore
         let fixture = SignInFixture()
         let attempt = fixture.attempt(1)
         try await store.createSignInAttempt(attempt)
@@ -113,7 +114,7 @@ extension StoreConformance {
     /// callbacks of one attempt among them one captures.
     static func signInConcurrentAttempts(_ make: MakeSubject) async throws {
         let subject = try await make()
-        let store = subject.signIns
+        let store = try subject.signInStore
         let fixture = SignInFixture()
         let records = Fixture()
         let attempts = (1...9).map { fixture.attempt($0) }
@@ -192,9 +193,9 @@ extension StoreConformance {
         let held = try records.record(user: 1, content: "old", at: fixture.start)
         _ = try await subject.escrows.capture(held, actor: .library)
         let attempt = fixture.attempt(1)
-        try await subject.signIns.createSignInAttempt(attempt)
+        try await subject.signInStore.createSignInAttempt(attempt)
         let record = try records.record(user: 1, content: "new", at: fixture.start)
-        let completion = try await subject.signIns.completeSignIn(
+        let completion = try await subject.signInStore.completeSignIn(
             fixture.request(attempt, at: fixture.start, ticket: 1),
             capture: record,
             actor: .http(token: "signin"),
@@ -209,7 +210,7 @@ extension StoreConformance {
     }
 
     static func signInRefusals(_ make: MakeSubject) async throws {
-        let store = try await make().signIns
+        let store = try await make().signInStore
         let fixture = SignInFixture()
         let attempt = fixture.attempt(1)
         try await store.createSignInAttempt(attempt)
@@ -242,7 +243,7 @@ extension StoreConformance {
     }
 
     static func signInTicketOnce(_ make: MakeSubject) async throws {
-        let store = try await make().signIns
+        let store = try await make().signInStore
         let fixture = SignInFixture()
         for number in 1...2 {
             let attempt = fixture.attempt(number)
@@ -273,7 +274,7 @@ extension StoreConformance {
     }
 
     static func signInSweep(_ make: MakeSubject) async throws {
-        let store = try await make().signIns
+        let store = try await make().signInStore
         let fixture = SignInFixture()
         let unused = fixture.attempt(1)
         let used = fixture.attempt(2)

@@ -2,31 +2,60 @@ public import EscrowCore
 public import EscrowCrypto
 import Foundation
 
-/// The behaviour every ``EscrowStore`` must have, as framework-free checks: each throws
-/// ``ConformanceFailure`` when the store under test breaks the contract. The SQLite tests run them
-/// all; a PostgreSQL backend runs the same list unchanged.
+/// The behaviour every store must have, as framework-free checks: each throws ``ConformanceFailure`` when the store
+/// under test breaks the contract. A store author runs them from the store's own test target, one test per check, each
+/// over a new, empty store; the SQLite and PostgreSQL stores run the same lists unchanged.
+///
+/// With swift-testing:
+///
+/// ```swift
+/// import EscrowStoreConformance
+/// import Testing
+///
+/// @Test(arguments: StoreConformance.escrowChecks + StoreConformance.signInChecks)
+/// func conformance(_ check: StoreConformance.Check) async throws {
+///     try await check.run {
+///         let store = try await MyEscrowStore.openEmpty()
+///         return StoreConformance.Subject(
+///             escrows: store,
+///             signIns: store,
+///             damage: { id, damage in try await store.damage(id, damage) }  // in the store's own SQL
+///         )
+///     }
+/// }
+/// ```
+///
+/// (`MyEscrowStore.openEmpty()` and `damage` stand for the store's own; `docs/writing-a-store.md` has the whole
+/// contract.)
+///
+/// The lists follow the store protocols: ``escrowChecks`` for `EscrowStore` (every store), then one list for each
+/// capability a store may offer beside it (``notificationChecks``, ``signInChecks``, ``tokenChecks``); ``all`` is every
+/// list. A check of a capability the ``Subject`` lacks fails, naming it: leave its list out instead.
 public enum StoreConformance {
     /// Makes a new, empty store for one check.
     public typealias MakeStore = @Sendable () async throws -> any EscrowStore
     /// Makes a new, empty store for one check, with every protocol it serves.
     public typealias MakeSubject = @Sendable () async throws -> Subject
 
-    /// One store as the checks see it: the escrows, the Apple notification log, the bearer tokens, and a way to
-    /// damage a stored row as someone with database access (but no keyring) would.
+    /// One store as the checks see it: the escrows, the capabilities it offers beside them (nil: it offers none),
+    /// and a way to damage a stored row as someone with database access (but no keyring) would.
     public struct Subject: Sendable {
         public var escrows: any EscrowStore
-        /// The Apple notification log and its outbox of forwarded copies.
-        public var notifications: any NotificationOutbox
-        public var tokens: any AccessTokenStore
-        public var signIns: any SignInStore
-        /// Damages the stored row of escrow `id` in the store's own SQL.
+        /// The Apple notification log and its outbox of forwarded copies (``notificationChecks``).
+        public var notifications: (any NotificationOutbox)?
+        /// The bearer tokens (``tokenChecks``).
+        public var tokens: (any AccessTokenStore)?
+        /// The web sign-in attempts (``signInChecks``).
+        public var signIns: (any SignInStore)?
+        /// Damages the stored row of escrow `id` in the store's own SQL (``RowDamage`` says how): the malformed-row
+        /// checks of ``escrowChecks`` need it.
         public var damage: @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
 
         public init(
             escrows: any EscrowStore,
-            notifications: any NotificationOutbox,
-            tokens: any AccessTokenStore,
-            signIns: any SignInStore,
+            notifications: (any NotificationOutbox)? = nil,
+            tokens: (any AccessTokenStore)? = nil,
+            signIns: (any SignInStore)? = nil,
             damage: @escaping @Sendable (_ id: EscrowID, _ damage: RowDamage) async throws -> Void
         ) {
             self.escrows = escrows
@@ -34,6 +63,23 @@ public enum StoreConformance {
             self.tokens = tokens
             self.signIns = signIns
             self.damage = damage
+        }
+
+        var outbox: any NotificationOutbox {
+            get throws { try Self.required(notifications, "a NotificationOutbox", "notificationChecks") }
+        }
+        var tokenStore: any AccessTokenStore {
+            get throws { try Self.required(tokens, "an AccessTokenStore", "tokenChecks") }
+        }
+        var signInStore: any SignInStore {
+            get throws { try Self.required(signIns, "a SignInStore", "signInChecks") }
+        }
+
+        private static func required<T>(_ value: T?, _ what: String, _ list: String) throws -> T {
+            guard let value else {
+                throw ConformanceFailure("the subject has no \(what): leave StoreConformance.\(list) out of its checks")
+            }
+            return value
         }
     }
 
@@ -50,6 +96,7 @@ public enum StoreConformance {
         public static let truncatedIDHex = "000102030405060708090a0b0c0d0e"
     }
 
+    /// One check: its name, and its body, run over the subjects `MakeSubject` makes (a new one each time it asks).
     public struct Check: Sendable, CustomStringConvertible {
         public let name: String
         public let run: @Sendable (MakeSubject) async throws -> Void
@@ -66,11 +113,19 @@ public enum StoreConformance {
         }
     }
 
-    /// Every check: each protocol a store serves (``EscrowStore``, ``NotificationLog`` and ``NotificationOutbox``,
-    /// ``AccessTokenStore``,
-    /// ``SignInStore``), key
-    /// retirement, per-escrow audit history, and malformed rows.
-    public static let all: [Check] = coreChecks + signInChecks + archiveChecks + adminChecks + outboxChecks
+    /// Every check, of every protocol: for a store that offers every capability, as SQLite's and PostgreSQL's do.
+    public static let all: [Check] = escrowChecks + notificationChecks + signInChecks + tokenChecks
+
+    /// The checks of ``EscrowStore``, every part of it: captures, commits and claims, malformed rows, key retirement,
+    /// the audit chain with its per-escrow history and archive cuts, and the operator's reads.
+    public static let escrowChecks: [Check] = coreChecks + archiveChecks + adminChecks
+
+    /// The checks of ``NotificationLog`` and ``NotificationOutbox``.
+    public static let notificationChecks: [Check] =
+        [Check(name: "notifications are recorded once", run: notificationsRecordedOnce)] + outboxChecks
+
+    /// The checks of ``AccessTokenStore``.
+    public static let tokenChecks: [Check] = [Check(name: "bearer tokens", run: bearerTokens)]
 
     static let coreChecks: [Check] = [
         Check(name: "capture stores and reads back", escrows: captureReadsBack),
@@ -92,8 +147,6 @@ public enum StoreConformance {
         Check(name: "key retirement", escrows: keyRetirement),
         Check(name: "malformed rows go through the lifecycle", run: malformedRows),
         Check(name: "a read quarantines each kind of malformed row once", run: malformedRowsMetByReads),
-        Check(name: "notifications are recorded once", run: notificationsRecordedOnce),
-        Check(name: "bearer tokens", run: bearerTokens),
     ]
 }
 

@@ -16,6 +16,11 @@ import Tracing
 /// ```
 public final class Escrow: Sendable {
     public let store: any EscrowStore
+    /// The store's web sign-in attempts, when it keeps them: ``sweep(actor:progress:)`` deletes the spent ones.
+    public let signIns: (any SignInStore)?
+    /// The store's handled Apple notifications and their outbox, when it keeps them: ``sweep(actor:progress:)``
+    /// deletes the entries past the outbox's retention.
+    public let notifications: (any NotificationOutbox)?
     public let configuration: EscrowConfiguration
     private let currentKeyring: NIOLockedValueBox<Keyring>
     let logger: Logger
@@ -25,13 +30,22 @@ public final class Escrow: Sendable {
     /// The keyring's custody engine as the last reload found it (``KeyringReloader``; `/readyz`).
     public let custodyHealth = KeyCustodyHealth()
 
+    /// - Parameters:
+    ///   - store: where the escrows live.
+    ///   - signIns: the web sign-in attempts beside them, when the store keeps them (SQLite's and PostgreSQL's stores
+    ///     do: pass the store again); nil when no web sign-in runs over this store.
+    ///   - notifications: the Apple notification log and outbox beside them, likewise; nil when none is kept.
     public init(
         store: any EscrowStore,
+        signIns: (any SignInStore)? = nil,
+        notifications: (any NotificationOutbox)? = nil,
         keyring: Keyring,
         configuration: EscrowConfiguration = EscrowConfiguration(),
         logger: Logger
     ) {
         self.store = store
+        self.signIns = signIns
+        self.notifications = notifications
         self.currentKeyring = NIOLockedValueBox(keyring)
         self.configuration = configuration
         self.logger = logger
@@ -354,7 +368,9 @@ public final class Escrow: Sendable {
         try await apply(.purge(reason), toUser: userIdentifier, actor: actor, operatorReason: operatorReason)
     }
 
-    /// Purges every escrow past its retention as `expired`; returns how many.
+    /// Purges every escrow past its retention as `expired` (malformed rows too, through the configured lifecycle);
+    /// returns how many. Also deletes the spent web sign-in attempts of ``signIns`` and the outbox entries of
+    /// ``notifications`` past the outbox's retention, when this escrow was given them.
     @discardableResult
     public func sweep(
         actor: AuditActor = .library,
@@ -374,10 +390,10 @@ public final class Escrow: Sendable {
             if !progressed { break }
         }
         // Rows too broken to be records (quarantined as dead) are past retention too: purged by the store.
-        purged += try await store.purgeMalformed(expiredAt: now, actor: actor)
+        purged += try await store.purgeMalformed(expiredAt: now, actor: actor, lifecycle: lifecycle)
         if purged > 0 { logger.info("swept expired escrows", metadata: ["count": "\(purged)"]) }
         // Web sign-in attempts past their life and their ticket's: hashes and sealed bytes only, no audit event.
-        if let signIns = store as? any SignInStore {
+        if let signIns {
             // Kept for the resubmission grace past their expiry: a callback received in time may still complete.
             let attempts = try await signIns.sweepSignInAttempts(
                 at: now.addingTimeInterval(-SignInAttempt.resubmissionGrace)
@@ -385,7 +401,7 @@ public final class Escrow: Sendable {
             if attempts > 0 { logger.info("swept expired sign-in attempts", metadata: ["count": "\(attempts)"]) }
         }
         // Forwarded Apple notifications past the outbox's retention, whether a forwarder runs or not.
-        if let outbox = store as? any NotificationOutbox { try await outbox.sweepExpired(at: now, logger: logger) }
+        if let notifications { try await notifications.sweepExpired(at: now, logger: logger) }
         return purged
     }
 

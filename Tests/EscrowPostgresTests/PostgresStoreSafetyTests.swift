@@ -90,8 +90,8 @@ struct PostgresStoreSafetyTests {
             // Past retention, the sweep's purge of broken rows deletes the two still broken, each with its `purged`
             // event (the quarantine made the third a well-formed dead record: the lifecycle's sweep purges it).
             let later = records.start.addingTimeInterval(7200)
-            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli) == 2)
-            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli) == 0)
+            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli, lifecycle: EscrowLifecycle()) == 2)
+            #expect(try await store.purgeMalformed(expiredAt: later, actor: .cli, lifecycle: EscrowLifecycle()) == 0)
             #expect(try await database.rows("SELECT 1 FROM escrow").count == 2)
             let purged = try await allEvents(store).filter { $0.draft.type == .purged }
             #expect(purged.count == 2 && purged.allSatisfy { $0.draft.detail == PurgeReason.expired.rawValue })

@@ -146,6 +146,8 @@ final class ObservedStore: EscrowStore {
         var archiveCommitsLeft: Int?
         /// The commits held back, each resumed when the hold ends.
         var waiting: [CheckedContinuation<Void, Never>] = []
+        /// The lifecycle each ``purgeMalformed(expiredAt:actor:lifecycle:)`` was given.
+        var purgeLifecycles: [EscrowLifecycle] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -157,6 +159,7 @@ final class ObservedStore: EscrowStore {
     var claims: Int { state.withLockedValue { $0.claims } }
     /// Commits held back right now.
     var waitingCommits: Int { state.withLockedValue { $0.waiting.count } }
+    var purgeLifecycles: [EscrowLifecycle] { state.withLockedValue { $0.purgeLifecycles } }
 
     /// While true, every ``commit(_:id:expectedRevision:)`` waits before it reaches the store; false lets the
     /// waiting ones go on.
@@ -236,12 +239,18 @@ final class ObservedStore: EscrowStore {
     func lastAuditEvent(of types: [AuditEventType]) async throws -> Date? {
         try await inner.lastAuditEvent(of: types)
     }
-    func purgeMalformed(expiredAt now: Date, actor: AuditActor) async throws -> Int {
-        try await inner.purgeMalformed(expiredAt: now, actor: actor)
+    func purgeMalformed(expiredAt now: Date, actor: AuditActor, lifecycle: EscrowLifecycle) async throws -> Int {
+        state.withLockedValue { $0.purgeLifecycles.append(lifecycle) }
+        return try await inner.purgeMalformed(expiredAt: now, actor: actor, lifecycle: lifecycle)
     }
     func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
         try await inner.malformedRow(blindIndex: blindIndex)
     }
+    func malformedRow(id: EscrowID) async throws -> MalformedEscrowRow? { try await inner.malformedRow(id: id) }
+    func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
+        try await inner.auditTallies(after: sequence, limit: limit)
+    }
+    func checkReady() async throws { try await inner.checkReady() }
     func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
         try await inner.commit(action, on: row)
     }
