@@ -190,6 +190,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
+            // The pages' templates, stylesheet and script: a folder copied whole into the module's resource bundle,
+            // found beside the executable (see `PageTemplates`).
+            resources: [.copy("Pages")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -301,6 +304,8 @@ let package = Package(
             dependencies: [
                 "EscrowTestSupport",
                 "ProfileEscrow",
+                // The purge report's HTML document is rendered by EscrowHTTP's templates.
+                "EscrowHTTP",
                 "EscrowSQLite",
                 "EscrowCore",
                 "EscrowCrypto",

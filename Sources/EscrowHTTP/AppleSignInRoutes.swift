@@ -45,6 +45,8 @@ struct AppleSignInRoutes: Sendable {
         if surface != .internalAPI {
             router.get("apple/signin") { request, context in try await start(request, context) }
             router.post("apple/signin/callback") { request, context in try await callback(request, context) }
+            // The 503 page's script, beside the callback that answers with the page (which names it relatively).
+            router.get("apple/signin/\(SignInPages.scriptName)") { _, _ in SignInPages.script() }
         }
         if surface != .publicAPI {
             router.post("apple/signin/tickets/redeem") { request, context in try await redeem(request, context) }
@@ -83,13 +85,7 @@ struct AppleSignInRoutes: Sendable {
             started.insert(attempt, now: now)
         } catch {
             context.logger.error("a sign-in attempt could not be stored", metadata: ["error": "\(error)"])
-            return SignInPages.page(
-                .serviceUnavailable,
-                title: "Sign-in unavailable",
-                body: "<p>Sign-in is unavailable for a moment. Please try again shortly.</p>",
-                scriptNonce: nil,
-                extraHeaders: [.retryAfter: "5"]
-            )
+            return SignInPages.unavailable()
         }
         let query = [
             ("client_id", configuration.clientID), ("redirect_uri", configuration.callbackURL),

@@ -266,7 +266,8 @@ extension PurgeReport {
             + "\(String(format: "%.3f", purge.ageSeconds)),\(actor)"
     }
 
-    static func human(_ seconds: Double) -> String {
+    /// A duration for a person: `850ms`, `12.5s`, `3.2m`, `1.5h`, `4.0d`.
+    public static func human(_ seconds: Double) -> String {
         switch seconds {
         case ..<1: String(format: "%.0fms", seconds * 1000)
         case ..<120: String(format: "%.1fs", seconds)

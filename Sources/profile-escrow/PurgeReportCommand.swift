@@ -1,5 +1,6 @@
 import ArgumentParser
 import EscrowCore
+import EscrowHTTP
 import Foundation
 import ProfileEscrow
 
@@ -77,7 +78,7 @@ struct PurgeReportCommand: AsyncParsableCommand {
         switch format {
         case .text: print(report.text(), terminator: "")
         case .json: print(String(decoding: report.json(), as: UTF8.self))
-        case .html: print(report.html(), terminator: "")
+        case .html: print(try report.html(), terminator: "")
         case .csv:
             // The summary first, then the rows streamed by a second pass over the same period.
             print(report.csvSummary(), terminator: "")

@@ -1,5 +1,6 @@
 import EscrowCore
 import EscrowCrypto
+import EscrowHTTP
 import EscrowSQLite
 import EscrowTestSupport
 import Foundation
@@ -52,7 +53,8 @@ struct PurgeReportDocumentTests {
         #expect(report.dead.count == 1)
         #expect(report.hourly.count > 14)
         #expect(report.timeToPurgeDistribution.reduce(0, +) == report.purged.values.reduce(0, +))
-        let html = report.html()
+        let html = try report.html()
+        for inline in ["style=", "<style", "<script"] { #expect(!html.contains(inline), "no inline \(inline)") }
         #expect(html.contains("Verified"))
         #expect(html.contains(receipt.escrowID.hex))
         #expect(html.contains("ciphertext_invalid"))
