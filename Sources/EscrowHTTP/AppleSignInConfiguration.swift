@@ -3,6 +3,10 @@ import Foundation
 /// Web sign-in (`/v1/apple/signin…`): ProfileEscrow is the redirect URI registered with Apple, so Apple's one-time
 /// `user` form field is escrowed where it lands. Needs ``EscrowHTTPConfiguration/apple`` for Apple's keys.
 public struct AppleSignInConfiguration: Sendable {
+    /// The defaults of every setting but the client id, the callback URL and the returns (empty here), for help texts
+    /// and documentation.
+    public static let `default` = AppleSignInConfiguration(clientID: "", callbackURL: "", returns: [:])
+
     /// The Services ID the web flow signs in with: the only audience the callback accepts.
     public var clientID: String
     /// The public URL of `POST /v1/apple/signin/callback`, as registered with Apple.

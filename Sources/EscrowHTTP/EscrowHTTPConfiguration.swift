@@ -1,7 +1,10 @@
 public import ProfileEscrow
 
-/// How the HTTP service behaves; every property has a default.
+/// How the HTTP service behaves; every property has a default, written here only.
 public struct EscrowHTTPConfiguration: Sendable {
+    /// The defaults, for help texts and documentation.
+    public static let `default` = EscrowHTTPConfiguration()
+
     /// Address to bind (default loopback).
     public var host: String = "127.0.0.1"
     /// Port to bind; 0 picks a free one.
@@ -13,7 +16,7 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// The public listener's address (default ``host``).
     public var publicHost: String?
     /// TLS on both listeners with this certificate and key (reloaded when the files change: run a ``TLSReloader``);
-    /// nil serves plain HTTP (behind a TLS proxy).
+    /// nil serves plain HTTP (behind a TLS proxy). ``EscrowServer`` loads it from ``EscrowServer/Configuration/tls``.
     public var tls: TLSCertificateFiles?
     /// With ``tls``: clients of the internal listener (``port``) must present a certificate issued by this CA file
     /// (mutual TLS). The public listener never asks for one.
@@ -29,11 +32,13 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// Connections from these networks are proxies that say who the client is in `X-Forwarded-For` (default none:
     /// the peer is the client). Only the address the last trusted proxy saw counts, never the client's own words.
     public var trustedProxies = TrustedProxies()
-    /// Verified capture and Apple notifications, when an audience and a JWKS are configured.
+    /// Verified capture and Apple notifications, when an audience and a JWKS are configured. ``EscrowServer`` makes it
+    /// from ``EscrowServer/Configuration/apple``.
     public var apple: AppleVerifier?
     /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.
     public var signIn: AppleSignInConfiguration?
     /// Verified Apple notifications are also forwarded to the backend through this (run it as a service), when set.
+    /// ``EscrowServer`` makes it from ``EscrowServer/Configuration/forwarding``.
     public var notificationForwarder: NotificationForwarder?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false

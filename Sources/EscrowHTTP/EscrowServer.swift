@@ -1,76 +1,209 @@
-public import EscrowCore
+import AsyncHTTPClient
+import EscrowCore
+public import EscrowCrypto
+import Foundation
 public import Logging
-public import ProfileEscrow
+import ProfileEscrow
 public import Prometheus
 public import ServiceLifecycle
 
-/// The whole HTTP service of one process, as `profile-escrow serve` runs it: the PurgeFlusher, the
-/// replay worker (unless `worker` is nil) and the HTTP application, started and stopped in the right
-/// order (see ``EscrowServiceGroup``). The CLI and the tests build the service through this one type,
-/// as Hummingbird applications share their `buildApplication`.
+/// The whole HTTP service of one process, as `profile-escrow serve` runs it: the PurgeFlusher, the replay worker
+/// (unless there is none), the notification forwarder, the HTTP application and its public listener, started and
+/// stopped in the right order (see ``EscrowServiceGroup``). Built from plain values (``Configuration``) by
+/// ``run(_:stores:keyring:unwrapFailure:registry:telemetry:metadata:logger:)``, which also shuts down everything it
+/// built, as Hummingbird applications share their `buildApplication`.
 ///
 /// ```swift
-/// let server = EscrowServer(
-///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
-///     configuration: httpConfiguration, worker: workerConfiguration, logger: logger
+/// var configuration = EscrowServer.Configuration()
+/// configuration.http.port = 8443
+/// configuration.worker = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret)
+/// let stores = EscrowServer.Stores(
+///     escrows: store, notifications: store, signIns: store, tokens: tokenStore, tokensPlace: tokenPath,
+///     closeTokens: { try tokenStore.close() }, closeEscrows: { try store.close() }
 /// )
-/// try await server.run()   // until SIGTERM or SIGINT
+/// try await EscrowServer.run(configuration, stores: stores, keyring: keyring, registry: registry, logger: logger)
 /// ```
 public struct EscrowServer: Sendable {
-    public let escrow: Escrow
-    public let tokens: any AccessTokenStore
-    public let notifications: any NotificationLog
-    /// Web sign-in attempts (the escrow store's own); the sign-in routes are served when this and
-    /// ``EscrowHTTPConfiguration/signIn`` are set.
-    public let signIns: (any SignInStore)?
-    public let registry: PrometheusCollectorRegistry
-    public let configuration: EscrowHTTPConfiguration
-    /// The replay worker's settings; nil runs the HTTP API alone.
-    public let worker: ReplayWorker.Configuration?
-    /// The keyring file to follow (reloaded on SIGHUP and when it changes); nil keeps the keyring given.
-    public let keyringPath: String?
+    let escrow: Escrow
+    let stores: Stores
+    let registry: PrometheusCollectorRegistry
+    /// The HTTP application's configuration, its built parts (TLS files, Apple's verifier, the forwarder) in place.
+    let http: EscrowHTTPConfiguration
+    let worker: ReplayWorker.Configuration?
+    let keyringPath: String?
     /// Services started before all others and stopped after them, such as a tracing exporter (so that the spans of
     /// the last requests and deliveries are still sent).
-    public let telemetry: [any Service]
-    public let logger: Logger
+    let telemetry: [any Service]
+    let logger: Logger
 
-    public init(
-        escrow: Escrow,
-        tokens: any AccessTokenStore,
-        notifications: any NotificationLog,
-        signIns: (any SignInStore)? = nil,
+    /// Builds every service of `configuration` over `stores` and `keyring`, serves until SIGTERM or SIGINT, then
+    /// shuts down gracefully within ``shutdownBound``. Whatever it built is shut down as it ends, and the stores are
+    /// closed (the tokens first), also when a service fails (a port already bound, say): the sealing-key reserve's
+    /// thread, the HTTP client of Apple's keys.
+    ///
+    /// - Parameters:
+    ///   - unwrapFailure: the custody engine's failure when the keyring is still wrapped: the server captures and
+    ///     opens nothing until its ``KeyringReloader`` unwraps it (needs ``Configuration/keyringPath``).
+    ///   - registry: where `/metrics` reads (bootstrap the metrics system over it first).
+    ///   - telemetry: services started first and stopped last, such as a tracing exporter.
+    ///   - metadata: what the start-up line says besides the listeners, the keyring and the tokens: the store
+    ///     (never a password), the traces.
+    public static func run(
+        _ configuration: Configuration,
+        stores: Stores,
+        keyring: Keyring,
+        unwrapFailure: CryptoError? = nil,
         registry: PrometheusCollectorRegistry,
-        configuration: EscrowHTTPConfiguration,
-        worker: ReplayWorker.Configuration?,
-        keyringPath: String? = nil,
         telemetry: [any Service] = [],
+        metadata: Logger.Metadata = [:],
         logger: Logger
+    ) async throws {
+        try await Teardown.run { teardown in
+            teardown.add(stores.closeEscrows)
+            teardown.add(stores.closeTokens)
+            let escrow = makeEscrow(configuration, stores: stores, keyring: keyring, teardown: &teardown, logger: logger)
+            logStart(configuration, stores: stores, escrow: escrow, unwrapFailure: unwrapFailure, metadata, logger)
+            var http = configuration.http
+            http.tls = try configuration.tls?.load()
+            http.tlsClientCA = configuration.tls?.clientCAPath
+            if let apple = configuration.apple {
+                http.apple = try await verifier(apple, teardown: &teardown, logger: logger)
+            }
+            if let forwarding = configuration.forwarding {
+                http.notificationForwarder = NotificationForwarder(
+                    forwarding,
+                    outbox: stores.notifications,
+                    keyring: { escrow.keyring },
+                    clock: escrow.configuration.clock,
+                    logger: logger
+                )
+                logger.notice(
+                    "Apple notifications are forwarded to the backend (queued sealed in the store until taken)",
+                    metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
+                )
+            }
+            if let signIn = http.signIn {
+                logger.notice(
+                    "web sign-in on: /v1/apple/signin",
+                    metadata: ["signin.returns": "\(signIn.returns.keys.sorted().joined(separator: ","))"]
+                )
+            }
+            if try await stores.tokens.tokens().allSatisfy(\.isRevoked) {
+                logger.warning(
+                    "no active bearer token: every API request will answer 401 until `profile-escrow tokens add`",
+                    metadata: ["tokens.path": "\(stores.tokensPlace)"]
+                )
+            }
+            let server = EscrowServer(
+                escrow: escrow,
+                stores: stores,
+                registry: registry,
+                http: http,
+                worker: configuration.worker,
+                keyringPath: configuration.keyringPath,
+                telemetry: telemetry,
+                logger: logger
+            )
+            try await EscrowServiceGroup.run(try server.services(), shutdownBound: server.shutdownBound, logger: logger)
+        }
+        logger.notice("stopped")
+    }
+
+    /// The escrow over the store and the keyring, with its sealing keys made ahead on a thread of their own (at idle
+    /// priority when this process moves its threads between scheduling policies, as `--scheduling batch` does).
+    private static func makeEscrow(
+        _ configuration: Configuration,
+        stores: Stores,
+        keyring: Keyring,
+        teardown: inout Teardown,
+        logger: Logger
+    ) -> Escrow {
+        var escrowConfiguration = configuration.escrow
+        if let capacity = configuration.sealingKeyCapacity {
+            let reserve = SealingKeyReserve(capacity: capacity, idlePriority: DrainScheduling.isOn)
+            reserve.start()
+            teardown.add { reserve.stop() }
+            escrowConfiguration.sealingKeys = reserve
+        }
+        let escrow = Escrow(
+            store: stores.escrows,
+            signIns: stores.signIns,
+            notifications: stores.notifications,
+            keyring: keyring,
+            configuration: escrowConfiguration,
+            logger: logger
+        )
+        // A keyring in custody was unwrapped to get here (or its failure is reported next).
+        if keyring.custody != nil { escrow.custodyHealth.succeeded() }
+        return escrow
+    }
+
+    /// The start-up line: the keyring, the listeners, the tokens, and the caller's `metadata`.
+    private static func logStart(
+        _ configuration: Configuration,
+        stores: Stores,
+        escrow: Escrow,
+        unwrapFailure: CryptoError?,
+        _ metadata: Logger.Metadata,
+        _ logger: Logger
     ) {
-        self.escrow = escrow
-        self.tokens = tokens
-        self.notifications = notifications
-        self.signIns = signIns
-        self.registry = registry
-        self.configuration = configuration
-        self.worker = worker
-        self.keyringPath = keyringPath
-        self.telemetry = telemetry
-        self.logger = logger
+        var keyringMode = "full"
+        if let unwrapFailure {
+            keyringMode = "full, still wrapped (capture only until the custody engine answers)"
+            escrow.custodyHealth.failed(unwrapFailure, keysUnavailable: true)
+            logger.error(
+                "the custody engine did not unwrap the keyring: this node captures, and opens nothing until it answers",
+                metadata: ["error.code": "\(unwrapFailure.code)", "error": "\(unwrapFailure.message)"]
+            )
+        }
+        let http = configuration.http
+        let listeners: Logger.Metadata = [
+            "keyring": "\(escrow.keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : keyringMode)",
+            "address": "\(http.host):\(http.port)",
+            "public.address": "\(http.publicPort.map { "\(http.publicHost ?? http.host):\($0)" } ?? "none")",
+            "tokens.path": "\(stores.tokensPlace)",
+        ]
+        logger.notice("starting profile-escrow serve", metadata: metadata.merging(listeners, uniquingKeysWith: { $1 }))
+    }
+
+    /// Apple's keys: a file, or fetched from a URL over an HTTP client shut down when the server ends.
+    private static func verifier(
+        _ apple: AppleKeys,
+        teardown: inout Teardown,
+        logger: Logger
+    ) async throws -> AppleVerifier {
+        switch apple.source {
+        case .file(let path):
+            let verifier = try await AppleVerifier.load(jwksPath: path, audiences: apple.audiences)
+            logger.notice("verified capture on: identity tokens are required", metadata: ["apple.jwks": "\(path)"])
+            return verifier
+        case .url(let url):
+            let client = AppleKeyFetcher.makeClient(logger: logger)
+            teardown.add { try await client.shutdown() }
+            let fetcher = AppleKeyFetcher(AppleKeyFetcher.Configuration(url: url), client: client, logger: logger)
+            // Not fatal: without keys every token is refused until a later fetch succeeds (logged).
+            await fetcher.refresh()
+            logger.notice(
+                "verified capture on: identity tokens are required",
+                metadata: ["apple.jwks.url": "\(url.absoluteString)"]
+            )
+            return AppleVerifier(fetcher: fetcher, audiences: apple.audiences)
+        }
     }
 
     /// The services in start order: telemetry, flusher, keyring reloader, worker (or, without one, the live-gauge
     /// refresher), notification forwarder, TLS reloader, the admin overview publisher, HTTP application (and its
     /// public listener), drain marker.
-    public func services() throws -> [any Service] {
+    func services() throws -> [any Service] {
         let draining = DrainState()
         let overview = AdminOverviewPublisher(escrow: escrow, logger: logger)
         let app = try EscrowHTTPApplication.build(
             escrow: escrow,
-            tokens: tokens,
-            notifications: notifications,
-            signIns: signIns,
+            tokens: stores.tokens,
+            notifications: stores.notifications,
+            signIns: stores.signIns,
             registry: registry,
-            configuration: configuration,
+            configuration: http,
             draining: draining,
             overview: overview,
             logger: logger
@@ -85,41 +218,30 @@ public struct EscrowServer: Sendable {
         // `/metrics` never has to query the store.
         let gauges: [any Service] =
             worker == nil
-            ? [
-                LiveGaugeRefresher(
-                    escrow: escrow,
-                    factory: EscrowPrometheus.factory(registry: registry),
-                    logger: logger
-                )
-            ]
+            ? [LiveGaugeRefresher(escrow: escrow, factory: EscrowPrometheus.factory(registry: registry), logger: logger)]
             : []
         // The public listener, when there is one: the browser's and Apple's routes apart from the token-guarded API.
         let publicApp: [any Service] =
-            configuration.publicPort == nil
+            http.publicPort == nil
             ? []
             : [
                 try EscrowHTTPApplication.buildPublic(
                     escrow: escrow,
-                    tokens: tokens,
-                    notifications: notifications,
-                    signIns: signIns,
-                    configuration: configuration,
+                    tokens: stores.tokens,
+                    notifications: stores.notifications,
+                    signIns: stores.signIns,
+                    configuration: http,
                     logger: logger
                 )
             ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
-        let drain = DrainService(state: draining, delay: configuration.drainDelay, clock: escrow.configuration.clock)
-        let forwarder: [any Service] = configuration.notificationForwarder.map { [$0] } ?? []
-        let tlsReloader: [any Service] = configuration.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
+        let drain = DrainService(state: draining, delay: http.drainDelay, clock: escrow.configuration.clock)
+        let forwarder: [any Service] = http.notificationForwarder.map { [$0] } ?? []
+        let tlsReloader: [any Service] = http.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
         return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }
 
     /// How long graceful shutdown may take: the drain delay, then the worker's bound (its delivery timeout +
     /// 10 s, 40 s with the defaults), or 10 s for the HTTP API alone.
-    public var shutdownBound: Duration { configuration.drainDelay + (worker?.gracefulShutdownBound ?? .seconds(10)) }
-
-    /// Serves until SIGTERM or SIGINT, then shuts down gracefully within ``shutdownBound``.
-    public func run() async throws {
-        try await EscrowServiceGroup.run(try services(), shutdownBound: shutdownBound, logger: logger)
-    }
+    var shutdownBound: Duration { http.drainDelay + (worker?.gracefulShutdownBound ?? .seconds(10)) }
 }

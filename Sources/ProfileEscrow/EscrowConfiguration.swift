@@ -2,8 +2,11 @@ public import EscrowCore
 public import EscrowCrypto
 public import Tracing
 
-/// How an ``Escrow`` behaves; every property has a sensible default.
+/// How an ``Escrow`` behaves; every property has a sensible default, written here only.
 public struct EscrowConfiguration: Sendable {
+    /// The defaults, for help texts and documentation.
+    public static let `default` = EscrowConfiguration()
+
     /// How long an escrow may be kept, from capture, before it is purged as `expired` (default 30 days).
     public var retention: Double = 30 * 24 * 3600
     /// Retry schedule and attempt limit of deliveries.

@@ -8,6 +8,13 @@ extension ReplayWorker {
     /// The retry schedule, attempt limit and confirmation timeout belong to the ``Escrow`` the
     /// worker runs on (``EscrowConfiguration``): the library's own confirm path shares them.
     public struct Configuration: Sendable {
+        /// The defaults of every setting but the backend URL and the webhook secrets (placeholders here), for help
+        /// texts and documentation.
+        public static let `default` = Configuration(
+            backendURL: URL(string: "https://backend.invalid/")!,
+            webhookSecrets: []
+        )
+
         /// The registration endpoint, `http` or `https` (TLS certificates are verified).
         public var backendURL: URL
         /// The Standard Webhooks secrets that sign every delivery, one signature each (never empty). During a

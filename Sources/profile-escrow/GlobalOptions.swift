@@ -23,13 +23,19 @@ struct GlobalOptions: ParsableArguments {
     @Option(help: "Keyring file (env PROFILE_ESCROW_KEYRING; default ./escrow-data/keyring).")
     var keyring: String?
 
-    @Option(help: "Retention from capture, e.g. 30d (env PROFILE_ESCROW_RETENTION; default 30d).")
+    @Option(
+        help: """
+            Retention from capture, e.g. 30d (env PROFILE_ESCROW_RETENTION; default \
+            \(DefaultText.duration(EscrowConfiguration.default.retention))).
+            """
+    )
     var retention: String?
 
     @Option(
         help: """
             Seconds any PostgreSQL operation may take before it fails as store_unavailable, waiting for a connection \
-            included (env PROFILE_ESCROW_STORE_TIMEOUT; default 5).
+            included (env PROFILE_ESCROW_STORE_TIMEOUT; default \
+            \(DefaultText.number(PostgresEscrowStore.Configuration().operationTimeout))).
             """
     )
     var storeTimeout: Double?
@@ -160,8 +166,15 @@ struct GlobalOptions: ParsableArguments {
             createIfDefault: createKeyring ?? !readOnly,
             unwrap: opensEscrows && !readOnly
         )
-        let store = try await openStore(readOnly: readOnly, owner: owner)
-        return Escrow(store: store, keyring: keyring, configuration: escrowConfiguration, logger: logger)
+        let opened = try await location.open(readOnly: readOnly, logger: logger)
+        return Escrow(
+            store: opened.store,
+            signIns: opened.signIns,
+            notifications: opened.notifications,
+            keyring: keyring,
+            configuration: escrowConfiguration,
+            logger: logger
+        )
     }
 }
 

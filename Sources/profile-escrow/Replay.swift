@@ -27,13 +27,20 @@ struct Replay: AsyncParsableCommand {
         help: "Serve Prometheus metrics on this port at /metrics (env PROFILE_ESCROW_METRICS_PORT; default none)."
     )
     var metricsPort: Int?
-    @Option(help: "Address of the metrics endpoint (env PROFILE_ESCROW_METRICS_HOST; default 127.0.0.1).")
+    @Option(
+        help: """
+            Address of the metrics endpoint (env PROFILE_ESCROW_METRICS_HOST; default \
+            \(EscrowHTTPConfiguration.default.host)).
+            """
+    )
     var metricsHost: String?
 
     // MARK: Logging and metrics wiring
 
     var metricsPortValue: Int? { try? OptionEnvironment.process.value(metricsPort, "metrics-port") }
-    var metricsHostValue: String { (try? OptionEnvironment.process.value(metricsHost, "metrics-host")) ?? "127.0.0.1" }
+    var metricsHostValue: String {
+        (try? OptionEnvironment.process.value(metricsHost, "metrics-host")) ?? EscrowHTTPConfiguration.default.host
+    }
 
     /// The `/metrics` service when `--metrics-port` is set; metrics bootstrapped over its registry.
     func metricsServices(logger: Logger) -> [any Service] {
@@ -63,7 +70,7 @@ struct Replay: AsyncParsableCommand {
         // Purged bytes are flushed in batches (every few seconds, and at the end) instead of after each purge.
         let opened = try await options.location.open(readOnly: false, batchedPurges: true, logger: logger)
         let (escrow, traces) = try worker.escrow(
-            store: opened.store,
+            opened: opened,
             keyring: keyring,
             options,
             process: "replay",

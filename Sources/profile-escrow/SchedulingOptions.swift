@@ -20,13 +20,15 @@ struct SchedulingOptions: ParsableArguments {
     enum Policy: String, ExpressibleByArgument, CaseIterable, Sendable {
         case batch
         case normal
+
+        static let `default` = batch
     }
 
     @Option(
         help: """
             How Linux schedules this process's threads: batch (SCHED_BATCH: a thread that wakes up waits for the \
             running one instead of preempting it; fewer context switches) or normal (env PROFILE_ESCROW_SCHEDULING; \
-            default batch).
+            default \(Policy.default.rawValue)).
             """
     )
     var scheduling: Policy?
@@ -36,7 +38,7 @@ struct SchedulingOptions: ParsableArguments {
     }
 
     func policy() throws -> Policy {
-        try OptionEnvironment.process.value(scheduling, "scheduling") ?? .batch
+        try OptionEnvironment.process.value(scheduling, "scheduling") ?? .default
     }
 
     /// Moves every thread of the process that runs under Linux's default policy to `SCHED_BATCH`. Threads started later

@@ -6,6 +6,8 @@ import Foundation
 /// from the environment (`PROFILE_ESCROW_SIGNIN_CLIENT_ID`, …; `PROFILE_ESCROW_SIGNIN_RETURN` holds the
 /// `NAME=URL` pairs separated by commas or spaces).
 struct SignInOptions: ParsableArguments {
+    static let defaults = AppleSignInConfiguration.default
+
     @Option(
         name: .customLong("signin-client-id"),
         help: "The Services ID of the web sign-in: the only id_token audience its callback accepts."
@@ -23,10 +25,13 @@ struct SignInOptions: ParsableArguments {
     var returns: [String] = []
     @Option(
         name: .customLong("apple-authorize-url"),
-        help: "Apple's authorize page (default https://appleid.apple.com/auth/authorize)."
+        help: "Apple's authorize page (default \(defaults.authorizeURL))."
     )
     var authorizeURL: String?
-    @Option(name: .customLong("signin-ttl"), help: "How long a sign-in attempt lives (default 10m).")
+    @Option(
+        name: .customLong("signin-ttl"),
+        help: "How long a sign-in attempt lives (default \(DefaultText.duration(defaults.attemptLifetime)))."
+    )
     var ttl: String?
 
     /// The sign-in's configuration; nil when no sign-in option is set. Throws a usage error naming what is missing or
@@ -41,8 +46,8 @@ struct SignInOptions: ParsableArguments {
             )
             : returns
         let authorizeURL = try environment.value(authorizeURL, "apple-authorize-url")
-        let anyTTL = ttl != nil || environment.text("signin-ttl") != nil
-        guard clientID != nil || callbackURL != nil || !pairs.isEmpty || authorizeURL != nil || anyTTL else {
+        let lifetime = try WorkerOptions.duration(ttl, "signin-ttl", environment)
+        guard clientID != nil || callbackURL != nil || !pairs.isEmpty || authorizeURL != nil || lifetime != nil else {
             return nil
         }
         guard let clientID, !clientID.isEmpty, let callbackURL, !pairs.isEmpty else {
@@ -68,10 +73,7 @@ struct SignInOptions: ParsableArguments {
             try Self.requireWebURL(authorizeURL, "--apple-authorize-url")
             configuration.authorizeURL = authorizeURL
         }
-        if anyTTL {
-            let seconds = try WorkerOptions.duration(ttl, "signin-ttl", default: "10m", environment)
-            configuration.attemptLifetime = .milliseconds(Int64(seconds * 1000))
-        }
+        if let lifetime { configuration.attemptLifetime = .milliseconds(Int64(lifetime * 1000)) }
         return configuration
     }
 

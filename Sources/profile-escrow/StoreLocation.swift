@@ -48,7 +48,7 @@ enum StoreLocation {
                 signIns: store,
                 tokens: nil,
                 metadata: [
-                    "sqlite.version": "\(Serve.version(store.sqliteVersion))",
+                    "sqlite.version": "\(Self.version(store.sqliteVersion))",
                     "sqlite.mode": "\(store.mode)",
                 ],
                 close: { try store.close() }
@@ -72,5 +72,10 @@ enum StoreLocation {
                 close: { await store.close() }
             )
         }
+    }
+
+    /// SQLite's version number as text: `3051003` → `3.51.3`.
+    static func version(_ number: Int) -> String {
+        "\(number / 1_000_000).\(number / 1_000 % 1_000).\(number % 1_000)"
     }
 }

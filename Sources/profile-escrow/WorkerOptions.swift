@@ -9,39 +9,71 @@ import ProfileEscrow
 /// The replay worker's tuning, shared by `replay` and `serve`; each option also from its
 /// `PROFILE_ESCROW_…` variable (``OptionEnvironment``).
 struct WorkerOptions: ParsableArguments {
+    /// The worker's defaults (``ReplayWorker/Configuration``) and the retry schedule's (``EscrowConfiguration``),
+    /// shown in the help texts and used when an option is not given.
+    static let defaults = ReplayWorker.Configuration.default
+    static let escrowDefaults = EscrowConfiguration.default
+
     @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
-    @Option(help: "Requests to the backend in flight at once (env PROFILE_ESCROW_CONCURRENCY; default 4).")
+    @Option(
+        help: "Requests to the backend in flight at once (env PROFILE_ESCROW_CONCURRENCY; default \(defaults.concurrency))."
+    )
     var concurrency: Int?
     @Option(
-        help: "Attempts before a retryable failure makes an escrow dead (env PROFILE_ESCROW_MAX_ATTEMPTS; default 50)."
+        help: """
+            Attempts before a retryable failure makes an escrow dead (env PROFILE_ESCROW_MAX_ATTEMPTS; default \
+            \(escrowDefaults.retryPolicy.maxAttempts)).
+            """
     )
     var maxAttempts: Int?
     @Option(
-        help:
-            "First backoff ceiling, doubling per attempt, full jitter (env PROFILE_ESCROW_BACKOFF_BASE; default 1s)."
+        help: """
+            First backoff ceiling, doubling per attempt, full jitter (env PROFILE_ESCROW_BACKOFF_BASE; default \
+            \(DefaultText.duration(escrowDefaults.retryPolicy.base))).
+            """
     )
     var backoffBase: String?
-    @Option(help: "Largest wait between attempts, Retry-After included (env PROFILE_ESCROW_BACKOFF_MAX; default 1h).")
+    @Option(
+        help: """
+            Largest wait between attempts, Retry-After included (env PROFILE_ESCROW_BACKOFF_MAX; default \
+            \(DefaultText.duration(escrowDefaults.retryPolicy.cap))).
+            """
+    )
     var backoffMax: String?
     @Option(
         help: """
             How long a claimed escrow stays this worker's: at least --delivery-timeout plus 10% of it (at most 5s) \
-            (env PROFILE_ESCROW_LEASE; default 2m).
+            (env PROFILE_ESCROW_LEASE; default \(DefaultText.duration(defaults.leaseDuration))).
             """
     )
     var lease: String?
     @Option(
-        help:
-            "The most one delivery may take, reading the answer included (env PROFILE_ESCROW_DELIVERY_TIMEOUT; default 30s)."
+        help: """
+            The most one delivery may take, reading the answer included (env PROFILE_ESCROW_DELIVERY_TIMEOUT; default \
+            \(DefaultText.duration(defaults.deliveryTimeout))).
+            """
     )
     var deliveryTimeout: String?
     @Option(
-        help: "How long to wait for a confirm call after a 202 (env PROFILE_ESCROW_CONFIRM_TIMEOUT; default 1h)."
+        help: """
+            How long to wait for a confirm call after a 202 (env PROFILE_ESCROW_CONFIRM_TIMEOUT; default \
+            \(DefaultText.duration(escrowDefaults.confirmTimeout))).
+            """
     )
     var confirmTimeout: String?
-    @Option(help: "How often an idle worker looks for due escrows (env PROFILE_ESCROW_POLL_INTERVAL; default 1s).")
+    @Option(
+        help: """
+            How often an idle worker looks for due escrows (env PROFILE_ESCROW_POLL_INTERVAL; default \
+            \(DefaultText.duration(defaults.pollInterval))).
+            """
+    )
     var pollInterval: String?
-    @Option(help: "How often expired escrows are purged while running (env PROFILE_ESCROW_SWEEP_INTERVAL; default 1m).")
+    @Option(
+        help: """
+            How often expired escrows are purged while running (env PROFILE_ESCROW_SWEEP_INTERVAL; default \
+            \(DefaultText.duration(defaults.sweepInterval))).
+            """
+    )
     var sweepInterval: String?
     @Option(
         help:
@@ -115,16 +147,15 @@ struct WorkerOptions: ParsableArguments {
         }
         do {
             var configuration = try ReplayWorker.Configuration(backendURL: url, webhookSecret: secret)
-            configuration.concurrency = try environment.value(concurrency, "concurrency") ?? 4
-            configuration.leaseDuration = try Self.duration(lease, "lease", default: "2m", environment)
-            configuration.deliveryTimeout = try Self.duration(
-                deliveryTimeout,
-                "delivery-timeout",
-                default: "30s",
-                environment
-            )
-            configuration.pollInterval = try Self.duration(pollInterval, "poll-interval", default: "1s", environment)
-            configuration.sweepInterval = try Self.duration(sweepInterval, "sweep-interval", default: "1m", environment)
+            configuration.concurrency = try environment.value(concurrency, "concurrency") ?? configuration.concurrency
+            configuration.leaseDuration =
+                try Self.duration(lease, "lease", environment) ?? configuration.leaseDuration
+            configuration.deliveryTimeout =
+                try Self.duration(deliveryTimeout, "delivery-timeout", environment) ?? configuration.deliveryTimeout
+            configuration.pollInterval =
+                try Self.duration(pollInterval, "poll-interval", environment) ?? configuration.pollInterval
+            configuration.sweepInterval =
+                try Self.duration(sweepInterval, "sweep-interval", environment) ?? configuration.sweepInterval
             if let workerId = try environment.value(workerId, "worker-id") { configuration.workerID = workerId }
             configuration.backendTLS = try backendTLS(environment)
             try configuration.validate()
@@ -138,25 +169,28 @@ struct WorkerOptions: ParsableArguments {
         _ options: GlobalOptions,
         _ environment: OptionEnvironment = .process
     ) throws -> EscrowConfiguration {
-        let maxAttempts = try environment.value(maxAttempts, "max-attempts") ?? 50
-        guard (1...10_000).contains(maxAttempts) else { throw ValidationError("--max-attempts: must be 1 to 10000") }
         var configuration = options.escrowConfiguration
-        let base = try Self.duration(backoffBase, "backoff-base", default: "1s", environment)
-        let cap = try Self.duration(backoffMax, "backoff-max", default: "1h", environment)
-        guard base <= cap else { throw ValidationError("--backoff-base must not exceed --backoff-max") }
-        configuration.retryPolicy = RetryPolicy(maxAttempts: maxAttempts, base: base, cap: cap)
-        configuration.confirmTimeout = try Self.duration(confirmTimeout, "confirm-timeout", default: "1h", environment)
+        var retry = configuration.retryPolicy
+        retry.maxAttempts = try environment.value(maxAttempts, "max-attempts") ?? retry.maxAttempts
+        guard (1...10_000).contains(retry.maxAttempts) else {
+            throw ValidationError("--max-attempts: must be 1 to 10000")
+        }
+        retry.base = try Self.duration(backoffBase, "backoff-base", environment) ?? retry.base
+        retry.cap = try Self.duration(backoffMax, "backoff-max", environment) ?? retry.cap
+        guard retry.base <= retry.cap else { throw ValidationError("--backoff-base must not exceed --backoff-max") }
+        configuration.retryPolicy = retry
+        configuration.confirmTimeout =
+            try Self.duration(confirmTimeout, "confirm-timeout", environment) ?? configuration.confirmTimeout
         return configuration
     }
 
     /// The escrow a long-running process (`serve`, `replay`) works on, with the trace exporter the OTEL_* environment
     /// asks for (nil: no spans). A keyring in custody was unwrapped to get here, so its gauge says so.
     func escrow(
-        store: any EscrowStore,
+        opened: StoreLocation.Opened,
         keyring: Keyring,
         _ options: GlobalOptions,
         process: String,
-        sealingKeys: SealingKeyReserve? = nil,
         logger: Logger
     ) throws -> (Escrow, OpenTelemetryTraces?) {
         let traces = try OpenTelemetryTraces.make(
@@ -166,30 +200,31 @@ struct WorkerOptions: ParsableArguments {
         )
         var configuration = try escrowConfiguration(options)
         configuration.tracer = traces?.tracer
-        configuration.sealingKeys = sealingKeys
-        let escrow = Escrow(store: store, keyring: keyring, configuration: configuration, logger: logger)
+        let escrow = Escrow(
+            store: opened.store,
+            signIns: opened.signIns,
+            notifications: opened.notifications,
+            keyring: keyring,
+            configuration: configuration,
+            logger: logger
+        )
         if keyring.custody != nil { escrow.custodyHealth.succeeded() }
         return (escrow, traces)
     }
 
-    /// A duration option: the command line, else its variable, else `default`; named in the error by where it
-    /// came from.
+    /// A duration option: the command line, else its variable; nil when neither is set (the configuration's default
+    /// stays). Named in the error by where it came from.
     static func duration(
         _ commandLine: String?,
         _ option: String,
-        default fallback: String,
         _ environment: OptionEnvironment
-    ) throws -> Double {
+    ) throws -> Double? {
         let fromEnvironment = commandLine == nil ? environment.text(option) : nil
-        let text = commandLine ?? fromEnvironment ?? fallback
+        guard let text = commandLine ?? fromEnvironment else { return nil }
         guard let seconds = DurationParser.seconds(text), seconds > 0 else {
             let source = fromEnvironment != nil ? OptionEnvironment.variable(option) : "--\(option)"
             throw ValidationError("\(source): '\(text)' is not a duration such as 250ms, 5s, 10m, 1h")
         }
         return seconds
-    }
-
-    static func duration(_ text: String, option: String) throws -> Double {
-        try duration(text, option, default: text, OptionEnvironment(values: [:]))
     }
 }
