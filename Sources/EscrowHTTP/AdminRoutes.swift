@@ -7,76 +7,78 @@ import Logging
 import ProfileEscrow
 
 /// `/v1/admin…`: the operator's API. Reads need `read`, requeues `operate`, erasures `erase`, the purge report
-/// `audit`. Every change goes through the escrow's lifecycle with the caller's token name as actor and the reason
+/// `audit`. Each route decodes its input, calls the ``OperatorActions`` the console and the CLI call too, and encodes
+/// the result: every change goes through the escrow's lifecycle with the caller's token name as actor and the reason
 /// given, into the audit chain. No answer holds a name, an email or a user identifier.
 struct AdminRoutes: Sendable {
-    let escrow: Escrow
+    let actions: OperatorActions
     let auth: BearerAuthenticator
-    let overview: AdminOverviewPublisher
     let maximumBodySize: Int
 
-    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
-        router.get("overview") { request, _ in try await overview(request) }
-        router.get("escrows") { request, _ in try await list(request) }
-        router.post("escrows/requeue") { request, _ in try await requeueMatching(request) }
-        router.get("escrows/:escrowId") { request, context in try await inspect(request, context) }
-        router.delete("escrows/:escrowId") { request, context in try await erase(request, context) }
-        router.post("escrows/:escrowId/requeue") { request, context in try await requeue(request, context) }
-        router.get("purge-report") { request, _ in try await purgeReport(request) }
-        router.post("lookup") { request, _ in try await lookup(request) }
+    /// The routes relative to `router` (`/v1/admin` in `serve`): the caller authenticated once for them all, each
+    /// behind the scope its group declares.
+    func register<Context: CallerRequestContext>(on router: some RouterMethods<Context>) {
+        let admin = router.group().add(middleware: BearerAuthentication(auth))
+        admin.group().add(middleware: RequireScope(.read))
+            .get("overview") { request, _ in try await overview(request) }
+            .get("escrows") { request, _ in try await list(request) }
+            .get("escrows/:escrowId") { _, context in try await inspect(context) }
+            .post("lookup") { request, _ in try await lookup(request) }
+        admin.group().add(middleware: RequireScope(.operate))
+            .post("escrows/requeue") { request, context in try await requeueMatching(request, context) }
+            .post("escrows/:escrowId/requeue") { request, context in try await requeue(request, context) }
+        admin.group().add(middleware: RequireScope(.erase))
+            .delete("escrows/:escrowId") { request, context in try await erase(request, context) }
+        admin.group().add(middleware: RequireScope(.audit))
+            .get("purge-report") { request, _ in try await purgeReport(request) }
     }
 
     // MARK: Reads
 
     func overview(_ request: Request) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .read)
-        try Self.refuseQuery(request)
-        // The custody engine's state, live: where it is and why it failed are for operators, never for `/readyz`.
-        let custody = escrow.keyring.custody == nil ? nil : OverviewBody.Custody(problem: escrow.custodyHealth.problem)
-        return try JSONResponse.make(.ok, encoding: OverviewBody(try await overview.latest(), custody: custody))
+        guard request.uri.queryParameters.isEmpty else {
+            throw OperatorActions.InputError(field: nil, "this path takes no parameters")
+        }
+        return try JSONResponse.make(.ok, encoding: OverviewBody(try await actions.overview()))
     }
 
     func list(_ request: Request) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .read)
-        let fields = request.uri.queryParameters.map { (String($0.key), String($0.value)) }
-        let input = try AdminFilterInput.parse(fields, now: escrow.configuration.clock.now())
-        let page = try await escrow.list(input.filter, after: input.cursor, limit: input.limit)
+        let query = try actions.query(request.uri.queryParameters.map { (String($0.key), String($0.value)) })
+        let page = try await actions.list(query)
         return try JSONResponse.make(.ok, encoding: ListBody(escrows: page.escrows, next: page.next))
     }
 
-    func inspect(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .read)
-        let id = try Self.escrowID(context)
-        let history: EscrowHistory
-        do {
-            history = try await escrow.inspect(id: id, limit: 1_000)
-        } catch let error as EscrowError where error.code == .notFound {
-            throw Self.noSuchEscrow
-        }
+    func inspect(_ context: some RequestContext) async throws -> Response {
+        let history = try await actions.inspect(try Self.escrowID(context))
         return try JSONResponse.make(.ok, encoding: HistoryBody(history))
+    }
+
+    func lookup(_ request: Request) async throws -> Response {
+        var identifier: String?
+        for member in try await readObject(request) {
+            guard member.key == "userIdentifier", case .string(let text) = member.value else {
+                throw Problem.invalidUserIdentifier
+            }
+            identifier = text
+        }
+        let exists = try await actions.hasEscrow(userIdentifier: try OperatorActions.userIdentifier(identifier))
+        return JSONResponse.make(.ok, ["exists": .bool(exists)])
     }
 
     // MARK: Changes
 
-    func requeue(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .operate)
+    func requeue(_ request: Request, _ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let id = try Self.escrowID(context)
-        let body = try await readObject(request)
-        let reason = try Self.reason(body, allowing: [])
-        let requeued: Bool
-        do {
-            requeued = try await escrow.requeue(id: id, actor: .http(token: caller.name), reason: reason)
-        } catch let error as EscrowError where error.code == .notFound {
-            throw Self.noSuchEscrow
-        }
-        _ = try? await overview.refresh()
+        let reason = try Self.reason(try await readObject(request), allowing: [])
+        let requeued = try await actions.requeue(id, reason: reason, actor: .http(token: caller.name))
         return JSONResponse.make(.ok, ["requeued": .bool(requeued)])
     }
 
-    func requeueMatching(_ request: Request) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .operate)
+    func requeueMatching(_ request: Request, _ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let body = try await readObject(request)
-        let reason = try Self.reason(body, allowing: Set(AdminFilterInput.filterNames))
+        let reason = try Self.reason(body, allowing: Set(OperatorActions.Query.filterNames))
         var fields: [(String, String)] = []
         for member in body where member.key != "reason" {
             switch member.value {
@@ -84,131 +86,65 @@ struct AdminRoutes: Sendable {
             case .number(let literal):
                 // JSON Schema's integer includes 588.0 and 5.88e2: whole numbers in any notation.
                 guard let number = Double(literal), number == number.rounded(), abs(number) < 1e15 else {
-                    throw AdminFilterInput.invalid(field: member.key, "\(member.key) must be a whole number")
+                    throw OperatorActions.InputError(field: member.key, "\(member.key) must be a whole number")
                 }
                 fields.append((member.key, String(Int64(number))))
             default:
-                throw AdminFilterInput.invalid(field: member.key, "\(member.key) must be a string or a number")
+                throw OperatorActions.InputError(field: member.key, "\(member.key) must be a string or a number")
             }
         }
-        let input = try AdminFilterInput.parse(
-            fields,
-            now: escrow.configuration.clock.now(),
-            allowed: Set(AdminFilterInput.filterNames)
+        let result = try await actions.requeue(
+            matching: try actions.bulkFilter(fields),
+            reason: reason,
+            actor: .http(token: caller.name)
         )
-        if let state = input.filter.state, state != .dead {
-            throw AdminFilterInput.invalid(
-                field: "state",
-                "only dead escrows are requeued: state must be dead or absent"
-            )
-        }
-        let result = try await escrow.requeue(matching: input.filter, reason: reason, actor: .http(token: caller.name))
-        _ = try? await overview.refresh()
         return JSONResponse.make(.ok, ["requeued": .integer(Int64(result.requeued)), "more": .bool(result.more)])
     }
 
-    func erase(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .erase)
+    func erase(_ request: Request, _ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let id = try Self.escrowID(context)
-        let body = try await readObject(request)
-        let reason = try Self.reason(body, allowing: [])
-        guard try await escrow.erase(id: id, reason: reason, actor: .http(token: caller.name)) else {
-            throw Self.noSuchEscrow
-        }
-        _ = try? await overview.refresh()
+        let reason = try Self.reason(try await readObject(request), allowing: [])
+        try await actions.erase(id, reason: reason, actor: .http(token: caller.name))
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])
     }
 
-    // MARK: Audit and lookup
+    // MARK: Audit
 
     func purgeReport(_ request: Request) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .audit)
         var format = "json"
         var verify = false
         for (key, value) in request.uri.queryParameters {
             switch key {
             case "format":
                 guard ["text", "json", "csv", "html"].contains(value) else {
-                    throw AdminFilterInput.invalid(field: "format", "format must be text, json, csv or html")
+                    throw OperatorActions.InputError(field: "format", "format must be text, json, csv or html")
                 }
                 format = String(value)
             case "verify":
                 guard value == "true" || value == "false" else {
-                    throw AdminFilterInput.invalid(field: "verify", "verify must be true or false")
+                    throw OperatorActions.InputError(field: "verify", "verify must be true or false")
                 }
                 verify = value == "true"
             default:
-                throw AdminFilterInput.invalid(field: nil, "unknown parameter; allowed: format, verify")
+                throw OperatorActions.InputError(field: nil, "unknown parameter; allowed: format, verify")
             }
         }
-        return try await Self.purgeReport(escrow: escrow, format: format, verify: verify)
-    }
-
-    static func purgeReport(escrow: Escrow, format: String, verify: Bool) async throws -> Response {
-        let now = escrow.configuration.clock.now()
-        let report = try await PurgeReport.build(
-            store: escrow.store,
-            until: now,
-            verify: verify,
-            retentionSeconds: escrow.configuration.retention,
-            now: now
-        )
-        let (type, body): (String, String)
-        switch format {
-        case "text": (type, body) = ("text/plain; charset=utf-8", report.text())
-        case "csv":
-            var csv = report.csvSummary() + PurgeReport.csvHeader + "\n"
-            _ = try await PurgeReport.build(
-                store: escrow.store,
-                until: now,
-                verify: false,
-                now: now,
-                onPurge: { csv += PurgeReport.csvRow($0) + "\n" }
-            )
-            (type, body) = ("text/csv; charset=utf-8", csv)
-        case "html":
-            let html = report.html()
-            var headers = ConsolePages.securityHeaders(styleHashes: ConsolePages.styleHashes(of: html))
-            headers[.contentType] = "text/html; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
-        default: (type, body) = ("application/json", String(decoding: report.json(), as: UTF8.self))
+        guard let plain = OperatorActions.ReportFormat(rawValue: format) else {
+            return ConsolePages.response(.ok, html: try await actions.purgeReport(verify: verify).html(for: .api))
         }
         return Response(
             status: .ok,
-            headers: [.contentType: type, .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(string: body))
+            headers: [.contentType: plain.mediaType, .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: try await actions.purgeReport(plain, verify: verify)))
         )
-    }
-
-    func lookup(_ request: Request) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .read)
-        let body = try await readObject(request)
-        var identifier: String?
-        for member in body {
-            guard member.key == "userIdentifier", case .string(let text) = member.value else {
-                throw Problem.invalidUserIdentifier
-            }
-            identifier = text
-        }
-        guard let identifier, UserIdentifier.isValid(identifier) else { throw Problem.invalidUserIdentifier }
-        return JSONResponse.make(.ok, ["exists": .bool(try await escrow.hasEscrow(userIdentifier: identifier))])
     }
 
     // MARK: Plumbing
 
-    static let noSuchEscrow = Problem(.notFound, code: "not_found", detail: "no escrow with this id")
-
+    /// The escrow id of the path (a problem the console shows as well as the API answers).
     static func escrowID(_ context: some RequestContext) throws -> EscrowID {
-        guard let text = context.parameters.get("escrowId"), let id = EscrowID(hex: text) else {
-            throw AdminFilterInput.invalid(field: "escrowId", "escrowId must be 32 lowercase hex characters")
-        }
-        return id
-    }
-
-    static func refuseQuery(_ request: Request) throws {
-        guard request.uri.queryParameters.isEmpty else {
-            throw AdminFilterInput.invalid(field: nil, "this path takes no parameters")
-        }
+        do { return try OperatorActions.escrowID(context.parameters.get("escrowId")) } catch { throw Problem(error) }
     }
 
     /// The body as one JSON object's members (`{}` when empty is not allowed: a reason is always required).
@@ -226,21 +162,16 @@ struct AdminRoutes: Sendable {
         var reason: OperatorReason?
         for member in members {
             if member.key == "reason" {
-                guard case .string(let text) = member.value, let valid = OperatorReason(text) else {
-                    throw AdminFilterInput.invalid(field: "reason", OperatorReason.rule)
-                }
-                reason = valid
+                guard case .string(let text) = member.value else { throw OperatorActions.InputError.invalidReason }
+                reason = try OperatorActions.reason(text)
             } else if !allowing.contains(member.key) {
-                throw AdminFilterInput.invalid(
+                throw OperatorActions.InputError(
                     field: nil,
                     "unknown member; allowed: \((["reason"] + allowing.sorted()).joined(separator: ", "))"
                 )
             }
         }
-        guard let reason else {
-            throw AdminFilterInput.invalid(field: "reason", "reason is required: " + OperatorReason.rule)
-        }
-        return reason
+        return try reason ?? OperatorActions.reason(nil)
     }
 }
 
@@ -255,7 +186,7 @@ struct ListBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Keys.self)
         try container.encode(escrows, forKey: .escrows)
-        try container.encode(next.map(AdminFilterInput.encodeCursor), forKey: .next)
+        try container.encode(next.map(OperatorActions.Query.encodeCursor), forKey: .next)
     }
 }
 
@@ -277,9 +208,9 @@ struct OverviewBody: Encodable {
     var overview: AdminOverview
     /// The keyring's custody engine, when the keyring is in custody.
     var custody: Custody?
-    init(_ overview: AdminOverview, custody: Custody? = nil) {
-        self.overview = overview
-        self.custody = custody
+    init(_ answer: OperatorActions.Overview) {
+        overview = answer.overview
+        custody = answer.custody.map { Custody(problem: $0.problem) }
     }
 
     /// `custody`: whether the engine unwrapped the keyring at the last start or reload; when not, since when, whether

@@ -389,7 +389,7 @@ struct AppleSignInRoutes: Sendable {
     // MARK: - Redeem
 
     func redeem(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        _ = try await auth.authorize(request, scope: .signin)
+        _ = try await auth.authorize(request, context, scope: .signin)
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
         guard let ticket = (try? StrictJSON.parse(body))?["ticket"]?.stringValue, !ticket.isEmpty,

@@ -102,6 +102,9 @@ public enum EscrowHTTPApplication {
         _ configuration: EscrowHTTPConfiguration,
         _ logger: Logger
     ) throws -> App {
+        // The pages' templates, read once before listening: missing (a binary copied without its resource folder),
+        // the listener does not start, and the error names the folder.
+        try PageTemplates.load()
         let deadlines = ConnectionDeadlineHandler.Deadlines(
             head: TimeAmount(configuration.requestHeadTimeout),
             body: TimeAmount(configuration.requestBodyTimeout)
@@ -194,9 +197,8 @@ public enum EscrowHTTPApplication {
         // publisher's own service when the caller runs it; else read when the last one is stale).
         let overview = overview ?? AdminOverviewPublisher(escrow: escrow, logger: Logger(label: "profile-escrow.admin"))
         AdminRoutes(
-            escrow: escrow,
+            actions: OperatorActions(escrow: escrow, overviews: overview),
             auth: base.auth,
-            overview: overview,
             maximumBodySize: configuration.maximumBodySize
         ).register(on: base.v1.group("admin"))
         if configuration.console {

@@ -46,8 +46,9 @@ public enum EscrowRouteCollection {
     ) -> RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
         routes.add(middleware: ProblemMiddleware<Context>())
+        // The routes see your context with a caller slot added (and your peer address, when your context has one).
         register(
-            on: routes,
+            on: routes.group(context: CallerChildContext<Context>.self),
             escrow: escrow,
             auth: BearerAuthenticator(store: tokens, rateLimiter: RateLimiter(limit: configuration.rateLimit)),
             notifications: notifications,
@@ -59,7 +60,9 @@ public enum EscrowRouteCollection {
         return routes
     }
 
-    static func register<Context: RequestContext>(
+    /// Registers `surface`'s routes on `routes`: the token-guarded ones on a group that authenticates the caller
+    /// (``BearerAuthentication``), each behind its scope (``RequireScope``).
+    static func register<Context: CallerRequestContext>(
         on routes: some RouterMethods<Context>,
         escrow: Escrow,
         auth: BearerAuthenticator,
@@ -69,13 +72,13 @@ public enum EscrowRouteCollection {
         configuration: EscrowHTTPConfiguration,
         surface: Surface = .all
     ) {
+        let guarded = routes.group().add(middleware: BearerAuthentication(auth))
         if surface != .publicAPI {
             EscrowRoutes(
                 escrow: escrow,
-                auth: auth,
                 apple: configuration.apple,
                 maximumBodySize: configuration.maximumBodySize
-            ).register(on: routes)
+            ).register(on: guarded)
         }
         if let notifications, surface != .internalAPI {
             AppleNotificationRoutes(
@@ -105,10 +108,8 @@ public enum EscrowRouteCollection {
                 routes.post("apple/signin/callback") { _, _ -> Response in throw signInOff }
             }
             if surface != .publicAPI {
-                routes.post("apple/signin/tickets/redeem") { request, _ -> Response in
-                    _ = try await auth.authorize(request, scope: .signin)
-                    throw signInOff
-                }
+                guarded.group().add(middleware: RequireScope(.signin))
+                    .post("apple/signin/tickets/redeem") { _, _ -> Response in throw signInOff }
             }
         }
     }

@@ -5,10 +5,9 @@ import Hummingbird
 import Logging
 import ProfileEscrow
 
-/// `/v1/escrows…`: capture, status, replay, confirm, erase.
+/// `/v1/escrows…`: capture, status, replay, confirm, erase; each route's scope declared on its group.
 struct EscrowRoutes: Sendable {
     let escrow: Escrow
-    let auth: BearerAuthenticator
     let apple: AppleVerifier?
     let maximumBodySize: Int
 
@@ -19,18 +18,25 @@ struct EscrowRoutes: Sendable {
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
-    /// The routes relative to where they are mounted (`/v1` in `serve`).
-    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
-        router.post("escrows") { request, context in try await capture(request, context) }
-        router.get("escrows/:userIdentifier") { request, context in try await status(request, context) }
-        router.delete("escrows/:userIdentifier") { request, context in try await erase(request, context) }
-        router.post("escrows/:userIdentifier/replay") { request, context in try await replay(request, context) }
-        router.post("escrows/:userIdentifier/confirm") { request, context in try await confirm(request, context) }
-        router.post("escrows/:userIdentifier/requeue") { request, context in try await requeue(request, context) }
+    /// The routes relative to where they are mounted (`/v1` in `serve`), on a group whose ``BearerAuthentication``
+    /// found the caller: each behind the scope it needs.
+    func register<Context: CallerRequestContext>(on router: some RouterMethods<Context>) {
+        router.group().add(middleware: RequireScope(.capture))
+            .post("escrows") { request, context in try await capture(request, context) }
+        router.group().add(middleware: RequireScope(.read))
+            .get("escrows/:userIdentifier") { _, context in try await status(context) }
+        router.group().add(middleware: RequireScope(.erase))
+            .delete("escrows/:userIdentifier") { _, context in try await erase(context) }
+        // Requeue schedules a delivery: `replay`'s, as the replay itself.
+        router.group().add(middleware: RequireScope(.replay))
+            .post("escrows/:userIdentifier/replay") { _, context in try await replay(context) }
+            .post("escrows/:userIdentifier/requeue") { _, context in try await requeue(context) }
+        router.group().add(middleware: RequireScope(.confirm))
+            .post("escrows/:userIdentifier/confirm") { _, context in try await confirm(context) }
     }
 
-    func capture(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .capture)
+    func capture(_ request: Request, _ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         try RequestBodyReader.requireJSON(request)
         var body = try await RequestBodyReader.read(request, limit: maximumBodySize)
         // Once parsed (and, below, sealed), the plaintext body is not kept in this buffer.
@@ -72,8 +78,8 @@ struct EscrowRoutes: Sendable {
         )
     }
 
-    func status(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .read)
+    func status(_ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .http(token: caller.name))
         else {
@@ -82,8 +88,8 @@ struct EscrowRoutes: Sendable {
         return try JSONResponse.make(.ok, encoding: status)
     }
 
-    func replay(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .replay)
+    func replay(_ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
         guard !escrow.isCaptureOnly else {
             throw Problem(
@@ -96,8 +102,8 @@ struct EscrowRoutes: Sendable {
         return JSONResponse.make(.ok, bytes: plaintext.profileJSON())
     }
 
-    func confirm(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .confirm)
+    func confirm(_ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
         let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
         return JSONResponse.make(.ok, ["purged": .bool(purged)])
@@ -105,8 +111,8 @@ struct EscrowRoutes: Sendable {
 
     /// A dead escrow back to `pending` (scope `replay`: it schedules a delivery): `requeued` is false when the
     /// escrow is not dead; `404` when nothing is held.
-    func requeue(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .replay)
+    func requeue(_ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
         let requeued = try await escrow.requeue(userIdentifier: userIdentifier, actor: .http(token: caller.name))
         return JSONResponse.make(.ok, ["requeued": .bool(requeued)])
@@ -114,8 +120,8 @@ struct EscrowRoutes: Sendable {
 
     /// `204` whether or not an escrow was held: erasing is idempotent, and the answer does not tell
     /// whether the user had one.
-    func erase(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let caller = try await auth.authorize(request, scope: .erase)
+    func erase(_ context: some CallerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
         try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .http(token: caller.name))
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])

@@ -17,10 +17,22 @@ struct OperationalRoutes: Sendable {
     /// Set at graceful shutdown: `/readyz` answers `503`.
     var draining: DrainState? = nil
 
-    func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
+    func register<Context: CallerRequestContext>(on router: some RouterMethods<Context>) {
         Self.registerHealth(on: router)
         router.get("/readyz") { _, context in try await ready(context) }
-        router.get("/metrics") { request, context in try await metrics(request, context) }
+        // Counters and gauges only, as last published: the live gauges are refreshed off the request path (the
+        // replay worker's sweep, or LiveGaugeRefresher), so a scrape never queries the store.
+        if metricsRequireToken {
+            router.group()
+                .add(middleware: BearerAuthentication(auth))
+                .add(middleware: RequireScope(.metrics))
+                .get("/metrics") { _, _ in Self.exposition(registry) }
+        } else {
+            router.get("/metrics") { request, context in
+                try anonymous.admit("metrics", request, context)
+                return Self.exposition(registry)
+            }
+        }
     }
 
     /// `/healthz`: the process answers. Also the public listener's, which has no other operational route.
@@ -109,17 +121,6 @@ struct OperationalRoutes: Sendable {
 
     struct ReadinessTimedOut: Error, CustomStringConvertible {
         var description: String { "no answer within \(OperationalRoutes.readinessBound)" }
-    }
-
-    func metrics(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        if metricsRequireToken {
-            _ = try await auth.authorize(request, scope: .metrics)
-        } else {
-            try anonymous.admit("metrics", request, context)
-        }
-        // Counters and gauges only, as last published: the live gauges are refreshed off the request path
-        // (the replay worker's sweep, or LiveGaugeRefresher), so a scrape never queries the store.
-        return Self.exposition(registry)
     }
 
     /// The registry as Prometheus text, with help lines.

@@ -1,5 +1,7 @@
+public import EscrowCore
 import Foundation
 public import Hummingbird
+import ProfileEscrow
 
 /// An RFC 9457 problem: every error of the HTTP API is answered as `application/problem+json` with
 /// `type`, `title`, `status`, `detail`, a stable `code` and, for validation, the `field` path.
@@ -49,6 +51,11 @@ public struct Problem: Error, HTTPResponseError, Sendable, CustomStringConvertib
 }
 
 extension Problem {
+    /// An operator's input refused: `400` naming the field, never the value.
+    init(_ error: OperatorActions.InputError) {
+        self.init(.badRequest, code: error.code, detail: error.message, field: error.field)
+    }
+
     static func unauthorized(_ detail: String = "a valid bearer token is required") -> Problem {
         Problem(
             .unauthorized,
@@ -70,4 +77,20 @@ extension Problem {
         detail: "userIdentifier must be 1-255 bytes of [0-9A-Za-z._-]",
         field: "userIdentifier"
     )
+}
+
+extension Problem: ClassifiedFailure {
+    /// A problem made here already has its status; its kind is the one of that status, for the console's page.
+    public var failureKind: FailureKind {
+        switch status.code {
+        case 401: .unauthorized
+        case 403: .forbidden
+        case 404: .notFound
+        case 409: .conflict
+        case 413: .tooLarge
+        case 503: .unavailable
+        case 400..<500: .badInput
+        default: .internal
+        }
+    }
 }

@@ -38,51 +38,6 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         switch error {
         case let problem as Problem:
             return problem
-        case let error as ProfileValidationError:
-            // The parser's message names the limit it applied (the configured one), never a constant.
-            if error.code == .bodyTooLarge {
-                return Problem(.contentTooLarge, code: error.code.rawValue, detail: error.message)
-            }
-            return Problem(.badRequest, code: error.code.rawValue, detail: error.message, field: error.field)
-        case let error as EscrowError:
-            switch error.code {
-            case .notFound: return Problem.notFound
-            case .captureOnly: return Problem(.conflict, code: "capture_only", detail: error.message)
-            case .keyringOutdated, .keyUnavailable:
-                // This node's keyring cannot do it now (out of date, or without that version): another node, or
-                // this one once its keyring is reloaded, can. Nothing was stored or lost.
-                return Problem(
-                    .serviceUnavailable,
-                    code: error.code.rawValue,
-                    detail: error.message,
-                    headers: [.retryAfter: "5"]
-                )
-            case .conflict:
-                return Problem(.conflict, code: "conflict", detail: error.message, headers: [.retryAfter: "1"])
-            case .ciphertextInvalid:
-                // The user's escrow is dead for good (moved there now, or before): a conflict with its state that no
-                // retry resolves, not a server fault. Say what a client can do about it.
-                return Problem(
-                    .conflict,
-                    code: "ciphertext_invalid",
-                    detail: error.message + "; retrying does not help: erase it (DELETE) and capture the profile again"
-                )
-            default: return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
-            }
-        case let error as EscrowStoreError where error.code == .malformedRow:
-            // A stored row that does not decode: the store answers, the row is broken. Never "unavailable".
-            return Problem(
-                .internalServerError,
-                code: "ciphertext_invalid",
-                detail: "the stored escrow is malformed; it is moved to dead when a worker or a read meets it"
-            )
-        case let error as EscrowStoreError:
-            return Problem(
-                .serviceUnavailable,
-                code: "store_unavailable",
-                detail: "the store is unavailable (\(error.code))",
-                headers: [.retryAfter: "1"]
-            )
         case let error as NIOTooManyBytesError:
             guard let limit = error.maxBytes else {
                 return Problem(.contentTooLarge, code: "body_too_large", detail: "the request body is too large")
@@ -112,7 +67,57 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             let code = error.status.reasonPhrase.lowercased().replacingOccurrences(of: " ", with: "_")
             return Problem(error.status, code: code, detail: error.status.reasonPhrase)
         default:
+            return Self.problem(for: error, kind: FailureKind(of: error))
+        }
+    }
+
+    /// The library's errors: the status is their kind's (``FailureKind/httpStatus``), the code and the detail their
+    /// own, PII-free by design. Anything else is a `500` that says nothing of it.
+    static func problem(for error: any Error, kind: FailureKind) -> Problem {
+        let status = HTTPResponse.Status(code: kind.httpStatus)
+        switch (error, kind) {
+        case (_, .internal):
             return Problem(.internalServerError, code: "internal_error", detail: "the request failed")
+        case (let error as OperatorActions.InputError, _):
+            return Problem(error)
+        case (let error as ProfileValidationError, _):
+            // The parser's message names the limit it applied (the configured one), never a constant.
+            return Problem(status, code: error.code.rawValue, detail: error.message, field: error.field)
+        case (let error as EscrowError, .damaged):
+            // The user's escrow is dead for good (moved there now, or before): a conflict with its state that no
+            // retry resolves, not a server fault. Say what a client can do about it.
+            return Problem(
+                status,
+                code: "ciphertext_invalid",
+                detail: error.message + "; retrying does not help: erase it (DELETE) and capture the profile again"
+            )
+        case (let error as EscrowError, _):
+            // This node's keyring cannot do it now (out of date, or without that version): another node, or this one
+            // once its keyring is reloaded, can; a concurrent writer: the next attempt can. Nothing was lost.
+            let retryAfter = kind == .unavailable ? "5" : error.code == .conflict ? "1" : nil
+            return Problem(
+                status,
+                code: error.code.rawValue,
+                detail: error.message,
+                headers: retryAfter.map { [.retryAfter: $0] } ?? [:]
+            )
+        case (_ as EscrowStoreError, .damaged):
+            // A stored row that does not decode: the store answers, the row is broken. Never "unavailable".
+            return Problem(
+                status,
+                code: "ciphertext_invalid",
+                detail: "the stored escrow is malformed; it is moved to dead when a worker or a read meets it"
+            )
+        case (let error as EscrowStoreError, .unavailable):
+            return Problem(
+                status,
+                code: "store_unavailable",
+                detail: "the store is unavailable (\(error.code))",
+                headers: [.retryAfter: "1"]
+            )
+        default:
+            // A keyring's or a store's own error met on a request: its code, never its message (it may name a path).
+            return Problem(status, code: kind.rawValue, detail: HTTPResponse.Status(code: kind.httpStatus).reasonPhrase)
         }
     }
 

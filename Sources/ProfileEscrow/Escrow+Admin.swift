@@ -56,7 +56,7 @@ extension Escrow {
     /// operator's reason, walking at most `limit` of them: a bounded request, repeated while ``BulkRequeue/more``.
     public func requeue(
         matching filter: EscrowFilter,
-        reason: OperatorReason,
+        reason: OperatorReason?,
         actor: AuditActor,
         limit: Int = 10_000
     ) async throws -> BulkRequeue {

@@ -1,3 +1,5 @@
+public import EscrowCore
+
 /// A failure of an escrow operation.
 ///
 /// Its `description` is deliberately generic and built from the ``code`` alone, so logging an error never leaks
@@ -47,4 +49,21 @@ public struct EscrowError: Error, Sendable, CustomStringConvertible {
 
     /// Generic and code-based: `EscrowError(not_found)`.
     public var description: String { "EscrowError(\(code.rawValue))" }
+}
+
+extension EscrowError: ClassifiedFailure {
+    public var failureKind: FailureKind {
+        switch code {
+        case .notFound: .notFound
+        // A capture-only node cannot open: another node can (HTTP's `409 capture_only`, the CLI's "keyring
+        // unavailable"). A concurrent writer kept changing the escrow: the next attempt can.
+        case .captureOnly, .conflict: .conflict
+        // This node's keyring cannot do it now (out of date, or without that version): reloaded, it can.
+        case .keyUnavailable, .keyringOutdated: .unavailable
+        case .ciphertextInvalid: .damaged
+        // A key version still in use (a refused key operation), a setting out of range.
+        case .keyInUse, .invalidConfiguration: .badInput
+        default: .internal
+        }
+    }
 }

@@ -4,40 +4,18 @@ import EscrowCrypto
 import Foundation
 import ProfileEscrow
 
-/// Exit codes and PII-free messages for every error the CLI can meet.
+/// Exit codes and PII-free messages for every error the CLI can meet: the code is the error's ``FailureKind``'s, as
+/// the library decides it for the HTTP API and the console too.
 enum CLIFailure {
-    static let problem: Int32 = 1
-    static let badInput: Int32 = 2
-    static let notFound: Int32 = 3
-    static let unavailable: Int32 = 4
+    /// The command ran and found a problem (a broken chain, an overdue escrow): exits as a damaged row does.
+    static let problem = FailureKind.damaged.exitCode
+    static let badInput = FailureKind.badInput.exitCode
 
     static func exitCode(for error: any Error) -> Int32 {
-        switch error {
-        case is ProfileValidationError: return badInput
-        case let error as CryptoError:
-            switch error.code {
-            case .keyringNotFound, .keyringPermissions, .keyringMalformed, .keyringIO, .keyringNotDurable,
-                .secretKeyUnavailable, .unknownKeyVersion, .custodyUnavailable, .custodyRefused, .wrappedKeyInvalid:
-                return unavailable
-            case .ciphertextInvalid: return problem
-            default: return badInput
-            }
-        case let error as EscrowStoreError:
-            // A malformed row is a problem found in a store that answers, not an unavailable store.
-            return error.code == .malformedRow ? problem : unavailable
-        case let error as EscrowError:
-            switch error.code {
-            case .notFound: return notFound
-            case .captureOnly, .keyUnavailable, .keyringOutdated: return unavailable
-            case .ciphertextInvalid: return problem
-            default: return badInput
-            }
-        case is NothingHeld: return notFound
-        default:
-            // argument-parser's usage and validation errors.
-            let code = ProfileEscrowCommand.exitCode(for: error)
-            return code == .success ? 0 : badInput
-        }
+        if error is any ClassifiedFailure { return FailureKind(of: error).exitCode }
+        // argument-parser's usage and validation errors.
+        let code = ProfileEscrowCommand.exitCode(for: error)
+        return code == .success ? 0 : badInput
     }
 
     static func message(for error: any Error) -> String {
@@ -47,6 +25,7 @@ enum CLIFailure {
         case let error as CryptoError: "error: \(error.message)"
         case let error as EscrowStoreError: "error: \(error.message)"
         case let error as EscrowError: "error: \(error.message)"
+        case let error as OperatorActions.InputError: "error: \(error.message)"
         case let error as NothingHeld: error.message
         default: ProfileEscrowCommand.fullMessage(for: error)
         }
@@ -55,8 +34,10 @@ enum CLIFailure {
 
 /// Nothing is held (no escrow for this user, no such token): exit 3 with a message that names no
 /// identifier.
-struct NothingHeld: Error {
+struct NothingHeld: ClassifiedFailure {
     var message: String
 
     init(_ message: String) { self.message = message }
+
+    var failureKind: FailureKind { .notFound }
 }

@@ -19,13 +19,10 @@ struct Inspect: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let escrow = try await options.openEscrow(readOnly: true, owner: "profile-escrow inspect")
-        let history: EscrowHistory
-        do {
-            history = try await escrow.inspect(id: EscrowID(hex: escrowId)!)
-        } catch let error as EscrowError where error.code == .notFound {
-            throw NothingHeld("no escrow with this id, live or in the audit trail")
-        }
+        let actions = OperatorActions(
+            escrow: try await options.openEscrow(readOnly: true, owner: "profile-escrow inspect")
+        )
+        let history = try await actions.inspect(try OperatorActions.escrowID(escrowId), historyLimit: 10_000)
         switch format {
         case .json:
             print(try OutputFormat.json(history))

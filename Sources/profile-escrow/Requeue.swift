@@ -24,12 +24,16 @@ struct Requeue: AsyncParsableCommand {
 
     func run() async throws {
         // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
-        let escrow = try await options.openEscrow(owner: "profile-escrow requeue", opensEscrows: false)
+        let actions = OperatorActions(
+            escrow: try await options.openEscrow(owner: "profile-escrow requeue", opensEscrows: false)
+        )
+        let reason = reason.flatMap(OperatorReason.init)
         if allDead {
-            let count = try await escrow.requeueAllDead(actor: .cli, reason: reason.flatMap(OperatorReason.init))
-            print("requeued \(count) dead escrows")
+            // Every dead escrow, in one walk: the CLI has no request to bound.
+            let result = try await actions.requeue(matching: EscrowFilter(), reason: reason, actor: .cli, limit: .max)
+            print("requeued \(result.requeued) dead escrows")
         } else if let id = escrowID.flatMap(EscrowID.init(hex:)) {
-            guard try await escrow.requeue(id: id, actor: .cli, reason: reason.flatMap(OperatorReason.init)) else {
+            guard try await actions.requeue(id, reason: reason, actor: .cli) else {
                 throw ValidationError("escrow \(id.hex) is not dead; nothing to requeue")
             }
             print("requeued \(id.hex)")
