@@ -46,8 +46,8 @@ struct SignInOptions: ParsableArguments {
             )
             : returns
         let authorizeURL = try environment.value(authorizeURL, "apple-authorize-url")
-        let lifetime = try WorkerOptions.duration(ttl, "signin-ttl", environment)
-        guard clientID != nil || callbackURL != nil || !pairs.isEmpty || authorizeURL != nil || lifetime != nil else {
+        let anyTTL = ttl != nil || environment.text("signin-ttl") != nil
+        guard clientID != nil || callbackURL != nil || !pairs.isEmpty || authorizeURL != nil || anyTTL else {
             return nil
         }
         guard let clientID, !clientID.isEmpty, let callbackURL, !pairs.isEmpty else {
@@ -73,7 +73,9 @@ struct SignInOptions: ParsableArguments {
             try Self.requireWebURL(authorizeURL, "--apple-authorize-url")
             configuration.authorizeURL = authorizeURL
         }
-        if let lifetime { configuration.attemptLifetime = .milliseconds(Int64(lifetime * 1000)) }
+        if let lifetime = try WorkerOptions.duration(ttl, "signin-ttl", environment) {
+            configuration.attemptLifetime = .milliseconds(Int64(lifetime * 1000))
+        }
         return configuration
     }
 
