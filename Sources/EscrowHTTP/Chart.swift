@@ -7,15 +7,22 @@ import EscrowCore
 struct Chart: Sendable {
     /// What a screen reader says of the chart.
     var label: String
-    var width: Double
-    var height: Double
+    let width: Double
+    let height: Double
+    /// `0 0 width height`: stored, as the template reads stored properties only.
+    let viewBox: String
     var lines: [Line] = []
     var bars: [Bar] = []
     var polylines: [Polyline] = []
     var dots: [Dot] = []
     var texts: [Text] = []
 
-    var viewBox: String { "0 0 \(Int(width)) \(Int(height))" }
+    init(label: String, width: Double, height: Double) {
+        self.label = label
+        self.width = width
+        self.height = height
+        viewBox = "0 0 \(Int(width)) \(Int(height))"
+    }
 
     /// An axis or a gridline (`kind`: the stylesheet's `axis` or `grid`).
     struct Line: Sendable {
