@@ -3,7 +3,6 @@ import EscrowCrypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Logging
 import ProfileEscrow
 
 /// `/v1/admin…`: the operator's API. Reads need `read`, requeues `operate`, erasures `erase`, the purge report
@@ -142,9 +141,8 @@ struct AdminRoutes: Sendable {
 
     // MARK: Plumbing
 
-    /// The escrow id of the path (a problem the console shows as well as the API answers).
     static func escrowID(_ context: some RequestContext) throws -> EscrowID {
-        do { return try OperatorActions.escrowID(context.parameters.get("escrowId")) } catch { throw Problem(error) }
+        try OperatorActions.escrowID(context.parameters.get("escrowId"))
     }
 
     /// The body as one JSON object's members (`{}` when empty is not allowed: a reason is always required).

@@ -1,4 +1,4 @@
-import EscrowCore
+public import EscrowCore
 import Foundation
 
 extension OperatorActions {
@@ -30,22 +30,39 @@ extension OperatorActions {
         )
     }
 
-    /// The purge report rendered in `format`; `csv` is its summary, then one row per purge.
+    /// The purge report rendered in `format`.
     public func purgeReport(_ format: ReportFormat, verify: Bool) async throws -> String {
-        let report = try await purgeReport(verify: verify)
+        var rendered = ""
+        try await purgeReport(verify: verify).write(format, rowsFrom: escrow.store) { rendered += $0 }
+        return rendered
+    }
+}
+
+extension PurgeReport {
+    /// Writes the report in `format` through `write`, in pieces. CSV is the summary block, then a row a purge read
+    /// again from `store` over the report's period, never held at once (the CLI prints each as it comes).
+    public func write(
+        _ format: OperatorActions.ReportFormat,
+        rowsFrom store: any EscrowStore,
+        archives: [String] = [],
+        to write: (String) -> Void
+    ) async throws {
         switch format {
-        case .text: return report.text()
-        case .json: return String(decoding: report.json(), as: UTF8.self)
+        case .text: write(text())
+        case .json: write(String(decoding: json(), as: UTF8.self))
         case .csv:
-            var csv = report.csvSummary() + PurgeReport.csvHeader + "\n"
-            _ = try await PurgeReport.build(
-                store: escrow.store,
-                until: report.generatedAt,
-                verify: false,
-                now: report.generatedAt,
-                onPurge: { csv += PurgeReport.csvRow($0) + "\n" }
-            )
-            return csv
+            write(csvSummary() + Self.csvHeader + "\n")
+            try await withoutActuallyEscaping(write) { write in
+                _ = try await Self.build(
+                    store: store,
+                    since: since,
+                    until: until,
+                    verify: false,
+                    archives: archives,
+                    now: generatedAt,
+                    onPurge: { write(Self.csvRow($0) + "\n") }
+                )
+            }
         }
     }
 }

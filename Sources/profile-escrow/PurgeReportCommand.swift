@@ -75,23 +75,11 @@ struct PurgeReportCommand: AsyncParsableCommand {
             retentionSeconds: options.escrowConfiguration.retention,
             now: now
         )
-        switch format {
-        case .text: print(report.text(), terminator: "")
-        case .json: print(String(decoding: report.json(), as: UTF8.self))
-        case .html: print(try report.html(), terminator: "")
-        case .csv:
-            // The summary first, then the rows streamed by a second pass over the same period.
-            print(report.csvSummary(), terminator: "")
-            print(PurgeReport.csvHeader)
-            _ = try await PurgeReport.build(
-                store: store,
-                since: start,
-                until: end,
-                verify: false,
-                archives: archives,
-                now: now,
-                onPurge: { print(PurgeReport.csvRow($0)) }
-            )
+        if let plain = OperatorActions.ReportFormat(rawValue: format.rawValue) {
+            try await report.write(plain, rowsFrom: store, archives: archives) { print($0, terminator: "") }
+            if plain == .json { print() }
+        } else {
+            print(try report.html(), terminator: "")
         }
         if report.hasProblem {
             if format != .text {
