@@ -62,6 +62,7 @@ public final class SealingKeyReserve: Sendable {
         var started = false
         var stopped = false
         var sleeping = false
+        var threadRunning = false
     }
 
     /// A reserve of at most `capacity` sets of keys. `idlePriority`: its thread moves itself to Linux's `SCHED_IDLE`
@@ -84,11 +85,18 @@ public final class SealingKeyReserve: Sendable {
     /// The escrow public keys of the sets kept now (tests).
     var keptPublicKeys: [[UInt8]] { state.withLock { $0.keys.map(\.publicKey) } }
 
+    /// Whether the thread is parked, making nothing until woken (tests: a full reserve stays full without a wait).
+    var isSleeping: Bool { state.withLock { $0.sleeping } }
+
+    /// Whether the thread is running (tests: a stopped reserve's thread has ended, and does not start again).
+    var isThreadRunning: Bool { state.withLock { $0.threadRunning } }
+
     /// Starts the thread that makes keys. Once; a stopped reserve does not start again.
     public func start() {
         let starting = state.withLock { state -> Bool in
             guard !state.started, !state.stopped else { return false }
             state.started = true
+            state.threadRunning = true
             return true
         }
         guard starting else { return }
@@ -167,6 +175,7 @@ public final class SealingKeyReserve: Sendable {
             }
             switch next {
             case .stop:
+                state.withLock { $0.threadRunning = false }
                 return
             case .sleep:
                 wakeup.wait()

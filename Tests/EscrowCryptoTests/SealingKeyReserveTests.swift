@@ -7,7 +7,8 @@ import Testing
 /// asked for, and what it seals opens.
 @Suite("Sealing key reserve")
 struct SealingKeyReserveTests {
-    /// Waits (at most 20 s) until `condition` holds.
+    /// Waits (at most 20 s) until `condition` holds. The reserve's thread is a real one that no test clock moves: this
+    /// polls it, every 5 ms of real time.
     func eventually(_ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(20)
         while !condition() {
@@ -28,8 +29,8 @@ struct SealingKeyReserveTests {
         #expect(reserve.count == 0)
         reserve.prepare(for: keyring)
         reserve.start()
-        try await eventually { reserve.count == 6 }
-        try await Task.sleep(for: .milliseconds(50))
+        // Full, the thread parks until captures take half: it makes no seventh set.
+        try await eventually { reserve.count == 6 && reserve.isSleeping }
         #expect(reserve.count == 6)
 
         // Escrows sealed with the reserve take its keys (the thread sleeps until half are taken) and open with
@@ -62,8 +63,8 @@ struct SealingKeyReserveTests {
         // ephemeral keys, each made for the master key asked for.
         var taken: [SealingKeys] = []
         while taken.count < 12 {
+            try await eventually { reserve.count > 0 }
             if let keys = reserve.take(for: masterPublicKey(keyring)) { taken.append(keys) }
-            try await Task.sleep(for: .milliseconds(1))
         }
         #expect(Set(taken.map(\.publicKey) + sealed.map(\.publicKey)).count == 15)
         #expect(Set(taken.map(\.profileBox.publicKey) + taken.map(\.keyBox.publicKey)).count == 24)
@@ -112,11 +113,11 @@ struct SealingKeyReserveTests {
         reserve.stop()
         #expect(reserve.count == 0)
         #expect(reserve.take(for: masterPublicKey(keyring)) == nil)
-        try await Task.sleep(for: .milliseconds(100))
+        try await eventually { !reserve.isThreadRunning }
         #expect(reserve.count == 0)
-        // Started again after a stop, it stays stopped; sealing makes its own keys.
+        // Started again after a stop, it stays stopped (no thread); sealing makes its own keys.
         reserve.start()
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(!reserve.isThreadRunning)
         #expect(reserve.count == 0)
         let plaintext = SecretBytes(copying: Array(#"{"email":"t@example.invalid"}"#.utf8))
         let index = keyring.blindIndex(userIdentifier: "000000.stopped.invalid")
@@ -132,7 +133,8 @@ struct SealingKeyReserveTests {
         reserve.start()
         let smallOrder = [UInt8](repeating: 0, count: 32)
         #expect(reserve.take(for: smallOrder) == nil)
-        try await Task.sleep(for: .milliseconds(100))
+        // The thread tried, made nothing, forgot the key and parked again.
+        try await eventually { reserve.isSleeping }
         #expect(reserve.count == 0)
         #expect(reserve.take(for: smallOrder) == nil)
 

@@ -76,21 +76,20 @@ struct AppleKeyFetcherTests {
         let server = try await StaticHTTPServer.start(
             .init(headers: [("Cache-Control", "public, max-age=3")], body: Self.jwks([AppleTestKeys.rsaKid]))
         )
-        try await Self.withFetcher(server) { fetcher, verifier in
+        let time = ManualTime()
+        try await Self.withFetcher(server, time: time) { fetcher, verifier in
             let token = try await Self.token()
-            // One fetch per max-age at most, counted from the time the verifications really took: on a machine loaded
-            // enough to stretch five verifications past the max-age, a second fetch is right. Uncached, it is five.
-            let maxAge = Duration.seconds(3)
-            let started = ContinuousClock.now
+            // The fetcher's clock stands still while it verifies: one fetch, however many tokens.
             for _ in 0..<5 { #expect(await Self.verifies(verifier, token)) }
-            let fetched = server.requests.count
-            #expect(fetched >= 1 && fetched <= 1 + Int((ContinuousClock.now - started) / maxAge), "cached: \(fetched)")
-            try await Task.sleep(for: maxAge + .milliseconds(300))
-            let again = ContinuousClock.now
+            #expect(server.requests.count == 1, "cached while max-age lasts")
+            time.advance(.seconds(2))
             #expect(await Self.verifies(verifier, token))
-            let refetched = server.requests.count - fetched
-            #expect(refetched >= 1, "fetched again once max-age passed")
-            #expect(refetched <= 1 + Int((ContinuousClock.now - again) / maxAge))
+            #expect(server.requests.count == 1, "2 s into a 3 s max-age: still cached")
+            time.advance(.seconds(1))
+            #expect(await Self.verifies(verifier, token))
+            #expect(server.requests.count == 2, "fetched again once max-age passed")
+            for _ in 0..<5 { #expect(await Self.verifies(verifier, token)) }
+            #expect(server.requests.count == 2, "and cached again for the new max-age")
         }
     }
 
@@ -170,7 +169,8 @@ struct AppleKeyFetcherTests {
         let server = try await StaticHTTPServer.start(
             .init(headers: [("Cache-Control", "max-age=0")], body: Self.jwks([AppleTestKeys.rsaKid]))
         )
-        try await Self.withFetcher(server) { fetcher, verifier in
+        let time = ManualTime()
+        try await Self.withFetcher(server, time: time) { fetcher, verifier in
             let token = try await Self.token()
             #expect(await Self.verifies(verifier, token))
             for broken in [
@@ -181,7 +181,9 @@ struct AppleKeyFetcherTests {
             ] {
                 server.answer(broken)
                 let before = server.requests.count
-                try await Task.sleep(for: .milliseconds(350))
+                #expect(await Self.verifies(verifier, token), "within the minimum interval: no fetch")
+                #expect(server.requests.count == before)
+                time.advance(fetcher.configuration.minimumInterval)
                 #expect(await Self.verifies(verifier, token), "the last good keys still verify")
                 #expect(server.requests.count == before + 1, "expired: fetched again, and failed")
             }
@@ -194,16 +196,18 @@ struct AppleKeyFetcherTests {
             .init(body: Self.jwks([AppleTestKeys.rsaKid]), delay: 60)
         )
         let quick: (inout AppleKeyFetcher.Configuration) -> Void = { $0.timeout = .milliseconds(500) }
-        try await Self.withFetcher(server, quick) { fetcher, verifier in
+        let time = ManualTime()
+        try await Self.withFetcher(server, time: time, quick) { fetcher, verifier in
             let started = ContinuousClock.now
             #expect(!(await fetcher.refresh()), "no keys: the fetch timed out")
             // The server would answer after 60 s: an unbounded fetch waits that long. The timeout is 0.5 s; the whole
             // suite running beside it on 2 cores has stretched that to 5 s, so the bound is what tells the two apart.
             #expect(ContinuousClock.now - started < .seconds(30), "bounded by the timeout, far below the server's 60 s")
-            #expect(!(await Self.verifies(verifier, try await Self.token())))
+            let token = try await Self.token()
+            #expect(!(await Self.verifies(verifier, token)))
             server.answer(.init(body: Self.jwks([AppleTestKeys.rsaKid])))
-            try await Task.sleep(for: .milliseconds(350))
-            #expect(await Self.verifies(verifier, try await Self.token()), "the next fetch succeeds")
+            time.advance(fetcher.configuration.minimumInterval)
+            #expect(await Self.verifies(verifier, token), "the next fetch succeeds")
         }
     }
 

@@ -24,7 +24,7 @@ import Glibc
 @Suite("PostgreSQL: failover to a synchronous standby")
 struct FailoverTests {
     @Test func nodesCarryOnAgainstThePromotedStandbyAndLoseNothingAcknowledged() async throws {
-        let cluster = try ReplicatedCluster.start()
+        let cluster = try await ReplicatedCluster.start()
         defer { cluster.stop() }
         let proxy = try PartitionProxy(to: "127.0.0.1", port: cluster.primaryPort)
         defer { proxy.stop() }
@@ -225,7 +225,7 @@ struct ReplicatedCluster: Sendable {
             + "&target_session_attrs=\(target)"
     }
 
-    static func start() throws -> ReplicatedCluster {
+    static func start() async throws -> ReplicatedCluster {
         let bin =
             ProcessInfo.processInfo.environment["PROFILE_ESCROW_TEST_POSTGRES_BIN"]
             ?? "/usr/lib/postgresql/15/bin"
@@ -276,18 +276,20 @@ struct ReplicatedCluster: Sendable {
             "\(bin)/psql -h \(directory)/socket -p \(cluster.primaryPort) -U \(cluster.user) -d postgres -q "
                 + "-c \"ALTER SYSTEM SET synchronous_standby_names = 'standby1'\" -c 'SELECT pg_reload_conf()'"
         )
-        // Synchronous before anything is captured.
-        for _ in 0..<100 {
-            let state = try cluster.owner(
-                "\(bin)/psql -h \(directory)/socket -p \(cluster.primaryPort) -U \(cluster.user) -d postgres -At "
-                    + "-c \"SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'\""
-            )
-            if state.trimmingCharacters(in: .whitespacesAndNewlines) == "sync" { return cluster }
-            // Real time on purpose (a synchronous start): the standby is a real server catching up with the primary.
-            usleep(100_000)
+        // Synchronous before anything is captured: the standby is a real server catching up with the primary.
+        do {
+            try await eventually("the standby synchronous", within: 10, every: .milliseconds(100)) {
+                let state = try cluster.owner(
+                    "\(bin)/psql -h \(directory)/socket -p \(cluster.primaryPort) -U \(cluster.user) -d postgres -At "
+                        + "-c \"SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'\""
+                )
+                return state.trimmingCharacters(in: .whitespacesAndNewlines) == "sync"
+            }
+        } catch {
+            cluster.stop()
+            throw Failed(description: "the standby did not become synchronous")
         }
-        cluster.stop()
-        throw Failed(description: "the standby did not become synchronous")
+        return cluster
     }
 
     /// SIGKILL to the primary's postmaster and every backend (no shutdown checkpoint, no goodbye to the standby).

@@ -42,16 +42,18 @@ struct NotificationOutboxPostgresTests {
                 #expect(recorded == .queued)
             }
             let tasks = forwarders.map { forwarder in Task { try await forwarder.run() } }
-            try await eventually("all forwarded", within: 30) { backend.answered.count >= count }
-            try await Task.sleep(for: .milliseconds(500))
-            let ids = backend.requests.compactMap(\.webhookID)
-            #expect(ids.count == count, "each sent once: \(ids.count) requests")
-            #expect(Set(ids).count == count)
-            try await eventually("the outbox emptied", within: 10) { try await nodes[0].outboxCount() == 0 }
+            try await eventually("all forwarded and the outbox emptied", within: 30) {
+                let left = try await nodes[0].outboxCount()
+                return backend.answered.count >= count && left == 0
+            }
+            // Both stopped, nothing more is sent: the backend's requests are final.
             for task in tasks {
                 task.cancel()
                 _ = try? await task.value
             }
+            let ids = backend.requests.compactMap(\.webhookID)
+            #expect(ids.count == count, "each sent once: \(ids.count) requests")
+            #expect(Set(ids).count == count)
             await backend.stop()
         }
     }

@@ -100,8 +100,9 @@ struct SignInLockWaitTests {
         let held = try HeldLock(path)
         // A capture of this process waits for the lock (up to its 20 s), ahead of the sign-in on the store's writer.
         let capture = Task { try await store.capture(captured, actor: .library, lifecycle: EscrowLifecycle()) }
-        // Time for the capture to reach the writer; if it has not, the sign-in goes first and is bounded all the same.
-        try await Task.sleep(for: .milliseconds(300))
+        // Real time on purpose: time for the capture to reach the writer and wait in SQLite for the other process's
+        // lock (nothing marks that moment); if it has not, the sign-in goes first and is bounded all the same.
+        try await pause(for: .milliseconds(300))
         let started = ContinuousClock.now
         do {
             _ = try await store.completeSignIn(

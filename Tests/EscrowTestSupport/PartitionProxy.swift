@@ -15,6 +15,8 @@ public final class PartitionProxy: Sendable {
     public let port: Int
     private let listener: Int32
     private let state: NIOLockedValueBox<State>
+    /// True while bytes may flow (healed, or stopped): what a blackholed connection's threads wait on.
+    private let flowing = ConditionLock(value: true)
 
     private struct State {
         var target: (host: String, port: Int)
@@ -48,10 +50,21 @@ public final class PartitionProxy: Sendable {
     }
 
     /// From now on nothing passes, either way, on any connection.
-    public func blackhole() { state.withLockedValue { $0.blackholed = true } }
+    public func blackhole() {
+        state.withLockedValue { $0.blackholed = true }
+        setFlowing(false)
+    }
 
     /// Bytes flow again.
-    public func heal() { state.withLockedValue { $0.blackholed = false } }
+    public func heal() {
+        state.withLockedValue { $0.blackholed = false }
+        setFlowing(true)
+    }
+
+    private func setFlowing(_ value: Bool) {
+        flowing.lock()
+        flowing.unlock(withValue: value)
+    }
 
     /// New connections go to `port` from now on, and every open one is closed (RST), as a proxy that follows a
     /// failover does.
@@ -71,6 +84,7 @@ public final class PartitionProxy: Sendable {
             defer { state.sockets = [] }
             return state.sockets
         }
+        setFlowing(true)
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
         for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
@@ -113,8 +127,9 @@ public final class PartitionProxy: Sendable {
             let (blackholed, stopped) = state.withLockedValue { ($0.blackholed, $0.stopped) }
             if stopped { return }
             if blackholed {
-                // Real time on purpose: this thread stands for a network that forwards nothing while cut off.
-                usleep(20_000)
+                // A network that forwards nothing while cut off: this thread waits until healed (or stopped).
+                flowing.lock(whenValue: true)
+                flowing.unlock()
                 continue
             }
             // Wait for bytes at most 50 ms, so that a blackhole begins between two reads.
