@@ -27,54 +27,51 @@ struct ConsoleRoutes: Sendable {
     /// The operator's actions, on this console's escrow and overview.
     var actions: OperatorActions { OperatorActions(escrow: escrow, overviews: overview) }
 
+    /// The console's routes: the stylesheet and the sign-in on `router`; every other page in one group whose
+    /// ``ConsoleSession`` finds the viewer, each scope declared on its own group (``ConsoleRole``).
     func register<Context: RequestContext>(on router: some RouterMethods<Context>) {
         router.get(RouterPath(ConsolePages.stylesheetPath)) { _, _ in
             ConsolePages.response(.ok, \.stylesheet, type: "text/css; charset=utf-8")
         }
         router.get("/console/signin") { _, _ in signInPage() }
         router.post("/console/signin") { request, context in try await signIn(request, context) }
-        router.post("/console/signout") { request, _ in
-            await form(request, scope: nil) { _, _, sessionID in
-                sessions.end(id: sessionID)
-                return ConsolePages.redirect(
-                    "/console/signin",
-                    headers: [.setCookie: Self.cookie(Self.sessionCookie, "", maxAge: 0)]
-                )
+
+        let console = router.group("/console", context: ConsoleRequestContext<Context>.self)
+            .add(middleware: ConsoleSession(routes: self))
+        console.get { _, context in try await home(context.signedIn()) }
+        console.get("result/:resultId") { _, context in try heldResult(context) }
+        console.post("signout") { request, context in
+            _ = try await form(request, context)
+            sessions.end(id: context.sessionID)
+            return ConsolePages.redirect(
+                "/console/signin",
+                headers: [.setCookie: Self.cookie(Self.sessionCookie, "", maxAge: 0)]
+            )
+        }
+        console.group().add(middleware: ConsoleRole(.read))
+            .get("escrows") { request, context in try await list(request, context.signedIn()) }
+            .get("escrows/:escrowId") { _, context in
+                try await escrowPage(id: try Self.escrowID(context), context.signedIn())
             }
-        }
-        router.get("/console") { request, _ in await page(request, scope: nil) { try await home($0) } }
-        router.get("/console/escrows") { request, _ in await page(request, scope: .read) { try await list(request, $0) }
-        }
-        router.post("/console/escrows/requeue") { request, _ in
-            await form(request, scope: .operate) { viewer, fields, _ in try await requeueMatching(fields, viewer) }
-        }
-        router.get("/console/escrows/:escrowId") { request, context in
-            await page(request, scope: .read) { try await escrowPage(id: try Self.escrowID(context), $0) }
-        }
-        router.post("/console/escrows/:escrowId/requeue") { request, context in
-            await form(request, scope: .operate) { viewer, fields, _ in
-                try await requeue(try Self.escrowID(context), fields, viewer)
-            }
-        }
-        router.post("/console/escrows/:escrowId/erase") { request, context in
-            await form(request, scope: .erase) { viewer, fields, _ in
-                try await erase(try Self.escrowID(context), fields, viewer)
-            }
-        }
-        router.post("/console/lookup") { request, _ in
-            await form(request, scope: .read) { viewer, fields, _ in try await lookup(fields, viewer) }
-        }
-        router.get("/console/keys") { request, _ in await page(request, scope: .read) { try await keys($0) } }
+            .get("keys") { _, context in try await keys(context.signedIn()) }
+            .post("lookup") { request, context in try await lookup(try await form(request, context), context.signedIn()) }
         // Every token's name and scopes: an operator's view (`operate`), not a viewer's or an auditor's.
-        router.get("/console/tokens") { request, _ in
-            await page(request, scope: .operate) { try await tokenList($0) }
-        }
-        router.get("/console/result/:resultId") { request, context in await heldResult(request, context) }
-        router.get("/console/purge-report") { request, _ in
-            await page(request, scope: .audit) { _ in
+        console.group().add(middleware: ConsoleRole(.operate))
+            .get("tokens") { _, context in try await tokenList(context.signedIn()) }
+            .post("escrows/requeue") { request, context in
+                try await requeueMatching(try await form(request, context), context.signedIn())
+            }
+            .post("escrows/:escrowId/requeue") { request, context in
+                try await requeue(try Self.escrowID(context), try await form(request, context), context.signedIn())
+            }
+        console.group().add(middleware: ConsoleRole(.erase))
+            .post("escrows/:escrowId/erase") { request, context in
+                try await erase(try Self.escrowID(context), try await form(request, context), context.signedIn())
+            }
+        console.group().add(middleware: ConsoleRole(.audit))
+            .get("purge-report") { _, _ in
                 ConsolePages.response(.ok, html: try await actions.purgeReport(verify: true).html(for: .console))
             }
-        }
     }
 
     static func escrowID(_ context: some RequestContext) throws -> EscrowID {
@@ -102,72 +99,20 @@ struct ConsoleRoutes: Sendable {
         return (ConsolePages.Viewer(name: record.name, scopes: record.scopes, csrf: session.csrf), id)
     }
 
-    /// A GET page: signed in (else to the sign-in page) with `scope` (else a 403 page).
-    func page(
-        _ request: Request,
-        scope: AccessTokenScope?,
-        _ body: (ConsolePages.Viewer) async throws -> Response
-    ) async -> Response {
-        let signedIn: (ConsolePages.Viewer, String)?
-        do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
-        guard let (viewer, _) = signedIn else {
-            // Just signed in, yet no session cookie came back: the browser refused a `Secure` cookie over plain HTTP.
-            if request.uri.queryParameters["signedin"] != nil {
-                return signInPage(
-                    message:
-                        "Your browser did not keep the session cookie: open the console over HTTPS (or on localhost).",
-                    status: .forbidden
-                )
-            }
-            return ConsolePages.redirect("/console/signin")
-        }
-        if let refusal = Self.refusal(viewer, scope) { return refusal }
-        do { return try await body(viewer) } catch { return Self.failure(error, viewer: viewer) }
-    }
-
-    /// A form POST: a form body, the same origin, a live session with `scope`, and the session's CSRF token.
-    func form(
-        _ request: Request,
-        scope: AccessTokenScope?,
-        _ body: (ConsolePages.Viewer, ConsoleForm, String) async throws -> Response
-    ) async -> Response {
-        let signedIn: (ConsolePages.Viewer, String)?
-        do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
-        guard let (viewer, id) = signedIn else { return ConsolePages.redirect("/console/signin") }
-        return await redirectHeld(await answer(request, scope: scope, viewer, id, body), sessionID: id)
-    }
-
-    /// A signed-in form's own answer, before ``redirectHeld(_:sessionID:)`` holds it.
-    private func answer(
-        _ request: Request,
-        scope: AccessTokenScope?,
-        _ viewer: ConsolePages.Viewer,
-        _ id: String,
-        _ body: (ConsolePages.Viewer, ConsoleForm, String) async throws -> Response
-    ) async -> Response {
-        let fields: ConsoleForm
-        do { fields = try await ConsoleForm.read(request) } catch { return Self.failure(error, viewer: viewer) }
+    /// A signed-in form's fields: a form body, from the same origin, with the session's CSRF token.
+    func form(_ request: Request, _ context: ConsoleRequestContext<some RequestContext>) async throws -> ConsoleForm {
+        let viewer = try context.signedIn()
+        let fields = try await ConsoleForm.read(request)
         guard Self.sameOrigin(request),
             let csrf = fields.csrf, Hashing.constantTimeEqual(Array(csrf.utf8), Array(viewer.csrf.utf8))
         else {
-            return ConsolePages.errorPage(
+            throw Problem(
                 .forbidden,
-                "This form's CSRF token is missing or wrong: reload the page and try again.",
-                viewer: viewer
+                code: "csrf_refused",
+                detail: "This form's CSRF token is missing or wrong: reload the page and try again."
             )
         }
-        if let refusal = Self.refusal(viewer, scope) { return refusal }
-        do { return try await body(viewer, fields, id) } catch { return Self.failure(error, viewer: viewer) }
-    }
-
-    /// The 403 page of a viewer whose role lacks `scope`; nil when it has it.
-    static func refusal(_ viewer: ConsolePages.Viewer, _ scope: AccessTokenScope?) -> Response? {
-        guard let scope, !viewer.may(scope) else { return nil }
-        return ConsolePages.errorPage(
-            .forbidden,
-            "Your role (\(viewer.role)) may not do this: it needs the \(scope.rawValue) scope.",
-            viewer: viewer
-        )
+        return fields
     }
 
     /// POST, redirect, GET: a page answering a form is held in the session for one GET of `/console/result/<id>`, and
@@ -187,12 +132,10 @@ struct ConsoleRoutes: Sendable {
 
     /// `GET /console/result/<id>`: the held answer to this session's form, once. A reload, another session or a
     /// result past its minute finds nothing held: `410`, with a link back (the form is never posted again by itself).
-    func heldResult(_ request: Request, _ context: some RequestContext) async -> Response {
-        let signedIn: (ConsolePages.Viewer, String)?
-        do { signedIn = try await viewer(request) } catch { return Self.failure(error, viewer: nil) }
-        guard let (viewer, sessionID) = signedIn else { return ConsolePages.redirect("/console/signin") }
+    func heldResult(_ context: ConsoleRequestContext<some RequestContext>) throws -> Response {
+        let viewer = try context.signedIn()
         guard let resultID = context.parameters.get("resultId"),
-            let held = sessions.take(resultID, sessionID: sessionID, now: Date())
+            let held = sessions.take(resultID, sessionID: context.sessionID, now: Date())
         else {
             return ConsolePages.errorPage(
                 .gone,
