@@ -86,7 +86,8 @@ public protocol NotificationOutbox: NotificationLog {
 }
 
 extension NotificationOutbox {
-    /// The log's record: nothing to forward.
+    /// The log's record: nothing to forward. Shared by every outbox, and correct for each: a record with no entry to
+    /// queue is what ``recordNotification(idHash:at:forward:capacity:)`` does with `forward` nil.
     public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
         try await recordNotification(idHash: idHash, at: now, forward: nil, capacity: 0) == .recorded
     }
