@@ -32,7 +32,10 @@ extension OperatorActions {
             var seen: Set<String> = []
             for (name, raw) in fields {
                 guard allowed.contains(name) else {
-                    throw InputError(field: nil, "unknown parameter; allowed: \(allowed.sorted().joined(separator: ", "))")
+                    throw InputError(
+                        field: nil,
+                        "unknown parameter; allowed: \(allowed.sorted().joined(separator: ", "))"
+                    )
                 }
                 guard seen.insert(name).inserted else { throw InputError(field: name, "\(name) may be given once") }
                 let value = raw.trimmingCharacters(in: .whitespaces)
