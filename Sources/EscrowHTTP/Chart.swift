@@ -1,5 +1,5 @@
-import Foundation
 import EscrowCore
+import Foundation
 
 /// The pages' one chart kit: the geometry of an inline SVG chart (horizontal bars, lines over time, stacked
 /// columns), drawn by the `chart` template. Colours are palette indexes (`c0` … `c7` in the stylesheet), so no

@@ -49,7 +49,9 @@ struct ConsoleSession<ParentContext: RequestContext>: RouterMiddleware {
         context.viewer = viewer
         context.sessionID = sessionID
         let response: Response
-        do { response = try await next(request, context) } catch { response = ConsoleRoutes.failure(error, viewer: viewer) }
+        do { response = try await next(request, context) } catch {
+            response = ConsoleRoutes.failure(error, viewer: viewer)
+        }
         guard request.method == .post else { return response }
         return await routes.redirectHeld(response, sessionID: sessionID)
     }

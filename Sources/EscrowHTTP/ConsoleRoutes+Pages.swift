@@ -277,7 +277,11 @@ extension ConsoleRoutes {
     func requeue(_ id: EscrowID, _ fields: ConsoleForm, _ viewer: ConsolePages.Viewer) async throws -> Response {
         let reason = try OperatorActions.reason(fields.reason)
         let done = try await actions.requeue(id, reason: reason, actor: .console(token: viewer.name))
-        return try await escrowPage(id: id, viewer, notice: done ? "Requeued." : "Not requeued: the escrow is not dead.")
+        return try await escrowPage(
+            id: id,
+            viewer,
+            notice: done ? "Requeued." : "Not requeued: the escrow is not dead."
+        )
     }
 
     func erase(_ id: EscrowID, _ fields: ConsoleForm, _ viewer: ConsolePages.Viewer) async throws -> Response {
@@ -286,7 +290,7 @@ extension ConsoleRoutes {
         do {
             try await actions.erase(id, reason: reason, actor: .console(token: viewer.name))
             notice = "Erased."
-        } catch where FailureKind(of: error) == .notFound {
+        } catch  where FailureKind(of: error) == .notFound {
             // Nothing held any more: the page still shows the escrow's audit trail, when it has one.
             notice = "Nothing was held under this id."
         }

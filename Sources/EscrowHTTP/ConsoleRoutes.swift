@@ -54,7 +54,8 @@ struct ConsoleRoutes: Sendable {
                 try await escrowPage(id: try Self.escrowID(context), context.signedIn())
             }
             .get("keys") { _, context in try await keys(context.signedIn()) }
-            .post("lookup") { request, context in try await lookup(try await form(request, context), context.signedIn()) }
+            .post("lookup") { request, context in try await lookup(try await form(request, context), context.signedIn())
+            }
         // Every token's name and scopes: an operator's view (`operate`), not a viewer's or an auditor's.
         console.group().add(middleware: ConsoleRole(.operate))
             .get("tokens") { _, context in try await tokenList(context.signedIn()) }

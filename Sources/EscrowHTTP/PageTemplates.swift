@@ -45,7 +45,8 @@ public struct PageTemplates: Sendable {
 
     /// Every template, by the name the others include it under.
     static let templateNames = [
-        "document", "chart", "cards", "csrf", "console", "console-signin", "console-overview", "console-escrows", "console-escrow",
+        "document", "chart", "cards", "csrf", "console", "console-signin", "console-overview", "console-escrows",
+        "console-escrow",
         "console-keys", "console-tokens", "console-message", "purge-report", "signin-message", "signin-retry",
     ]
 
@@ -70,7 +71,11 @@ public struct PageTemplates: Sendable {
         switch shared {
         case .success(let templates):
             headers[.contentType] = type
-            return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: make(templates))))
+            return Response(
+                status: status,
+                headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: make(templates)))
+            )
         case .failure(let error):
             headers[.contentType] = "text/plain; charset=utf-8"
             let body = ByteBuffer(string: "\(error)\n")
@@ -87,7 +92,9 @@ public struct PageTemplates: Sendable {
                     .appendingPathComponent(folderName)
             )
         }
-        candidates.append(URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(folderName))
+        candidates.append(
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(folderName)
+        )
         let found = candidates.first { folder in
             var isFolder: ObjCBool = false
             return FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) && isFolder.boolValue

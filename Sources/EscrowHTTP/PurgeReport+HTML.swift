@@ -24,7 +24,10 @@ extension PurgeReport {
             case .file: "data:text/css;base64," + Data(templates.stylesheet.utf8).base64EncodedString()
             case .api, .console: ConsolePages.stylesheetPath
             }
-        return templates.render("purge-report", PurgeReportDocument(self, stylesheet, backLink: destination == .console))
+        return templates.render(
+            "purge-report",
+            PurgeReportDocument(self, stylesheet, backLink: destination == .console)
+        )
     }
 }
 
@@ -167,7 +170,8 @@ struct PurgeReportDocument {
         let labelEvery = max(1, Int((Double(count) / 8).rounded(.up)))
         let axis = stride(from: 0, to: count, by: labelEvery).map { index in
             let time = Timestamp.seconds(Date(timeIntervalSince1970: start + Double(index) * step))
-            let text = step < 86_400 ? time.prefix(16).replacingOccurrences(of: "T", with: " ") : String(time.prefix(10))
+            let text =
+                step < 86_400 ? time.prefix(16).replacingOccurrences(of: "T", with: " ") : String(time.prefix(10))
             return (index, text)
         }
         let chart = Chart.columns("Purges by reason over time", columns, axis: axis, height: 260)

@@ -21,7 +21,11 @@ struct PageTemplateTests {
             let ids = try await AdminRoutesTests.capture(1, harness, client)
             try await AdminRoutesTests.kill(ids[0], harness)
             let (browser, _) = try await ConsoleTests.signIn("all", harness, client)
-            let page = try await client.execute(uri: "/console/escrows/\(ids[0])", method: .get, headers: browser.headers())
+            let page = try await client.execute(
+                uri: "/console/escrows/\(ids[0])",
+                method: .get,
+                headers: browser.headers()
+            )
             let requeued = try await client.execute(
                 uri: "/console/escrows/\(ids[0])/requeue",
                 method: .post,
@@ -48,7 +52,8 @@ struct PageTemplateTests {
             let (browser, _) = try await ConsoleTests.signIn("all", harness, client)
             for uri in [
                 "/console/signin", "/console/", "/console/escrows", "/console/keys", "/console/tokens",
-                "/console/purge-report", "/console/static/console.css", "/console/escrows/\(String(repeating: "0", count: 32))",
+                "/console/purge-report", "/console/static/console.css",
+                "/console/escrows/\(String(repeating: "0", count: 32))",
             ] {
                 let page = try await client.execute(uri: uri, method: .get, headers: browser.headers())
                 #expect(page.headers[.contentSecurityPolicy] == policy, "\(uri)")
@@ -67,7 +72,9 @@ struct PageTemplateTests {
     @Test("no template carries an inline style or script; the console's purge report links back from its template")
     func templatesHoldNothingInline() async throws {
         let folder = try PageTemplates.locate()
-        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".mustache") }
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter {
+            $0.hasSuffix(".mustache")
+        }
         #expect(names.count == PageTemplates.templateNames.count)
         for name in names {
             let text = try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
