@@ -169,6 +169,25 @@ struct RouteCollectionTests {
         for canary in Fake.tokens { #expect(!logged.contains(canary)) }
     }
 
+    @Test("the caller a route group authenticated reaches the access log, also when its scope is refused (403)")
+    func accessLogNamesARefusedCaller() async throws {
+        let harness = try await HTTPHarness()
+        try await harness.app().test(.router) { client async throws in
+            let response = try await client.execute(
+                uri: "/v1/admin/overview",
+                method: .get,
+                headers: harness.headers("capture")
+            )
+            #expect(response.status == .forbidden)
+            #expect(try await client.execute(uri: "/v1/admin/overview", method: .get).status == .unauthorized)
+        }
+        let lines = harness.logs.entries.filter { $0.message.description == "request" }
+        #expect(lines.count == 2)
+        #expect(lines.first?.metadata["http.status"]?.description == "403")
+        #expect(lines.first?.metadata["http.token"]?.description == "scope-capture")
+        #expect(lines.last?.metadata["http.token"] == nil, "no token, no caller")
+    }
+
     @Test("sign-in off: its routes answer 404, the redeem after its token check (401, 403), as the contract says")
     func signInOff() async throws {
         let harness = try await HTTPHarness()
