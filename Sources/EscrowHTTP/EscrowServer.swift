@@ -61,7 +61,13 @@ public struct EscrowServer: Sendable {
         try await Teardown.run { teardown in
             teardown.add(stores.closeEscrows)
             teardown.add(stores.closeTokens)
-            let escrow = makeEscrow(configuration, stores: stores, keyring: keyring, teardown: &teardown, logger: logger)
+            let escrow = makeEscrow(
+                configuration,
+                stores: stores,
+                keyring: keyring,
+                teardown: &teardown,
+                logger: logger
+            )
             logStart(configuration, stores: stores, escrow: escrow, unwrapFailure: unwrapFailure, metadata, logger)
             var http = configuration.http
             http.tls = try configuration.tls?.load()
@@ -158,7 +164,8 @@ public struct EscrowServer: Sendable {
         }
         let http = configuration.http
         let listeners: Logger.Metadata = [
-            "keyring": "\(escrow.keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : keyringMode)",
+            "keyring":
+                "\(escrow.keyring.isPublicOnly ? "public-only (capture-only node: replay answers 409)" : keyringMode)",
             "address": "\(http.host):\(http.port)",
             "public.address": "\(http.publicPort.map { "\(http.publicHost ?? http.host):\($0)" } ?? "none")",
             "tokens.path": "\(stores.tokensPlace)",
@@ -218,7 +225,13 @@ public struct EscrowServer: Sendable {
         // `/metrics` never has to query the store.
         let gauges: [any Service] =
             worker == nil
-            ? [LiveGaugeRefresher(escrow: escrow, factory: EscrowPrometheus.factory(registry: registry), logger: logger)]
+            ? [
+                LiveGaugeRefresher(
+                    escrow: escrow,
+                    factory: EscrowPrometheus.factory(registry: registry),
+                    logger: logger
+                )
+            ]
             : []
         // The public listener, when there is one: the browser's and Apple's routes apart from the token-guarded API.
         let publicApp: [any Service] =

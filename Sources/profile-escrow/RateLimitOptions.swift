@@ -16,7 +16,8 @@ struct RateLimitOptions: ParsableArguments {
     var rateLimit: Double?
     @Option(
         name: .customLong("rate-burst"),
-        help: "Burst per token (env PROFILE_ESCROW_RATE_BURST; default \(DefaultText.number(defaults.rateLimit.burst)))."
+        help:
+            "Burst per token (env PROFILE_ESCROW_RATE_BURST; default \(DefaultText.number(defaults.rateLimit.burst)))."
     )
     var rateBurst: Double?
     @Option(
@@ -49,7 +50,8 @@ struct RateLimitOptions: ParsableArguments {
 
     /// Sets the limits of `http`; a malformed value is a usage error naming its option.
     func apply(to http: inout EscrowHTTPConfiguration, _ environment: OptionEnvironment) throws {
-        http.rateLimit.requestsPerSecond = try rate(rateLimit, "rate-limit", environment) ?? http.rateLimit.requestsPerSecond
+        http.rateLimit.requestsPerSecond =
+            try rate(rateLimit, "rate-limit", environment) ?? http.rateLimit.requestsPerSecond
         http.rateLimit.burst = try rate(rateBurst, "rate-burst", environment) ?? http.rateLimit.burst
         if let limit = try rate(anonymousRateLimit, "anonymous-rate-limit", environment) {
             http.anonymousRateLimit = RateLimit(requestsPerSecond: limit, burst: limit * 2)

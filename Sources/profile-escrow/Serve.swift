@@ -86,7 +86,11 @@ struct Serve: AsyncParsableCommand {
         // would leave every escrow sealed to the real one unopenable. A keyring in custody whose engine does not
         // answer stays wrapped: capture needs only its public keys; the KeyringReloader unwraps it later.
         let (keyring, unwrapFailure) = try await options.loadServiceKeyring()
-        let traces = try OpenTelemetryTraces.make(environment: options.environment, processName: "serve", logger: logger)
+        let traces = try OpenTelemetryTraces.make(
+            environment: options.environment,
+            processName: "serve",
+            logger: logger
+        )
         configuration.escrow.tracer = traces?.tracer
         let (stores, metadata) = try await openStores(logger: logger)
         try await EscrowServer.run(

@@ -13,7 +13,10 @@ struct TLSOptions: ParsableArguments {
             """
     )
     var certificate: String?
-    @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-certificate (env PROFILE_ESCROW_TLS_KEY).")
+    @Option(
+        name: .customLong("tls-key"),
+        help: "The PEM private key of --tls-certificate (env PROFILE_ESCROW_TLS_KEY)."
+    )
     var key: String?
     @Option(
         name: .customLong("tls-client-ca"),

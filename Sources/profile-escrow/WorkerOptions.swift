@@ -16,7 +16,8 @@ struct WorkerOptions: ParsableArguments {
 
     @Option(help: "The backend's registration URL (env PROFILE_ESCROW_BACKEND_URL).") var backend: String?
     @Option(
-        help: "Requests to the backend in flight at once (env PROFILE_ESCROW_CONCURRENCY; default \(defaults.concurrency))."
+        help:
+            "Requests to the backend in flight at once (env PROFILE_ESCROW_CONCURRENCY; default \(defaults.concurrency))."
     )
     var concurrency: Int?
     @Option(
