@@ -17,4 +17,6 @@
 ///
 /// The `EscrowStoreConformance` library holds the checks every implementation must pass (`StoreConformance.all`); run
 /// them from the store's own test target.
-public protocol EscrowStore: EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore {}
+public protocol EscrowStore:
+    EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore
+{}

@@ -147,7 +147,6 @@ extension SQLiteEscrowStore {
         }
     }
 
-
     func purgedOne() async throws {
         if configuration.checkpointAfterPurge { try await flushPurged() }
     }
