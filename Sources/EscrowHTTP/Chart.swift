@@ -1,5 +1,6 @@
 import EscrowCore
 import Foundation
+import Mustache
 
 /// The pages' one chart kit: the geometry of an inline SVG chart (horizontal bars, lines over time, stacked
 /// columns), drawn by the `chart` template. Colours are palette indexes (`c0` … `c7` in the stylesheet), so no
@@ -161,6 +162,85 @@ struct Chart: Sendable {
                 if tenths * power / 10 >= step { return tenths * power / 10 * 4 }
             }
             power *= 10
+        }
+    }
+}
+
+// The template reads a chart's many small parts by name through `MustacheParent`, not through `Mirror`, which the
+// renderer otherwise builds for every value it looks up: a page's rows and charts are where its time went.
+
+extension Chart: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "label": label
+        case "viewBox": viewBox
+        case "lines": lines
+        case "bars": bars
+        case "polylines": polylines
+        case "dots": dots
+        case "texts": texts
+        default: nil
+        }
+    }
+}
+
+extension Chart.Line: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "x1": x1
+        case "y1": y1
+        case "x2": x2
+        case "y2": y2
+        case "kind": kind
+        default: nil
+        }
+    }
+}
+
+extension Chart.Bar: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "x": x
+        case "y": y
+        case "width": width
+        case "height": height
+        case "color": color
+        case "hasTip": tip != nil
+        case "tip": tip ?? ""
+        default: nil
+        }
+    }
+}
+
+extension Chart.Polyline: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "points": points
+        case "color": color
+        default: nil
+        }
+    }
+}
+
+extension Chart.Dot: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "cx": cx
+        case "cy": cy
+        case "color": color
+        default: nil
+        }
+    }
+}
+
+extension Chart.Text: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "x": x
+        case "y": y
+        case "text": text
+        case "anchor": anchor
+        default: nil
         }
     }
 }

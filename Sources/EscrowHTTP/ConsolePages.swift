@@ -2,6 +2,7 @@ import EscrowCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 
 /// The console's pages: each a `console-…` template filling the `console` frame, over a plain struct of the page's
 /// values (``Frame``). Mustache escapes every value; the templates carry no script and no style of their own, so
@@ -175,9 +176,20 @@ enum ConsolePages {
 
 /// A summary card of the `cards` template (the console's overview, the purge report): a label over a value; `kind`
 /// colours it (`ok`, `bad`, `none`).
-struct Card {
+struct Card: MustacheParent {
     var label: String
     var value: String
     var kind = ""
     var id: String?
+
+    func child(named name: String) -> Any? {
+        switch name {
+        case "label": label
+        case "value": value
+        case "kind": kind
+        case "hasID": id != nil
+        case "id": id ?? ""
+        default: nil
+        }
+    }
 }

@@ -2,6 +2,7 @@ import EscrowCore
 import EscrowCrypto
 import Foundation
 import Hummingbird
+import Mustache
 import ProfileEscrow
 
 /// The console's pages and forms: each decodes its input, calls ``OperatorActions`` and renders its template over a
@@ -324,5 +325,51 @@ extension ConsoleRoutes {
             text: exists ? "Yes: this user has a live escrow." : "No: this user has no live escrow."
         )
         return ConsolePages.render("console-message", title: "Lookup", viewer: viewer, message)
+    }
+}
+
+// The rows of a page's tables are read by name through `MustacheParent`, not through `Mirror`, which the renderer
+// otherwise builds for every value it looks up (a list of 50 escrows rendered in less than half the time).
+
+extension ConsoleRoutes.EscrowList.Row: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "id": id
+        case "state": state
+        case "attempts": attempts
+        case "created": created
+        case "expires": expires
+        case "keyVersion": keyVersion
+        case "deadCode": deadCode
+        case "lastStatus": lastStatus
+        default: nil
+        }
+    }
+}
+
+extension ConsoleRoutes.EscrowPage.Event: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "sequence": sequence
+        case "time": time
+        case "type": type
+        case "detail": detail
+        case "httpStatus": httpStatus
+        case "actor": actor
+        case "reason": reason
+        default: nil
+        }
+    }
+}
+
+extension ConsoleRoutes.Tokens.Token: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "scopes": scopes
+        case "created": created
+        case "revoked": revoked
+        default: nil
+        }
     }
 }

@@ -1,5 +1,6 @@
 import EscrowCore
 import Foundation
+import Mustache
 public import ProfileEscrow
 
 extension PurgeReport {
@@ -202,5 +203,28 @@ struct PurgeReportDocument {
             return name == "d" ? "\(count) day\(count == 1 ? "" : "s")" : "\(count) \(name)"
         }
         return PurgeReport.human(seconds)
+    }
+}
+
+// Rows read by name through `MustacheParent`, not through `Mirror` (see `Chart`).
+
+extension PurgeReportDocument.Count: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "count": count
+        case "color": color
+        default: nil
+        }
+    }
+}
+
+extension PurgeReportDocument.Dead: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "escrowID": escrowID
+        case "code": code
+        default: nil
+        }
     }
 }
