@@ -36,8 +36,8 @@ struct ConsoleRoutes: Sendable {
         router.get("/console/signin") { _, _ in signInPage() }
         router.post("/console/signin") { request, context in try await signIn(request, context) }
 
-        let console = router.group("/console", context: ConsoleRequestContext<Context>.self)
-            .add(middleware: ConsoleSession(routes: self))
+        typealias Console = ConsoleRequestContext<Context>
+        let console = router.group("/console", context: Console.self).add(middleware: ConsoleSession(routes: self))
         console.get { _, context in try await home(context.signedIn()) }
         console.get("result/:resultId") { _, context in try heldResult(context) }
         console.post("signout") { request, context in
