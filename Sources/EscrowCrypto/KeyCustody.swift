@@ -2,7 +2,7 @@
 /// engine. Recorded in the keyring file (`docs/FORMAT.md`), so that later commands need no option to find the
 /// engine; the credentials (a Transit token, a PKCS#11 PIN) are never recorded: they come from the environment.
 public enum KeyCustody: Sendable, Equatable {
-    /// OpenBao or Vault Transit: `POST <address>/v1/<mount>/encrypt/<key>` and `.../decrypt/<key>`.
+    /// OpenBao or Vault Transit: `POST <url>/v1/<mount>/encrypt/<key>` and `.../decrypt/<key>`.
     case transit(Transit)
     /// A PKCS#11 token (an HSM, SoftHSM2): `CKM_AES_GCM` with a sensitive, non-extractable AES-256 key.
     case pkcs11(PKCS11)

@@ -83,11 +83,11 @@ package struct KeyringFileParser {
         )
     }
 
-    /// `custody transit <address> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`, each
+    /// `custody transit <url> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`, each
     /// value percent-encoded.
     private func custodyLine(_ fields: [Token], line: Int) throws(CryptoError) -> KeyCustody {
         let expectation =
-            "expected `custody transit <address> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`"
+            "expected `custody transit <url> <mount> <key> <CA file or ->` or `custody pkcs11 <module> <token> <key>`"
         guard fields.count >= 2, equals(fields[0], "custody") else { throw malformed(line: line, expectation) }
         let values = fields.dropFirst(2).map { KeyCustody.decodeField(bytes($0)) }
         guard !values.contains(where: { $0 == nil }) else { throw malformed(line: line, expectation) }

@@ -2,7 +2,7 @@ import EscrowCrypto
 import Foundation
 
 /// Standard Webhooks signatures:
-/// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`, one
+/// `webhook-signature: v1,` then base64 of HMAC-SHA256(key, webhook id `.` webhook timestamp `.` body), one
 /// space-separated entry per configured secret (several during a secret rotation).
 public enum WebhookSignature {
     /// The `webhook-signature` header value for one delivery.

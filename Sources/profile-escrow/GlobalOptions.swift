@@ -134,7 +134,7 @@ struct GlobalOptions: ParsableArguments {
             FileHandle.standardError.write(
                 Data(
                     ("note: created a development keyring at \(keyringPath) (mode 0600). For production, create one "
-                        + "with `profile-escrow keys init --keyring <path>` and keep a backup of it offline.\n").utf8
+                        + "with `profile-escrow keys init --keyring PATH` and keep a backup of it offline.\n").utf8
                 )
             )
             return keyring

@@ -75,7 +75,7 @@ struct LogOutput: LogHandler {
         }
     }
 
-    /// `{"time": …, "level": …, "logger": …, "message": …, <metadata>…}`: these four keys always, in this order;
+    /// `{"time": …, "level": …, "logger": …, "message": …, then the metadata}`: these four keys always, in this order;
     /// metadata keys as the code names them (`escrow.id`, `http.status`, `duration.ms`), nested values as
     /// JSON arrays and objects. A metadata key that would shadow one of the four is prefixed with `metadata.`.
     static func json(
