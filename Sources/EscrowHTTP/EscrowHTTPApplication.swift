@@ -13,7 +13,7 @@ public import ServiceLifecycle
 /// ```swift
 /// let app = try EscrowHTTPApplication.build(
 ///     escrow: escrow, tokens: tokenStore, notifications: store, registry: registry,
-///     configuration: configuration, logger: logger
+///     configuration: configuration, dependencies: EscrowHTTPDependencies(apple: verifier), logger: logger
 /// )
 /// try await ServiceGroup(services: [app], ...).run()
 /// ```
@@ -28,7 +28,7 @@ public enum EscrowHTTPApplication {
     ///   counters, named by Prometheus convention.
     ///
     /// With ``EscrowHTTPConfiguration/publicPort`` set, this is the internal listener only (the token-guarded routes
-    /// and the operational ones); ``buildPublic(escrow:tokens:notifications:signIns:configuration:logger:)`` is the
+    /// and the operational ones); ``buildPublic(escrow:tokens:notifications:signIns:configuration:dependencies:logger:)`` is the
     /// other.
     public static func build(
         escrow: Escrow,
@@ -37,6 +37,7 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
+        dependencies: EscrowHTTPDependencies = EscrowHTTPDependencies(),
         draining: DrainState? = nil,
         overview: AdminOverviewPublisher? = nil,
         logger: Logger
@@ -48,6 +49,7 @@ public enum EscrowHTTPApplication {
             signIns: signIns,
             registry: registry,
             configuration: configuration,
+            dependencies: dependencies,
             draining: draining,
             overview: overview,
             surface: configuration.publicPort == nil ? .all : .internalAPI
@@ -56,6 +58,7 @@ public enum EscrowHTTPApplication {
             router,
             host: configuration.host,
             port: configuration.port,
+            tls: dependencies.tls,
             clientCA: configuration.tlsClientCA,
             configuration,
             logger
@@ -70,6 +73,7 @@ public enum EscrowHTTPApplication {
         notifications: any NotificationLog,
         signIns: (any SignInStore)? = nil,
         configuration: EscrowHTTPConfiguration,
+        dependencies: EscrowHTTPDependencies = EscrowHTTPDependencies(),
         logger: Logger
     ) throws -> App {
         let base = baseRouter(
@@ -78,6 +82,7 @@ public enum EscrowHTTPApplication {
             notifications: notifications,
             signIns: signIns,
             configuration: configuration,
+            dependencies: dependencies,
             surface: .publicAPI
         )
         OperationalRoutes.registerHealth(on: base.router)
@@ -86,18 +91,19 @@ public enum EscrowHTTPApplication {
             base.router,
             host: configuration.publicHost ?? configuration.host,
             port: configuration.publicPort ?? 0,
+            tls: dependencies.tls,
             clientCA: nil,
             configuration,
             logger
         )
     }
 
-    /// The server of one listener: HTTP/1.1, over TLS when ``EscrowHTTPConfiguration/tls`` is set (`clientCA`:
-    /// mutual TLS).
+    /// The server of one listener: HTTP/1.1, over TLS when `tls` is given (`clientCA`: mutual TLS).
     private static func application(
         _ router: Router<EscrowRequestContext>,
         host: String,
         port: Int,
+        tls: TLSCertificateFiles?,
         clientCA: String?,
         _ configuration: EscrowHTTPConfiguration,
         _ logger: Logger
@@ -118,7 +124,7 @@ public enum EscrowHTTPApplication {
             )
         )
         let server =
-            try configuration.tls.map {
+            try tls.map {
                 try HTTPServerBuilder.tls(http1, tlsConfiguration: $0.serverConfiguration(clientCA: clientCA))
             } ?? http1
         return Application(
@@ -140,6 +146,7 @@ public enum EscrowHTTPApplication {
         notifications: any NotificationLog,
         signIns: (any SignInStore)?,
         configuration: EscrowHTTPConfiguration,
+        dependencies: EscrowHTTPDependencies,
         surface: EscrowRouteCollection.Surface
     ) -> Base {
         let router = Router(context: EscrowRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -159,12 +166,13 @@ public enum EscrowHTTPApplication {
             signIns: signIns,
             anonymous: anonymous,
             configuration: configuration,
+            dependencies: dependencies,
             surface: surface
         )
         return Base(router: router, v1: v1, auth: auth, anonymous: anonymous, allowedMethods: allowedMethods)
     }
 
-    /// What ``baseRouter(escrow:tokens:notifications:signIns:configuration:surface:)`` made: the router, its `/v1`
+    /// What ``baseRouter(escrow:tokens:notifications:signIns:configuration:dependencies:surface:)`` made: the router, its `/v1`
     /// group, the token and anonymous limits, and the table of its methods, to load once every route is registered.
     private struct Base {
         let router: Router<EscrowRequestContext>
@@ -181,6 +189,7 @@ public enum EscrowHTTPApplication {
         signIns: (any SignInStore)? = nil,
         registry: PrometheusCollectorRegistry,
         configuration: EscrowHTTPConfiguration,
+        dependencies: EscrowHTTPDependencies = EscrowHTTPDependencies(),
         draining: DrainState? = nil,
         overview: AdminOverviewPublisher? = nil,
         surface: EscrowRouteCollection.Surface = .all
@@ -191,6 +200,7 @@ public enum EscrowHTTPApplication {
             notifications: notifications,
             signIns: signIns,
             configuration: configuration,
+            dependencies: dependencies,
             surface: surface
         )
         // The operator's API and console: the overview they show is published off the request path (by the

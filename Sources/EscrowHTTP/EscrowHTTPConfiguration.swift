@@ -1,6 +1,6 @@
-public import ProfileEscrow
-
-/// How the HTTP service behaves; every property has a default, written here only.
+/// How the HTTP service behaves, as plain values; every property has a default, written here only. What is built
+/// rather than configured (Apple's verifier, the notification forwarder, the loaded TLS pair) is an
+/// ``EscrowHTTPDependencies``, passed beside it.
 public struct EscrowHTTPConfiguration: Sendable {
     /// The defaults, for help texts and documentation.
     public static let `default` = EscrowHTTPConfiguration()
@@ -15,11 +15,8 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var publicPort: Int?
     /// The public listener's address (default ``host``).
     public var publicHost: String?
-    /// TLS on both listeners with this certificate and key (reloaded when the files change: run a ``TLSReloader``);
-    /// nil serves plain HTTP (behind a TLS proxy). ``EscrowServer`` loads it from ``EscrowServer/Configuration/tls``.
-    public var tls: TLSCertificateFiles?
-    /// With ``tls``: clients of the internal listener (``port``) must present a certificate issued by this CA file
-    /// (mutual TLS). The public listener never asks for one.
+    /// With ``EscrowHTTPDependencies/tls``: clients of the internal listener (``port``) must present a certificate
+    /// issued by this CA file (mutual TLS). The public listener never asks for one.
     public var tlsClientCA: String?
     /// Per-token rate limit (default 100 requests/s, bursts of 200).
     public var rateLimit = RateLimit()
@@ -32,14 +29,8 @@ public struct EscrowHTTPConfiguration: Sendable {
     /// Connections from these networks are proxies that say who the client is in `X-Forwarded-For` (default none:
     /// the peer is the client). Only the address the last trusted proxy saw counts, never the client's own words.
     public var trustedProxies = TrustedProxies()
-    /// Verified capture and Apple notifications, when an audience and a JWKS are configured. ``EscrowServer`` makes it
-    /// from ``EscrowServer/Configuration/apple``.
-    public var apple: AppleVerifier?
-    /// Web sign-in (`/v1/apple/signin…`), served when set with ``apple`` and a sign-in store.
+    /// Web sign-in (`/v1/apple/signin…`), served when set with ``EscrowHTTPDependencies/apple`` and a sign-in store.
     public var signIn: AppleSignInConfiguration?
-    /// Verified Apple notifications are also forwarded to the backend through this (run it as a service), when set.
-    /// ``EscrowServer`` makes it from ``EscrowServer/Configuration/forwarding``.
-    public var notificationForwarder: NotificationForwarder?
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
     /// The largest request body (16 KiB).

@@ -17,7 +17,7 @@ public import ProfileEscrow
 /// The routes are relative: `escrows`, `escrows/{userIdentifier}` and its `replay`, `confirm` and `requeue`,
 /// `apple/notifications` when a notification log is given, and `apple/signin`, `apple/signin/callback` and
 /// `apple/signin/tickets/redeem` when a sign-in store, ``EscrowHTTPConfiguration/signIn`` and
-/// ``EscrowHTTPConfiguration/apple`` are (`serve` mounts them at `/v1`). Errors inside them
+/// ``EscrowHTTPDependencies/apple`` are (`serve` mounts them at `/v1`). Errors inside them
 /// are answered as `application/problem+json`; callers authenticate with the bearer tokens of `tokens`. The
 /// operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
 ///
@@ -41,6 +41,7 @@ public enum EscrowRouteCollection {
         notifications: (any NotificationLog)? = nil,
         signIns: (any SignInStore)? = nil,
         configuration: EscrowHTTPConfiguration = EscrowHTTPConfiguration(),
+        dependencies: EscrowHTTPDependencies = EscrowHTTPDependencies(),
         surface: Surface = .all,
         context: Context.Type = Context.self
     ) -> RouteCollection<Context> {
@@ -55,6 +56,7 @@ public enum EscrowRouteCollection {
             signIns: signIns,
             anonymous: ClientRateLimiter(configuration),
             configuration: configuration,
+            dependencies: dependencies,
             surface: surface
         )
         return routes
@@ -70,27 +72,28 @@ public enum EscrowRouteCollection {
         signIns: (any SignInStore)? = nil,
         anonymous: ClientRateLimiter,
         configuration: EscrowHTTPConfiguration,
+        dependencies: EscrowHTTPDependencies,
         surface: Surface = .all
     ) {
         let guarded = routes.group().add(middleware: BearerAuthentication(auth))
         if surface != .publicAPI {
             EscrowRoutes(
                 escrow: escrow,
-                apple: configuration.apple,
+                apple: dependencies.apple,
                 maximumBodySize: configuration.maximumBodySize
             ).register(on: guarded)
         }
         if let notifications, surface != .internalAPI {
             AppleNotificationRoutes(
                 escrow: escrow,
-                apple: configuration.apple,
+                apple: dependencies.apple,
                 log: notifications,
                 maximumBodySize: configuration.maximumBodySize,
                 anonymous: anonymous,
-                forwarder: configuration.notificationForwarder
+                forwarder: dependencies.notificationForwarder
             ).register(on: routes)
         }
-        if let signIns, let apple = configuration.apple, let signIn = configuration.signIn {
+        if let signIns, let apple = dependencies.apple, let signIn = configuration.signIn {
             AppleSignInRoutes(
                 escrow: escrow,
                 signIns: signIns,

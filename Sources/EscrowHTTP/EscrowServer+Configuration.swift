@@ -11,10 +11,9 @@ extension EscrowServer {
         /// The defaults, for help texts and documentation.
         public static let `default` = Configuration()
 
-        /// The listeners, their limits, web sign-in, `/metrics`, the drain delay and the console. Its built parts
-        /// (``EscrowHTTPConfiguration/tls``, ``EscrowHTTPConfiguration/apple`` and
-        /// ``EscrowHTTPConfiguration/notificationForwarder``) are made by the server from ``tls``, ``apple`` and
-        /// ``forwarding``: leave them nil.
+        /// The listeners, their limits, web sign-in, `/metrics`, the drain delay and the console. What the HTTP
+        /// application is given besides (``EscrowHTTPDependencies``) the server builds from ``tls``, ``apple`` and
+        /// ``forwarding``; it also sets ``EscrowHTTPConfiguration/tlsClientCA`` from ``tls``.
         public var http = EscrowHTTPConfiguration()
         /// HTTPS on both listeners from these files; nil serves plain HTTP (behind a TLS proxy).
         public var tls: TLSFiles?

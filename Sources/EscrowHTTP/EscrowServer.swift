@@ -27,8 +27,10 @@ public struct EscrowServer: Sendable {
     let escrow: Escrow
     let stores: Stores
     let registry: PrometheusCollectorRegistry
-    /// The HTTP application's configuration, its built parts (TLS files, Apple's verifier, the forwarder) in place.
+    /// The HTTP application's configuration (the client CA of ``Configuration/tls`` in place).
     let http: EscrowHTTPConfiguration
+    /// What the server built for it: the TLS pair, Apple's verifier, the forwarder.
+    let dependencies: EscrowHTTPDependencies
     let worker: ReplayWorker.Configuration?
     let keyringPath: String?
     /// Services started before all others and stopped after them, such as a tracing exporter (so that the spans of
@@ -70,13 +72,13 @@ public struct EscrowServer: Sendable {
             )
             logStart(configuration, stores: stores, escrow: escrow, unwrapFailure: unwrapFailure, metadata, logger)
             var http = configuration.http
-            http.tls = try configuration.tls?.load()
             http.tlsClientCA = configuration.tls?.clientCAPath
+            var dependencies = EscrowHTTPDependencies(tls: try configuration.tls?.load())
             if let apple = configuration.apple {
-                http.apple = try await verifier(apple, teardown: &teardown, logger: logger)
+                dependencies.apple = try await verifier(apple, teardown: &teardown, logger: logger)
             }
             if let forwarding = configuration.forwarding {
-                http.notificationForwarder = NotificationForwarder(
+                dependencies.notificationForwarder = NotificationForwarder(
                     forwarding,
                     outbox: stores.notifications,
                     keyring: { escrow.keyring },
@@ -105,6 +107,7 @@ public struct EscrowServer: Sendable {
                 stores: stores,
                 registry: registry,
                 http: http,
+                dependencies: dependencies,
                 worker: configuration.worker,
                 keyringPath: configuration.keyringPath,
                 telemetry: telemetry,
@@ -211,6 +214,7 @@ public struct EscrowServer: Sendable {
             signIns: stores.signIns,
             registry: registry,
             configuration: http,
+            dependencies: dependencies,
             draining: draining,
             overview: overview,
             logger: logger
@@ -244,13 +248,14 @@ public struct EscrowServer: Sendable {
                     notifications: stores.notifications,
                     signIns: stores.signIns,
                     configuration: http,
+                    dependencies: dependencies,
                     logger: logger
                 )
             ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: http.drainDelay, clock: escrow.configuration.clock)
-        let forwarder: [any Service] = http.notificationForwarder.map { [$0] } ?? []
-        let tlsReloader: [any Service] = http.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
+        let forwarder: [any Service] = dependencies.notificationForwarder.map { [$0] } ?? []
+        let tlsReloader: [any Service] = dependencies.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
         return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }
 

@@ -27,7 +27,8 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
     func validate() throws {
-        _ = try configuration()
+        // The TLS pair is read here only (the server reads it once more to serve it), not at each configuration().
+        try tls.check(try configuration().tls)
     }
 
     /// Every option read once (the command line, else its `PROFILE_ESCROW_…` variable, else the library's default)

@@ -27,7 +27,8 @@ struct TLSOptions: ParsableArguments {
     )
     var clientCA: String?
 
-    /// The TLS files, checked: both or neither, readable, the key the certificate's; nil for plain HTTP.
+    /// The TLS files: both or neither, the client CA readable; nil for plain HTTP. Their contents are checked once,
+    /// by ``check(_:)``.
     func files(_ environment: OptionEnvironment) throws -> EscrowServer.TLSFiles? {
         let certificate = try environment.value(certificate, "tls-certificate")
         let key = try environment.value(key, "tls-key")
@@ -40,12 +41,16 @@ struct TLSOptions: ParsableArguments {
         if let clientCA, !FileManager.default.isReadableFile(atPath: clientCA) {
             throw ValidationError("--tls-client-ca: cannot read \(clientCA)")
         }
-        let files = EscrowServer.TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: clientCA)
+        return EscrowServer.TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: clientCA)
+    }
+
+    /// Reads the pair as the server will: a file that does not load, or a key that is not the certificate's, is a
+    /// usage error naming the file, before anything is opened.
+    func check(_ files: EscrowServer.TLSFiles?) throws {
         do {
-            _ = try files.load()
+            _ = try files?.load()
         } catch {
             throw ValidationError("\(error)")
         }
-        return files
     }
 }

@@ -64,7 +64,7 @@ struct AppleNotificationTests {
         backend.respond { _, count in count == 0 ? .status(503) : .status(204) }
         var harness = try await harnessWithEscrow()
         let forwarder = try harness.forwarder(to: backend)
-        harness.configuration.notificationForwarder = forwarder
+        harness.dependencies.notificationForwarder = forwarder
         let running = Task { try await forwarder.run() }
         let jti = UUID().uuidString
         let jws = try await notification("consent-revoked", jti: jti)

@@ -23,6 +23,7 @@ struct HTTPHarness {
     let tokenStore: SQLiteTokenStore
     let registry = PrometheusCollectorRegistry()
     var configuration = EscrowHTTPConfiguration()
+    var dependencies = EscrowHTTPDependencies()
     /// Scope name (or "all") → bearer token.
     let tokens: [String: String]
 
@@ -40,7 +41,7 @@ struct HTTPHarness {
         storeConfiguration.checkpointAfterPurge = checkpointAfterPurge
         fixture = try EscrowFixture(keyring: keyring, storeConfiguration: storeConfiguration)
         tokenStore = try SQLiteTokenStore(path: fixture.directory.path + "/tokens.sqlite", logger: fixture.logger)
-        configuration.apple = apple
+        dependencies.apple = apple
         configuration.rateLimit = rateLimit
         var tokens: [String: String] = [:]
         for scope in AccessTokenScope.allCases {
@@ -70,6 +71,7 @@ struct HTTPHarness {
             signIns: signIns ?? fixture.store,
             registry: registry,
             configuration: configuration,
+            dependencies: dependencies,
             logger: fixture.logger
         )
     }

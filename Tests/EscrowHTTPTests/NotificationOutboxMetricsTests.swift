@@ -27,7 +27,7 @@ struct NotificationOutboxMetricsTests {
             factory: EscrowPrometheus.factory(registry: registry),
             configure: configure
         )
-        harness.configuration.notificationForwarder = forwarder
+        harness.dependencies.notificationForwarder = forwarder
         return (backend, harness, forwarder)
     }
 

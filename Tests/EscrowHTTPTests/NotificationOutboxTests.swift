@@ -55,7 +55,7 @@ struct NotificationOutboxTests {
         backend.respond { _, _ in reply }
         var harness = try await HTTPHarness(apple: try await keys.verifier())
         let forwarder = try harness.forwarder(to: backend, configure: configure)
-        harness.configuration.notificationForwarder = forwarder
+        harness.dependencies.notificationForwarder = forwarder
         return (backend, harness, forwarder)
     }
 

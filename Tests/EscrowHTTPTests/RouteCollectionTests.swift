@@ -38,6 +38,7 @@ struct RouteCollectionTests {
                     notifications: harness.store,
                     signIns: harness.store,
                     configuration: harness.configuration,
+                    dependencies: harness.dependencies,
                     surface: surface,
                     context: AppContext.self
                 ),

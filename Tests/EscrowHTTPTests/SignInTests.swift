@@ -442,7 +442,7 @@ struct SignInFlow {
         harness = try await HTTPHarness()
         let jwksPath = harness.fixture.directory.path + "/apple-jwks.json"
         try Data(AppleTestKeys.shared.jwks).write(to: URL(fileURLWithPath: jwksPath))
-        harness.configuration.apple = try await AppleVerifier.load(
+        harness.dependencies.apple = try await AppleVerifier.load(
             jwksPath: jwksPath,
             audiences: [AppleTestKeys.audience]
         )

@@ -57,7 +57,7 @@ struct TLSTests {
         try FileManager.default.copyItem(atPath: directory + "/ca1-server.pem", toPath: certificate)
         try FileManager.default.copyItem(atPath: directory + "/ca1-server.key", toPath: key)
         let files = try TLSCertificateFiles(certificatePath: certificate, keyPath: key)
-        harness.configuration.tls = files
+        harness.dependencies.tls = files
         let logger = Logger(label: "test")
         try await harness.app().test(.live) { client async throws in
             let port = try #require(client.port)
@@ -83,7 +83,7 @@ struct TLSTests {
         let directory = harness.fixture.directory.path
         try TestCertificates.make(directory, ca: "ca1")
         try TestCertificates.make(directory, ca: "other")
-        harness.configuration.tls = try TLSCertificateFiles(
+        harness.dependencies.tls = try TLSCertificateFiles(
             certificatePath: directory + "/ca1-server.pem",
             keyPath: directory + "/ca1-server.key"
         )

@@ -1,0 +1,27 @@
+public import ProfileEscrow
+
+/// What the HTTP service uses that is built, not configured: objects with state, files read, services to run
+/// beside the application. ``EscrowHTTPConfiguration`` stays plain values (what a help text or a test can write
+/// down); these are passed beside it. ``EscrowServer`` builds them from ``EscrowServer/Configuration``'s `tls`,
+/// `apple` and `forwarding`; an application of your own builds what it needs, and leaves the rest nil.
+public struct EscrowHTTPDependencies: Sendable {
+    /// Verified capture and Apple notifications (an identity token is required), and web sign-in's id_token;
+    /// nil accepts captures without an identity token, refuses Apple's notifications and serves no web sign-in.
+    public var apple: AppleVerifier?
+    /// Verified Apple notifications are also forwarded to the backend through this, when set: run it as a service.
+    public var notificationForwarder: NotificationForwarder?
+    /// TLS on both listeners with this certificate and key, reloaded when the files change (run a ``TLSReloader``
+    /// over the same value); nil serves plain HTTP (behind a TLS proxy). Not used by ``EscrowRouteCollection``:
+    /// your server terminates TLS.
+    public var tls: TLSCertificateFiles?
+
+    public init(
+        apple: AppleVerifier? = nil,
+        notificationForwarder: NotificationForwarder? = nil,
+        tls: TLSCertificateFiles? = nil
+    ) {
+        self.apple = apple
+        self.notificationForwarder = notificationForwarder
+        self.tls = tls
+    }
+}
