@@ -58,6 +58,19 @@ public struct OperatorActions: Sendable {
         try await escrow.hasEscrow(userIdentifier: try Self.userIdentifier(userIdentifier))
     }
 
+    /// The metadata of the user's live escrow (never its content), read as `actor`; nil when nothing is held for the
+    /// user. A malformed row is moved to dead (``EscrowError/Code/ciphertextInvalid``).
+    public func status(userIdentifier: String, actor: AuditActor) async throws -> EscrowStatus? {
+        try await escrow.status(userIdentifier: try Self.userIdentifier(userIdentifier), actor: actor)
+    }
+
+    /// Whether `text` is the id of an escrow held: an escrow id has the shape of a user identifier too, so a lookup by
+    /// user that found nothing can say which the operator gave, never guess silently.
+    public func isHeldEscrowID(_ text: String) async throws -> Bool {
+        guard let id = EscrowID(hex: text) else { return false }
+        return try await escrow.store.record(id: id) != nil
+    }
+
     /// The keyring's versions beside the live escrows sealed to each.
     public func keys() async throws -> KeysView {
         KeysView(keyring: escrow.keyring, overview: try await latestOverview())
@@ -104,6 +117,19 @@ public struct OperatorActions: Sendable {
         let erased = try await escrow.erase(id: id, reason: reason, actor: actor)
         await refreshOverview()
         guard erased else { throw EscrowError(.notFound, "no escrow with this id") }
+    }
+
+    /// Purges the user's live escrow as `erased`, with the operator's reason when given; false when nothing is held
+    /// for the user.
+    public func erase(userIdentifier: String, reason: OperatorReason?, actor: AuditActor) async throws -> Bool {
+        let erased = try await escrow.erase(
+            userIdentifier: try Self.userIdentifier(userIdentifier),
+            reason: .erased,
+            actor: actor,
+            operatorReason: reason
+        )
+        await refreshOverview()
+        return erased
     }
 
     /// The publisher's last overview, or one read now in a process without a publisher.

@@ -17,11 +17,10 @@ struct Erase: AsyncParsableCommand {
     func run() async throws {
         // Opens no escrow: a keyring in custody stays wrapped, and its engine may be down.
         let escrow = try await options.openEscrow(owner: "profile-escrow erase", opensEscrows: false)
-        let purged = try await escrow.erase(
+        let purged = try await OperatorActions(escrow: escrow).erase(
             userIdentifier: userIdentifier,
-            reason: .erased,
-            actor: .cli,
-            operatorReason: reason.flatMap(OperatorReason.init)
+            reason: reason.flatMap(OperatorReason.init),
+            actor: .cli
         )
         guard purged else { throw NothingHeld("nothing is held for this user") }
         print("purged (erased)")

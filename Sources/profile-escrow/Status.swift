@@ -15,9 +15,9 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         // Read-only: works beside a running writer. Needs the keyring only for the blind index.
         let escrow = try await options.openEscrow(readOnly: true, owner: "profile-escrow status")
-        guard let status = try await escrow.status(userIdentifier: userIdentifier, actor: .cli) else {
-            // An escrow id has the shape of a user identifier too: say which it is, never guess silently.
-            if let id = EscrowID(hex: userIdentifier), try await escrow.store.record(id: id) != nil {
+        let actions = OperatorActions(escrow: escrow)
+        guard let status = try await actions.status(userIdentifier: userIdentifier, actor: .cli) else {
+            if try await actions.isHeldEscrowID(userIdentifier) {
                 throw NothingHeld(
                     "nothing is held for this user; this is an escrow id: `profile-escrow inspect \(userIdentifier)`"
                 )

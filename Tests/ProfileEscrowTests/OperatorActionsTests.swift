@@ -53,4 +53,26 @@ struct OperatorActionsTests {
         }
         #expect(try await actions.hasEscrow(userIdentifier: Fake.userIdentifier(1)) == false)
     }
+
+    @Test("by user identifier: status and erase with the operator's reason; an escrow id given as a user is told apart")
+    func byUserIdentifier() async throws {
+        let harness = try EscrowFixture()
+        let actions = OperatorActions(escrow: harness.escrow)
+        let user = Fake.userIdentifier(1)
+        let receipt = try await harness.escrow.capture(try Fake.profile(1))
+        let status = try #require(try await actions.status(userIdentifier: user, actor: .cli))
+        #expect(status.escrowID == receipt.escrowID && status.state == .pending)
+        #expect(try await actions.isHeldEscrowID(receipt.escrowID.hex))
+        #expect(try await actions.isHeldEscrowID(user) == false)
+        await #expect(throws: OperatorActions.InputError.invalidUserIdentifier) {
+            try await actions.status(userIdentifier: "canary name@example.invalid", actor: .cli)
+        }
+        let reason = try OperatorActions.reason("TICKET-2")
+        #expect(try await actions.erase(userIdentifier: user, reason: reason, actor: .cli))
+        #expect(try await actions.erase(userIdentifier: user, reason: reason, actor: .cli) == false, "nothing held")
+        #expect(try await actions.status(userIdentifier: user, actor: .cli) == nil)
+        #expect(try await actions.isHeldEscrowID(receipt.escrowID.hex) == false, "purged: no row")
+        let events = try await actions.inspect(receipt.escrowID).events
+        #expect(events.last?.reason == "TICKET-2" && events.last?.actor == .cli)
+    }
 }
