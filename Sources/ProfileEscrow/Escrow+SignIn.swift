@@ -10,6 +10,9 @@ extension Escrow {
     /// verified capture, and in one transaction uses the attempt, stores its ticket and captures. Durable before it
     /// returns; nothing is captured unless the attempt was live and its binding matched. `emailVerified` records
     /// whether Apple signed the profile's email (the identity token's claim) or only the browser or app gave it.
+    ///
+    /// `signIns` is the store the sign-in routes serve from (they start and redeem in it too); ``signIns`` is what
+    /// this escrow's sweep cleans. A server passes the same store to both.
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         profile: Profile?,

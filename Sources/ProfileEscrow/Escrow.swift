@@ -30,15 +30,18 @@ public final class Escrow: Sendable {
     /// The keyring's custody engine as the last reload found it (``KeyringReloader``; `/readyz`).
     public let custodyHealth = KeyCustodyHealth()
 
+    /// An escrow over a store that keeps the escrows only, or whose other capabilities are given apart: each is said,
+    /// nil included, so that none is left out by accident (``sweep(actor:progress:)`` would skip it silently). Over a
+    /// store that keeps all three, ``init(store:keyring:configuration:logger:)`` passes it for each.
+    ///
     /// - Parameters:
     ///   - store: where the escrows live.
-    ///   - signIns: the web sign-in attempts beside them, when the store keeps them (SQLite's and PostgreSQL's stores
-    ///     do: pass the store again); nil when no web sign-in runs over this store.
-    ///   - notifications: the Apple notification log and outbox beside them, likewise; nil when none is kept.
+    ///   - signIns: the web sign-in attempts beside them, when the store keeps them; nil when it keeps none.
+    ///   - notifications: the Apple notification log and outbox beside them, likewise; nil when it keeps none.
     public init(
         store: any EscrowStore,
-        signIns: (any SignInStore)? = nil,
-        notifications: (any NotificationOutbox)? = nil,
+        signIns: (any SignInStore)?,
+        notifications: (any NotificationOutbox)?,
         keyring: Keyring,
         configuration: EscrowConfiguration = EscrowConfiguration(),
         logger: Logger
@@ -52,6 +55,25 @@ public final class Escrow: Sendable {
         self.lifecycle = configuration.lifecycle
         self.clock = configuration.clock
         configuration.sealingKeys?.prepare(for: keyring)
+    }
+
+    /// An escrow over a store that also keeps the web sign-in attempts and the Apple notifications' outbox (SQLite's
+    /// and PostgreSQL's stores do): the store is its ``signIns`` and ``notifications`` too, so its sweep cleans all
+    /// three.
+    public convenience init(
+        store: some EscrowStore & SignInStore & NotificationOutbox,
+        keyring: Keyring,
+        configuration: EscrowConfiguration = EscrowConfiguration(),
+        logger: Logger
+    ) {
+        self.init(
+            store: store,
+            signIns: store,
+            notifications: store,
+            keyring: keyring,
+            configuration: configuration,
+            logger: logger
+        )
     }
 
     /// The keyring in use now; ``replaceKeyring(_:)`` swaps it (a reload after a rotation or retirement).

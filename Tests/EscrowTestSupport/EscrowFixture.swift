@@ -37,14 +37,7 @@ public struct EscrowFixture: Sendable {
         )
         var configuration = configuration
         configuration.clock = clock
-        escrow = Escrow(
-            store: store,
-            signIns: store,
-            notifications: store,
-            keyring: keyring,
-            configuration: configuration,
-            logger: logger
-        )
+        escrow = Escrow(store: store, keyring: keyring, configuration: configuration, logger: logger)
     }
 
     /// Every byte of the database, its `-wal` and its `-shm`, with the file's path.

@@ -33,10 +33,12 @@ struct ReplayFixture {
     var store: SQLiteEscrowStore { harness.store }
     var escrow: Escrow { harness.escrow }
 
-    /// The fixture's escrow, configuration and keyring over another store (a wrapper of ``store``).
+    /// The fixture's escrow, configuration and keyring over another store (a wrapper of ``store``'s escrows only).
     func escrow(over other: any EscrowStore) -> Escrow {
         Escrow(
             store: other,
+            signIns: nil,
+            notifications: nil,
             keyring: harness.keyring,
             configuration: escrow.configuration,
             logger: Logger(label: "test")
