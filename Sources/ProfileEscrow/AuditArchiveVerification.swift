@@ -40,7 +40,7 @@ public struct AuditArchiveVerification: Sendable {
     /// `onEvent` sees each intact event of the segments, in order.
     public static func verify(
         paths: [String],
-        store: (any EscrowStore)?,
+        store: (any AuditTrailStore)?,
         verifyStore: Bool = true,
         onEvent: ((AuditEvent) -> Void)? = nil
     ) async throws -> AuditArchiveVerification {
@@ -196,7 +196,7 @@ public struct AuditArchiveVerification: Sendable {
     }
 
     private mutating func checkStore(
-        _ store: any EscrowStore,
+        _ store: any AuditTrailStore,
         checkpoints: [AuditCheckpoint],
         last: AuditSegmentVerifier?,
         verify: Bool

@@ -35,7 +35,7 @@ public enum AuditArchiver {
     public static let defaultChunk = 25_000
 
     public static func archive(
-        store: any EscrowStore,
+        store: any AuditTrailStore,
         before time: Date,
         to path: String,
         redactPrefixes: Bool,
@@ -155,7 +155,7 @@ public enum AuditArchiver {
         _ plan: AuditArchivePlan,
         _ checkpoint: AuditCheckpoint,
         audit: [AuditDraft],
-        store: any EscrowStore,
+        store: any AuditTrailStore,
         path: String
     ) async throws {
         var attempt = 0

@@ -43,7 +43,7 @@ extension PurgeReport {
     /// again from `store` over the report's period, never held at once (the CLI prints each as it comes).
     public func write(
         _ format: OperatorActions.ReportFormat,
-        rowsFrom store: any EscrowStore,
+        rowsFrom store: any AuditTrailStore & OperatorReadStore,
         archives: [String] = [],
         to write: (String) -> Void
     ) async throws {

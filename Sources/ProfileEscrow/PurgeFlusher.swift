@@ -8,14 +8,14 @@ public import ServiceLifecycle
 /// purge, re-seal and capture appends an event), and once more at shutdown. The one flusher of a
 /// process: ``EscrowServiceGroup`` runs it beside the replay worker and the HTTP application.
 public struct PurgeFlusher: Service {
-    let store: any EscrowStore
+    let store: any EscrowRecordStore & AuditTrailStore
     let interval: Duration
     /// What the interval is counted on: the escrow's clock (``EscrowConfiguration/clock``).
     let clock: any WallClock
     let logger: Logger
 
     public init(
-        store: any EscrowStore,
+        store: any EscrowRecordStore & AuditTrailStore,
         interval: Duration = .seconds(2),
         clock: any WallClock = SystemWallClock(),
         logger: Logger

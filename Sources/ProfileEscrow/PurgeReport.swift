@@ -86,7 +86,7 @@ public struct PurgeReport: Sendable, Equatable {
 
     /// Verifies the store's chain from `checkpoint` (the genesis when nil) up to the head read first.
     public static func verifyStoreChain(
-        _ store: any EscrowStore,
+        _ store: any AuditTrailStore,
         from checkpoint: AuditCheckpoint?,
         pageSize: Int = 20_000
     ) async throws -> Chain {
@@ -118,7 +118,7 @@ public struct PurgeReport: Sendable, Equatable {
     ///     checkpoint; archived events of the period that none of them holds are named in ``archive``.
     ///   - onPurge: called for each purge in the period, in order (the CSV rows).
     public static func build(
-        store: any EscrowStore,
+        store: any AuditTrailStore & OperatorReadStore,
         since: Date? = nil,
         until: Date? = nil,
         verify: Bool,
@@ -153,7 +153,7 @@ public struct PurgeReport: Sendable, Equatable {
     }
 
     private static func build(
-        store: any EscrowStore,
+        store: any AuditTrailStore & OperatorReadStore,
         checkpoint: AuditCheckpoint?,
         since: Date?,
         until: Date?,
