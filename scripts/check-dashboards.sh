@@ -4,7 +4,7 @@
 #   prometheus-alerts.yml       promtool check rules, and promtool test rules against prometheus-alerts.test.yml
 #   grafana-dashboard.json      the file scripts/tools/make-dashboard.py writes; every query parses (checked by
 #                               promtool as recording rules); every series it or the alerts name is one the service
-#                               exports (the names in Sources/EscrowHTTP/EscrowPrometheus.swift)
+#                               exports (the names in Sources/EscrowHTTP/Operations/EscrowPrometheus.swift)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v promtool >/dev/null || { echo "promtool missing: apt-get install -y prometheus" >&2; exit 2; }
@@ -21,7 +21,7 @@ if ! cmp -s "$work/dashboard.json" "$deploy/grafana-dashboard.json"; then
     exit 1
 fi
 
-python3 - "$deploy/grafana-dashboard.json" "$deploy/prometheus-alerts.yml" Sources/EscrowHTTP/EscrowPrometheus.swift \
+python3 - "$deploy/grafana-dashboard.json" "$deploy/prometheus-alerts.yml" Sources/EscrowHTTP/Operations/EscrowPrometheus.swift \
     "$work/queries.yml" <<'PY'
 import json, re, sys
 dashboard_path, alerts_path, names_path, out_path = sys.argv[1:]

@@ -163,9 +163,13 @@ struct OperatorConventionTests {
         #expect(html.status == 0)
         #expect(html.stdout.hasPrefix("<!DOCTYPE html>"))
         #expect(html.stdout.contains("<svg") && html.stdout.contains("Verified"))
+        // Self-contained: its stylesheet inside it, as a data: link, and nothing else fetched.
+        let inlineStylesheet = "<link rel=\"stylesheet\" href=\"data:text/css;base64,"
+        #expect(html.stdout.contains(inlineStylesheet))
         for external in ["http://", "https://", "<script", "<link", "@import", "url("] {
-            // The SVG namespace is an identifier, not a fetch.
+            // The SVG namespace is an identifier, not a fetch; the data: stylesheet is the document's own.
             let stripped = html.stdout.replacingOccurrences(of: "xmlns=\"http://www.w3.org/2000/svg\"", with: "")
+                .replacingOccurrences(of: inlineStylesheet, with: "")
             #expect(!stripped.contains(external), "no \(external)")
         }
         for output in [csv.stdout, json.stdout, html.stdout] {

@@ -92,8 +92,10 @@ public struct PageTemplates: Sendable {
                     .appendingPathComponent(folderName)
             )
         }
+        // This file is in the module's Rendering/ folder; Pages/ is beside that folder.
         candidates.append(
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(folderName)
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent(folderName)
         )
         let found = candidates.first { folder in
             var isFolder: ObjCBool = false
