@@ -1,7 +1,7 @@
 /// The Content-Security-Policy of every page the service renders, written once. Styles only from the stylesheet,
 /// scripts only from the service's own files (the 503 sign-in page's `resubmit.js`), images only from itself (the
 /// charts are inline SVG elements, not images), forms only to itself; never framed. No template carries a `style`
-/// attribute, a `<style>` element or an inline script, so nothing needs `'unsafe-inline'`, a hash or a nonce.
+/// attribute, a `<style>` element or an inline script, so no unsafe source, hash or nonce is needed.
 enum PagePolicy {
     /// The console's and the purge report's policy.
     static let contentSecurityPolicy = policy(formTargets: ["'self'"])
