@@ -190,6 +190,24 @@ enum PostgresSchema {
                 "ALTER TABLE signin_attempt ADD COLUMN app_state bytea"
             ]
         ),
+        Migration(
+            version: 7,
+            name: "delivery switch",
+            statements: [
+                // One row for every node: while `paused`, no worker claims. `changed_at`, `changed_by` and `reason`
+                // are the last pause's or resume's (null until the first).
+                """
+                CREATE TABLE delivery_control (
+                    id smallint PRIMARY KEY CHECK (id = 1),
+                    paused boolean NOT NULL,
+                    changed_at bigint,
+                    changed_by text,
+                    reason text
+                )
+                """,
+                "INSERT INTO delivery_control (id, paused) VALUES (1, false)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -160,6 +160,22 @@ enum SQLiteSchema {
         migrator.registerMigration("v8") { db in
             try db.execute(sql: "ALTER TABLE signin_attempt ADD COLUMN app_state BLOB")
         }
+        // v9: the delivery switch, one row for every node sharing the store: while `paused` is 1 no worker claims.
+        // `changed_at`, `changed_by` and `reason` are the last pause's or resume's (null until the first).
+        migrator.registerMigration("v9") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE delivery_control (
+                        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+                        paused INTEGER NOT NULL,
+                        changed_at INTEGER,
+                        changed_by TEXT,
+                        reason TEXT
+                    ) STRICT;
+                    INSERT INTO delivery_control (id, paused) VALUES (1, 0);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -253,6 +253,13 @@ final class ObservedStore: EscrowStore {
         try await inner.auditTallies(after: sequence, limit: limit)
     }
     func checkReady() async throws { try await inner.checkReady() }
+    func deliveryControl() async throws -> DeliveryControl { try await inner.deliveryControl() }
+    func setDeliveriesPaused(_ paused: Bool, audit: AuditDraft) async throws -> Bool {
+        try await inner.setDeliveriesPaused(paused, audit: audit)
+    }
+    func escrowCount(expiringBefore date: Date) async throws -> Int {
+        try await inner.escrowCount(expiringBefore: date)
+    }
     func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
         try await inner.commit(action, on: row)
     }

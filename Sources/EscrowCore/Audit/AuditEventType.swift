@@ -21,6 +21,10 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, Cus
     public static let keysRetired = AuditEventType(rawValue: "keys-retired")
     /// The keyring's master secret keys moved into, out of or within custody (an external engine that wraps them).
     public static let keysCustodyChanged = AuditEventType(rawValue: "keys-custody-changed")
+    /// An operator paused deliveries for every node (the actor and reason with it); captures and retention go on.
+    public static let deliveriesPaused = AuditEventType(rawValue: "deliveries-paused")
+    /// An operator resumed deliveries for every node (the actor and reason with it).
+    public static let deliveriesResumed = AuditEventType(rawValue: "deliveries-resumed")
     /// A web sign-in's callback escrowed the profile (after its `captured`, in the same transaction): the escrow id,
     /// never the state, code or ticket. Written by earlier versions only: a web sign-in's capture is now one
     /// `captured` event whose detail is `web-signin`. Still read, and verified, in existing chains.

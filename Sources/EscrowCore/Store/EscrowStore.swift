@@ -5,7 +5,8 @@
 /// - ``MalformedRowStore``: rows that do not decode, handled through the lifecycle as records are;
 /// - ``KeyVersionStore``: master key versions in use and retired;
 /// - ``AuditTrailStore``: the audit hash chain, its reads and its archive cuts;
-/// - ``OperatorReadStore``: the operator's counts and pages.
+/// - ``OperatorReadStore``: the operator's counts and pages;
+/// - ``DeliveryControlStore``: the cluster's switch that pauses and resumes deliveries.
 ///
 /// None has a default that stands in for a store's own work: a store implements every requirement (the few shared
 /// helpers, such as ``AuditTrailStore/auditCheckpoint()``, are derived from requirements and correct for any store).
@@ -18,5 +19,5 @@
 /// The `EscrowStoreConformance` library holds the checks every implementation must pass (`StoreConformance.all`); run
 /// them from the store's own test target.
 public protocol EscrowStore:
-    EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore
+    EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore, DeliveryControlStore
 {}
