@@ -109,6 +109,8 @@ let package = Package(
                 "CPKCS11",
                 "EscrowCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // Apple's `.p8` key: read (P-256, PKCS#8) and, kept in a file, signing client secrets.
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -253,6 +255,7 @@ let package = Package(
                 "ProfileEscrow",
                 // Built before these tests: they run the real binary against real engines.
                 "profile-escrow",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
