@@ -69,6 +69,11 @@ public enum EscrowMetrics {
         Gauge(label: "profile_escrow_notification_outbox_entries", factory: factory).record(count)
     }
 
+    /// 1 while deliveries are paused for every node (the store's switch, as this process last read it), else 0.
+    static func deliveriesPaused(_ paused: Bool, factory: any MetricsFactory = MetricsSystem.factory) {
+        Gauge(label: "profile_escrow_deliveries_paused", factory: factory).record(paused ? 1 : 0)
+    }
+
     /// The live gauges: live escrows by state (0 for a state with none) and the oldest pending
     /// escrow's age. Their one publisher: the worker calls it after each sweep, `/metrics` at scrape time
     /// with its registry's factory (the same series when the process bootstrapped metrics over that registry).

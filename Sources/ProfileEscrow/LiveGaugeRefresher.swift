@@ -5,7 +5,7 @@ public import ServiceLifecycle
 
 import struct Foundation.Date
 
-/// Publishes the live gauges (live escrows by state, oldest pending age) every `interval` of the escrow's
+/// Publishes the live gauges (live escrows by state, oldest pending age, whether deliveries are paused) every `interval` of the escrow's
 /// clock, off the request path: a `/metrics` scrape only reads what was last published, so it never runs a query
 /// and never delays a capture, however large the store and however often it is scraped.
 ///
@@ -37,11 +37,12 @@ public struct LiveGaugeRefresher: Service {
         }
     }
 
-    /// One refresh: one summary query, then the gauges.
+    /// One refresh: one summary query and the delivery switch, then the gauges.
     public func refresh() async {
         do {
             let now = escrow.clock.now()
             EscrowMetrics.live(try await escrow.store.summary(at: now), at: now, factory: factory)
+            EscrowMetrics.deliveriesPaused(try await escrow.store.deliveryControl().paused, factory: factory)
         } catch {
             logger.warning("refreshing the live gauges failed", metadata: ["error": "\(error)"])
         }

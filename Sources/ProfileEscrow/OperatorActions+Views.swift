@@ -8,6 +8,8 @@ extension OperatorActions {
         public var overview: AdminOverview
         /// Nil when the keyring is not in custody.
         public var custody: Custody?
+        /// The delivery switch and what expires while deliveries are paused, read live.
+        public var deliveries: DeliveriesView
 
         /// The keyring's custody engine: whether it unwrapped the keyring at the last start or reload and, when not,
         /// since when, whether this node opens nothing because of it, the error's code and its message (the engine's

@@ -29,6 +29,11 @@ import Tracing
 /// never deliver one escrow at the same time, and a worker that stalled past its lease changes
 /// nothing. The loop also sweeps escrows past their retention, so retention holds while the backend
 /// is down.
+///
+/// Before each claim the worker reads the store's delivery switch (``DeliveryControlStore``): while an operator has
+/// paused deliveries it claims nothing, so every worker on every node sharing the store stops within one poll
+/// interval, and gives back the leases of what it had claimed but not started; deliveries in flight finish, and
+/// retention sweeps go on. It claims again at the first poll after the resume.
 public final class ReplayWorker: Service {
     public let configuration: Configuration
     let escrow: Escrow
@@ -86,6 +91,36 @@ public final class ReplayWorker: Service {
         }
     }
 
+    /// Whether deliveries are paused for every node (the store's switch: one read before each claim), published as
+    /// the `profile_escrow_deliveries_paused` gauge.
+    func deliveriesPaused() async throws -> Bool {
+        let paused = try await escrow.store.deliveryControl().paused
+        EscrowMetrics.deliveriesPaused(paused)
+        return paused
+    }
+
+    /// Logs a change of the delivery switch as this worker met it, and gives back the leases of the escrows claimed
+    /// ahead of a free slot when deliveries were paused: none of them starts while paused.
+    private func switched(paused: Bool, ready: inout [EscrowRecord], run: ReplayRun) async {
+        guard paused else {
+            logger.notice("deliveries resumed: claiming again")
+            return
+        }
+        logger.notice(
+            "deliveries paused: claiming nothing until they are resumed",
+            metadata: ["claimed": "\(ready.count)"]
+        )
+        for record in ready {
+            await release(
+                record,
+                run: run,
+                because: "deliveries paused",
+                metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+            )
+        }
+        ready = []
+    }
+
     // MARK: Service
 
     /// Delivers until graceful shutdown (or cancellation). Store errors are logged and retried
@@ -116,6 +151,8 @@ public final class ReplayWorker: Service {
                     // Claims failing one after another (the store down, a standby that takes no writes): waits that
                     // double from the poll interval up to `claimBackoffLimit`, one log line each.
                     var claimFailures = 0
+                    // The delivery switch as last read, to log (and act on) its changes once.
+                    var paused = false
                     while !run.isShuttingDown, !Task.isCancelled {
                         var now = clock.now()
                         if now >= nextSweep {
@@ -131,7 +168,13 @@ public final class ReplayWorker: Service {
                         if ready.count < claimBatch, now >= nextClaim {
                             let want = configuration.concurrency - ready.count
                             do {
-                                let claimed = try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
+                                let pausedNow = try await deliveriesPaused()
+                                if pausedNow != paused {
+                                    paused = pausedNow
+                                    await switched(paused: paused, ready: &ready, run: run)
+                                }
+                                let claimed =
+                                    paused ? [] : try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
                                 if claimFailures > 0 {
                                     logger.notice(
                                         "claiming due escrows works again",
@@ -217,6 +260,11 @@ public final class ReplayWorker: Service {
                             // still gives late claims their full lease.
                             let want = configuration.concurrency - ready.count
                             let elapsed = clock.now().timeIntervalSince(cutoff)
+                            guard try await !deliveriesPaused() else {
+                                logger.notice("deliveries are paused: claiming nothing")
+                                exhausted = true
+                                continue
+                            }
                             let claimed = try await claim(
                                 dueAt: cutoff,
                                 limit: want,

@@ -5,7 +5,7 @@ import HTTPTypes
 import Hummingbird
 import ProfileEscrow
 
-/// `/v1/admin…`: the operator's API. Reads need `read`, requeues `operate`, erasures `erase`, the purge report
+/// `/v1/admin…`: the operator's API. Reads need `read`, requeues and the delivery switch `operate`, erasures `erase`, the purge report
 /// `audit`. Each route decodes its input, calls the ``OperatorActions`` the console and the CLI call too, and encodes
 /// the result: every change goes through the escrow's lifecycle with the caller's token name as actor and the reason
 /// given, into the audit chain. No answer holds a name, an email or a user identifier.
@@ -23,9 +23,16 @@ struct AdminRoutes: Sendable {
             .get("escrows") { request, _ in try await list(request) }
             .get("escrows/:escrowId") { _, context in try await inspect(context) }
             .post("lookup") { request, _ in try await lookup(request) }
+            .get("deliveries") { request, _ in try await deliveries(request) }
         admin.group().add(middleware: RequireScope(.operate))
             .post("escrows/requeue") { request, context in try await requeueMatching(request, context) }
             .post("escrows/:escrowId/requeue") { request, context in try await requeue(request, context) }
+            .post("deliveries/pause") { request, context in
+                try await switchDeliveries(paused: true, request, context)
+            }
+            .post("deliveries/resume") { request, context in
+                try await switchDeliveries(paused: false, request, context)
+            }
         admin.group().add(middleware: RequireScope(.erase))
             .delete("escrows/:escrowId") { request, context in try await erase(request, context) }
         admin.group().add(middleware: RequireScope(.audit))
@@ -206,9 +213,12 @@ struct OverviewBody: Encodable {
     var overview: AdminOverview
     /// The keyring's custody engine, when the keyring is in custody.
     var custody: Custody?
+    /// The delivery switch, as `GET /v1/admin/deliveries` answers it: what expires while deliveries are paused.
+    var deliveries: DeliveriesBody
     init(_ answer: OperatorActions.Overview) {
         overview = answer.overview
         custody = answer.custody.map { Custody(problem: $0.problem) }
+        deliveries = DeliveriesBody(answer.deliveries)
     }
 
     /// `custody`: whether the engine unwrapped the keyring at the last start or reload; when not, since when, whether
@@ -231,7 +241,7 @@ struct OverviewBody: Encodable {
     }
 
     enum Keys: String, CodingKey {
-        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history, custody
+        case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history, custody, deliveries
     }
     enum PointKeys: String, CodingKey { case at, pending, dead, oldestPendingAgeSeconds }
     enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued }
@@ -260,5 +270,6 @@ struct OverviewBody: Encodable {
             try entry.encode(point.oldestPendingAgeSeconds, forKey: .oldestPendingAgeSeconds)
         }
         try container.encodeIfPresent(custody, forKey: .custody)
+        try container.encode(deliveries, forKey: .deliveries)
     }
 }
