@@ -20,6 +20,44 @@ extension ConsoleRoutes {
             var cards: [Card]
             var sections: [Section]
             var backlog: Chart?
+            var deliveries: Deliveries
+        }
+
+        /// The delivery switch, and for an operator the form that flips it (with a reason).
+        struct Deliveries {
+            var kind: String
+            var state: String
+            var expiring: String
+            var action: String
+            var buttonID: String
+            var button: String
+            var hint: String
+
+            init(_ view: OperatorActions.DeliveriesView) {
+                let control = view.control
+                let since = control.changedAt.map { " since \(ConsolePages.time($0))" } ?? ""
+                let by = control.changedBy.map { " by \($0)" } ?? ""
+                let why = control.reason.map { ": \($0)" } ?? ""
+                let hours = Int(OperatorActions.expiringWindow / 3600)
+                expiring =
+                    "\(view.expiringWhilePaused) escrows expire within \(hours) hours, delivered or not: retention is "
+                    + "not held while deliveries are paused."
+                if control.paused {
+                    kind = "error"
+                    state = "Paused\(since)\(by)\(why)"
+                    action = "/console/deliveries/resume"
+                    buttonID = "resume-deliveries"
+                    button = "Resume deliveries"
+                    hint = "Every worker on every node claims again at its next poll."
+                } else {
+                    kind = "ok"
+                    state = control.changedAt == nil ? "Running" : "Running (resumed\(since)\(by)\(why))"
+                    action = "/console/deliveries/pause"
+                    buttonID = "pause-deliveries"
+                    button = "Pause deliveries"
+                    hint = "Every worker on every node stops claiming within one poll; captures go on."
+                }
+            }
         }
 
         var summary: Summary?
@@ -29,7 +67,8 @@ extension ConsoleRoutes {
         guard viewer.may(.read) else {
             return ConsolePages.render("console-overview", title: "Console", viewer: viewer, Overview())
         }
-        let overview = try await actions.overview().overview
+        let answer = try await actions.overview()
+        let overview = answer.overview
         let states = EscrowState.live.enumerated().map { index, state in
             (state.rawValue, overview.live[state] ?? 0, index % Chart.paletteSize)
         }
@@ -64,7 +103,8 @@ extension ConsoleRoutes {
                 "pending and dead escrows over time",
                 times: overview.history.map(\.at),
                 series: [(overview.history.map(\.pending), 0), (overview.history.map(\.dead), 3)]
-            )
+            ),
+            deliveries: Overview.Deliveries(answer.deliveries)
         )
         return ConsolePages.render("console-overview", title: "Overview", viewer: viewer, Overview(summary: summary))
     }
@@ -314,6 +354,26 @@ extension ConsoleRoutes {
             linkText: "Dead escrows"
         )
         return ConsolePages.render("console-message", title: "Requeued", viewer: viewer, message)
+    }
+
+    /// The overview's delivery form: pauses (`paused` true) or resumes deliveries on every node, with the reason typed.
+    func switchDeliveries(paused: Bool, _ fields: ConsoleForm, _ viewer: ConsolePages.Viewer) async throws -> Response {
+        let reason = try OperatorActions.reason(fields.reason)
+        let actor = AuditActor.console(token: viewer.name)
+        let change =
+            paused
+            ? try await actions.pauseDeliveries(reason: reason, actor: actor)
+            : try await actions.resumeDeliveries(reason: reason, actor: actor)
+        let state = paused ? "paused" : "resumed"
+        let message = ConsolePages.Message(
+            kind: change.changed ? "ok" : "muted",
+            id: "notice",
+            text: change.changed
+                ? "Deliveries \(state) on every node." : "Deliveries were already \(state): nothing changed.",
+            link: "/console/",
+            linkText: "Overview"
+        )
+        return ConsolePages.render("console-message", title: "Deliveries", viewer: viewer, message)
     }
 
     func lookup(_ fields: ConsoleForm, _ viewer: ConsolePages.Viewer) async throws -> Response {

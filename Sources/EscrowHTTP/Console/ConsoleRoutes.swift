@@ -65,6 +65,12 @@ struct ConsoleRoutes: Sendable {
             .post("escrows/:escrowId/requeue") { request, context in
                 try await requeue(try Self.escrowID(context), try await form(request, context), context.signedIn())
             }
+            .post("deliveries/pause") { request, context in
+                try await switchDeliveries(paused: true, try await form(request, context), context.signedIn())
+            }
+            .post("deliveries/resume") { request, context in
+                try await switchDeliveries(paused: false, try await form(request, context), context.signedIn())
+            }
         console.group().add(middleware: ConsoleRole(.erase))
             .post("escrows/:escrowId/erase") { request, context in
                 try await erase(try Self.escrowID(context), try await form(request, context), context.signedIn())
