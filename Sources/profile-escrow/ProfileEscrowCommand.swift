@@ -14,7 +14,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
             Requeue.self, Deliveries.self,
             PurgeReportCommand.self, Audit.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
-            CrashCheck.self,
+            CrashCheck.self, AppleCommand.self,
         ]
     )
 

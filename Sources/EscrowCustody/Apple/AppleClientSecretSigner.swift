@@ -44,6 +44,12 @@ public enum AppleP8Key {
         }
     }
 
+    /// Whether `signature` (`r || s`) is ES256 over `message` by `publicKey`'s private key.
+    public static func verifies(_ signature: [UInt8], for message: [UInt8], with publicKey: P256.Signing.PublicKey) -> Bool {
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+        return publicKey.isValidSignature(signature, for: message)
+    }
+
     /// The public key's fingerprint for display: `SHA256:` and the hex SHA-256 of its DER (SubjectPublicKeyInfo).
     public static func fingerprint(_ publicKey: P256.Signing.PublicKey) -> String {
         "SHA256:" + SHA256.hash(data: publicKey.derRepresentation).map { String(format: "%02x", $0) }.joined()

@@ -1,0 +1,121 @@
+import ArgumentParser
+import EscrowCrypto
+import EscrowCustody
+import Foundation
+
+/// `apple …`: the team's Sign in with Apple key, which signs the client secrets of Apple's token and revoke calls.
+struct AppleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apple",
+        abstract: "Apple's side: the team's Sign in with Apple key (.p8) in custody.",
+        subcommands: [AppleKeyCommand.self]
+    )
+}
+
+/// `apple key import | show`.
+struct AppleKeyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "key",
+        abstract: "Put the team's .p8 key into custody (import), or say where it is (show).",
+        subcommands: [Import.self, Show.self]
+    )
+
+    /// Where the key goes.
+    enum CustodyKind: String, ExpressibleByArgument, CaseIterable {
+        case pkcs11
+        case file
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import the .p8 into a PKCS#11 token (sensitive, not extractable), or keep it as a 0600 file.",
+            discussion: """
+                The key's location, key id, team id and public key are recorded beside the keyring \
+                (<keyring>.apple-key, mode 0600); no secret is recorded. The PIN comes from PROFILE_ESCROW_PKCS11_PIN \
+                or PROFILE_ESCROW_PKCS11_PIN_FILE. After an import into a token, the .p8 file still holds the key: \
+                keep it offline or delete it.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: ArgumentHelp("Apple's .p8 key file (PKCS#8 PEM).", valueName: "file"))
+        var p8: String
+        @Option(help: "The key's id (10 characters, as Apple shows it).")
+        var keyId: String
+        @Option(help: "The team id (10 characters).")
+        var teamId: String
+        @Option(help: "Where the key goes: pkcs11, or file (the .p8 stays where it is, 0600; weaker).")
+        var custody: CustodyKind
+        @Option(help: "The PKCS#11 module, e.g. /usr/lib/softhsm/libsofthsm2.so (with --custody pkcs11).")
+        var pkcs11Module: String?
+        @Option(help: "The token's label (with --custody pkcs11).")
+        var pkcs11Token: String?
+        @Option(help: "The label the EC private key gets in the token (with --custody pkcs11; never replaced).")
+        var pkcs11Key: String?
+
+        func validate() throws {
+            for (name, value) in [("--key-id", keyId), ("--team-id", teamId)] {
+                guard value.utf8.count == 10, value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
+                else { throw ValidationError("\(name) is 10 capital letters or digits, as Apple shows it") }
+            }
+            let pkcs11Options = [pkcs11Module, pkcs11Token, pkcs11Key]
+            switch custody {
+            case .pkcs11:
+                guard !pkcs11Options.contains(nil) else {
+                    throw ValidationError("--custody pkcs11 needs --pkcs11-module, --pkcs11-token and --pkcs11-key")
+                }
+                do {
+                    try keyCustody?.validate()
+                } catch {
+                    throw ValidationError(error.message)
+                }
+            case .file:
+                guard pkcs11Options.allSatisfy({ $0 == nil }) else {
+                    throw ValidationError("--pkcs11-* options go with --custody pkcs11")
+                }
+            }
+        }
+
+        private var keyCustody: KeyCustody? {
+            guard let module = pkcs11Module, let token = pkcs11Token, let key = pkcs11Key else { return nil }
+            return .pkcs11(KeyCustody.PKCS11(module: module, token: token, key: key))
+        }
+
+        func run() async throws {
+            let custody: AppleKeyRecord.Custody =
+                switch (self.custody, keyCustody) {
+                case (.pkcs11, .pkcs11(let pkcs11)?): .pkcs11(pkcs11)
+                default: .file(path: URL(fileURLWithPath: p8).standardizedFileURL.path)
+                }
+            let recordPath = AppleKeyRecord.path(besideKeyring: options.keyringPath)
+            let record = try await AppleKeyRecord.importKey(
+                p8Path: p8,
+                keyID: keyId,
+                teamID: teamId,
+                into: custody,
+                recordPath: recordPath,
+                environment: options.environment
+            )
+            print("Apple key \(record.keyID) of team \(record.teamID) in \(record.custody.location); recorded in \(recordPath)")
+            if case .pkcs11 = custody {
+                print("the .p8 file \(p8) still holds the key: keep it offline or delete it")
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the key id, team id, custody and public key (never the private key)."
+        )
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let record = try AppleKeyRecord.read(path: AppleKeyRecord.path(besideKeyring: options.keyringPath))
+            print("key id: \(record.keyID)")
+            print("team id: \(record.teamID)")
+            print("custody: \(record.custody.kind): \(record.custody.location)")
+            print("public key fingerprint: \(record.fingerprint)")
+            print(record.publicKeyPEM)
+        }
+    }
+}
