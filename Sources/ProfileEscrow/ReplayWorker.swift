@@ -110,14 +110,7 @@ public final class ReplayWorker: Service {
             "deliveries paused: claiming nothing until they are resumed",
             metadata: ["claimed": "\(ready.count)"]
         )
-        for record in ready {
-            await release(
-                record,
-                run: run,
-                because: "deliveries paused",
-                metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
-            )
-        }
+        await release(ready, run: run, because: "deliveries paused")
         ready = []
     }
 
@@ -206,14 +199,7 @@ public final class ReplayWorker: Service {
                         }
                         await run.wakeup.wait(seconds: max(0.001, wait))
                     }
-                    for record in ready {
-                        await release(
-                            record,
-                            run: run,
-                            because: "shutting down",
-                            metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
-                        )
-                    }
+                    await release(ready, run: run, because: "shutting down")
                     let unfinished = run.unfinished
                     if unfinished > 0 {
                         logger.info(
@@ -275,16 +261,7 @@ public final class ReplayWorker: Service {
                             continue
                         }
                         if run.isShuttingDown, !ready.isEmpty {
-                            for record in ready {
-                                await release(
-                                    record,
-                                    run: run,
-                                    because: "shutting down",
-                                    metadata: [
-                                        "escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)",
-                                    ]
-                                )
-                            }
+                            await release(ready, run: run, because: "shutting down")
                             ready = []
                         }
                         if exhausted || run.isShuttingDown, ready.isEmpty, run.unfinished == 0 { break }
@@ -313,6 +290,18 @@ public final class ReplayWorker: Service {
     }
 
     // MARK: Housekeeping
+
+    /// Gives back the leases of escrows claimed but not started, each logged with its id and index prefix.
+    private func release(_ records: [EscrowRecord], run: ReplayRun, because reason: String) async {
+        for record in records {
+            await release(
+                record,
+                run: run,
+                because: reason,
+                metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+            )
+        }
+    }
 
     /// One delivery task: deliver, then free the slot and wake the run loop.
     private func deliverThenSignal(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun) async {

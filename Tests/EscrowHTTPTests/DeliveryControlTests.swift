@@ -69,7 +69,7 @@ struct DeliveryControlTests {
             // Captures go on while paused; the worker keeps polling and claims none of them.
             for number in 1...5 { #expect(try await harness.capture(client, user: number).status == .created) }
             try await Task.sleep(for: .milliseconds(600))  // 30 polls of the worker
-            #expect(backend.requests.isEmpty, "nothing delivered while paused")
+            #expect(backend.requests.count == 0, "nothing delivered while paused")
             let pending = try await harness.store.summary(at: harness.clock.now()).live[.pending]
             #expect(pending == 5, "every capture still pending, none leased")
 
