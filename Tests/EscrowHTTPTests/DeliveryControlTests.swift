@@ -9,6 +9,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import ProfileEscrow
+import Prometheus
 import ServiceLifecycle
 import Testing
 
@@ -125,6 +126,27 @@ struct DeliveryControlTests {
         #expect(switches.map(\.reason) == ["backend deploy", "deploy done"])
         #expect(try await auditChainIsIntact(harness.store))
         #expect(harness.loggedText().contains("deliveries paused: claiming nothing"))
+    }
+
+    @Test("the gauge profile_escrow_deliveries_paused is 1 while paused, 0 once resumed")
+    func gauge() async throws {
+        let harness = try await HTTPHarness()
+        let actions = OperatorActions(escrow: harness.escrow)
+        let refresher = LiveGaugeRefresher(
+            escrow: harness.escrow,
+            factory: PrometheusMetricsFactory(registry: harness.registry),
+            logger: harness.logger
+        )
+        try await harness.app().test(.router) { client async throws in
+            _ = try await actions.pauseDeliveries(reason: try OperatorActions.reason("INC-1"), actor: .cli)
+            await refresher.refresh()
+            let paused = try await client.execute(uri: "/metrics", method: .get)
+            #expect(paused.text.contains("profile_escrow_deliveries_paused 1"))
+            _ = try await actions.resumeDeliveries(reason: try OperatorActions.reason("INC-1 done"), actor: .cli)
+            await refresher.refresh()
+            let resumed = try await client.execute(uri: "/metrics", method: .get)
+            #expect(resumed.text.contains("profile_escrow_deliveries_paused 0"))
+        }
     }
 
     @Test("deliveries pause, status and resume from the CLI on the same file the server reads")
