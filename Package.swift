@@ -111,6 +111,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // Apple's `.p8` key: read (P-256, PKCS#8) and, kept in a file, signing client secrets.
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Transit's BYOK import of Apple's key: RSA-OAEP and single AES blocks (for AES key wrap with padding).
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -107,12 +107,23 @@ public struct TransitCustodian: KeyCustodian {
         return value
     }
 
-    /// Sends one request and returns the body of a 200 answer; anything else is a ``CryptoError`` naming the
-    /// engine and the cause. `body` is zeroed when the request is over, whatever its outcome (an encrypt body holds
-    /// the secret in base64). Plain `http` to a host that is not loopback is refused before anything is sent.
+    /// `POST /v1/<mount>/<operation>/<key>` (``send(_:path:operation:body:)``).
     func post(_ operation: String, body: ByteBuffer) async throws(CryptoError) -> ByteBuffer {
+        try await send(.POST, path: "\(operation)/\(transit.key)", operation: operation, body: body)
+    }
+
+    /// Sends one request to `/v1/<mount>/<path>` and returns the body of a 200 (or 204) answer; anything else is a
+    /// ``CryptoError`` naming the engine and the cause (`operation` in words). `body` is zeroed when the request is
+    /// over, whatever its outcome (an encrypt body holds the secret in base64). Plain `http` to a host that is not
+    /// loopback is refused before anything is sent.
+    func send(
+        _ method: HTTPMethod,
+        path: String,
+        operation: String,
+        body: ByteBuffer?
+    ) async throws(CryptoError) -> ByteBuffer {
         var body = body
-        defer { Self.zero(&body) }
+        defer { if body != nil { Self.zero(&body!) } }
         if let refusal = transit.cleartextRefusal {
             throw CryptoError(code: .custodyRefused, message: "\(engine): refused: \(refusal)")
         }
@@ -127,11 +138,13 @@ public struct TransitCustodian: KeyCustodian {
             )
         }
         let token = try self.token.read(engine: engine)
-        var request = HTTPClientRequest(url: "\(transit.address)/v1/\(transit.mount)/\(operation)/\(transit.key)")
-        request.method = .POST
+        var request = HTTPClientRequest(url: "\(transit.address)/v1/\(transit.mount)/\(path)")
+        request.method = method
         token.withUnsafeBytes { request.headers.add(name: "X-Vault-Token", value: String(decoding: $0, as: UTF8.self)) }
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(body)
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(body)
+        }
 
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = transit.caFile {
@@ -159,7 +172,8 @@ public struct TransitCustodian: KeyCustodian {
         case .failure(let error):
             throw CryptoError(code: .custodyUnavailable, message: "\(engine): unreachable (\(Self.describe(error)))")
         case .success(let (status, answer)):
-            if status == .ok { return answer }
+            // 204: an operation that answers nothing (a key import).
+            if status == .ok || status == .noContent { return answer }
             let reason = Self.firstError(in: answer)
             switch status.code {
             case 400 where Self.isDecryptionFailure(reason):
@@ -177,7 +191,7 @@ public struct TransitCustodian: KeyCustodian {
                 throw CryptoError(
                     code: .custodyRefused,
                     message: "\(engine): permission denied (a wrong or expired token, or a policy without "
-                        + "\(transit.mount)/\(operation)/\(transit.key)): \(reason)"
+                        + "\(transit.mount)/\(path)): \(reason)"
                 )
             default:
                 throw CryptoError(
