@@ -23,17 +23,19 @@ struct AppleKeyCommand: AsyncParsableCommand {
     /// Where the key goes.
     enum CustodyKind: String, ExpressibleByArgument, CaseIterable {
         case pkcs11
+        case transit
         case file
     }
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Import the .p8 into a PKCS#11 token (sensitive, not extractable), or keep it as a 0600 file.",
+            abstract: "Import the .p8 into a PKCS#11 token or OpenBao/Vault Transit, or keep it as a 0600 file.",
             discussion: """
                 The key's location, key id, team id and public key are recorded beside the keyring \
                 (<keyring>.apple-key, mode 0600); no secret is recorded. The PIN comes from PROFILE_ESCROW_PKCS11_PIN \
-                or PROFILE_ESCROW_PKCS11_PIN_FILE. After an import into a token, the .p8 file still holds the key: \
-                keep it offline or delete it.
+                or PROFILE_ESCROW_PKCS11_PIN_FILE, the Transit token from PROFILE_ESCROW_TRANSIT_TOKEN or \
+                PROFILE_ESCROW_TRANSIT_TOKEN_FILE. After an import, the .p8 file still holds the key: keep it offline \
+                or delete it.
                 """
         )
         @OptionGroup var options: GlobalOptions
@@ -44,7 +46,7 @@ struct AppleKeyCommand: AsyncParsableCommand {
         var keyId: String
         @Option(help: "The team id (10 characters).")
         var teamId: String
-        @Option(help: "Where the key goes: pkcs11, or file (the .p8 stays where it is, 0600; weaker).")
+        @Option(help: "Where the key goes: pkcs11, transit, or file (the .p8 stays where it is, 0600; weaker).")
         var custody: CustodyKind
         @Option(help: "The PKCS#11 module, e.g. /usr/lib/softhsm/libsofthsm2.so (with --custody pkcs11).")
         var pkcs11Module: String?
@@ -52,40 +54,76 @@ struct AppleKeyCommand: AsyncParsableCommand {
         var pkcs11Token: String?
         @Option(help: "The label the EC private key gets in the token (with --custody pkcs11; never replaced).")
         var pkcs11Key: String?
+        @Option(help: "OpenBao/Vault address, e.g. https://bao.internal:8200 (with --custody transit).")
+        var transitAddress: String?
+        @Option(help: "The name the ecdsa-p256 key gets in Transit (with --custody transit; never replaced).")
+        var transitKey: String?
+        @Option(help: "The Transit secrets engine's mount path (default transit).")
+        var transitMount: String?
+        @Option(help: "A PEM file of the CAs to trust for an https address (default: the system's).")
+        var transitCa: String?
 
         func validate() throws {
             for (name, value) in [("--key-id", keyId), ("--team-id", teamId)] {
                 guard value.utf8.count == 10, value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
                 else { throw ValidationError("\(name) is 10 capital letters or digits, as Apple shows it") }
             }
-            let pkcs11Options = [pkcs11Module, pkcs11Token, pkcs11Key]
+            let pkcs11Options = [pkcs11Module, pkcs11Token, pkcs11Key].contains { $0 != nil }
+            let transitOptions = [transitAddress, transitKey, transitMount, transitCa].contains { $0 != nil }
+            guard custody == .pkcs11 || !pkcs11Options else {
+                throw ValidationError("--pkcs11-* options go with --custody pkcs11")
+            }
+            guard custody == .transit || !transitOptions else {
+                throw ValidationError("--transit-* options go with --custody transit")
+            }
+            guard custody == .file || keyCustody != nil else {
+                throw ValidationError(
+                    "--custody pkcs11 needs --pkcs11-module, --pkcs11-token and --pkcs11-key; --custody transit needs "
+                        + "--transit-address and --transit-key"
+                )
+            }
+            if case .transit(let transit) = keyCustody, let refusal = transit.cleartextRefusal {
+                throw ValidationError("--transit-address: \(refusal)")
+            }
+            do {
+                try keyCustody?.validate()
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+
+        /// The engine the options name; nil for a file, or when its options are missing.
+        private var keyCustody: KeyCustody? {
             switch custody {
+            case .file: nil
             case .pkcs11:
-                guard !pkcs11Options.contains(nil) else {
-                    throw ValidationError("--custody pkcs11 needs --pkcs11-module, --pkcs11-token and --pkcs11-key")
+                pkcs11Module.flatMap { module in
+                    pkcs11Token.flatMap { token in
+                        pkcs11Key.map { .pkcs11(KeyCustody.PKCS11(module: module, token: token, key: $0)) }
+                    }
                 }
-                do {
-                    try keyCustody?.validate()
-                } catch {
-                    throw ValidationError(error.message)
-                }
-            case .file:
-                guard pkcs11Options.allSatisfy({ $0 == nil }) else {
-                    throw ValidationError("--pkcs11-* options go with --custody pkcs11")
+            case .transit:
+                transitAddress.flatMap { address in
+                    transitKey.map {
+                        .transit(
+                            KeyCustody.Transit(
+                                address: address,
+                                mount: transitMount ?? "transit",
+                                key: $0,
+                                caFile: transitCa
+                            )
+                        )
+                    }
                 }
             }
         }
 
-        private var keyCustody: KeyCustody? {
-            guard let module = pkcs11Module, let token = pkcs11Token, let key = pkcs11Key else { return nil }
-            return .pkcs11(KeyCustody.PKCS11(module: module, token: token, key: key))
-        }
-
         func run() async throws {
             let custody: AppleKeyRecord.Custody =
-                switch (self.custody, keyCustody) {
-                case (.pkcs11, .pkcs11(let pkcs11)?): .pkcs11(pkcs11)
-                default: .file(path: URL(fileURLWithPath: p8).standardizedFileURL.path)
+                switch keyCustody {
+                case .pkcs11(let pkcs11)?: .pkcs11(pkcs11)
+                case .transit(let transit)?: .transit(transit)
+                case nil: .file(path: URL(fileURLWithPath: p8).standardizedFileURL.path)
                 }
             let recordPath = AppleKeyRecord.path(besideKeyring: options.keyringPath)
             let record = try await AppleKeyRecord.importKey(
@@ -97,7 +135,7 @@ struct AppleKeyCommand: AsyncParsableCommand {
                 environment: options.environment
             )
             print("Apple key \(record.keyID) of team \(record.teamID) in \(record.custody.location); recorded in \(recordPath)")
-            if case .pkcs11 = custody {
+            if self.custody != .file {
                 print("the .p8 file \(p8) still holds the key: keep it offline or delete it")
             }
         }

@@ -5,7 +5,7 @@ import EscrowTestSupport
 import Foundation
 import Testing
 
-/// `apple key import | show` through the real binary, into a real SoftHSM2 token and into a 0600 file; then client
+/// `apple key import | show` through the real binary, into a real SoftHSM2 token, a real OpenBao and a 0600 file; then client
 /// secrets minted from the record, verified with the `.p8`'s public key. No output holds the key or the PIN.
 struct AppleKeyCommandTests {
     static let ids = ["--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01"]
@@ -89,6 +89,33 @@ struct AppleKeyCommandTests {
         #expect(again.stderr.contains("already records an Apple key"))
     }
 
+    @Test func importIntoTransitThenShowThenMint() async throws {
+        let directory = TemporaryDirectory()
+        let (p8, key) = try AppleKeySignerTests.p8(in: directory, mode: 0o644)
+        let address = try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_ADDR")
+        // The root token: importing needs transit/wrapping_key and transit/keys/<name>/import.
+        let environment = ["PROFILE_ESCROW_TRANSIT_TOKEN": try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_ROOT_TOKEN")]
+        let keyring = directory.path + "/keyring"
+        let name = "apple-" + Hex.encode(Hashing.randomBytes(count: 4))
+        let imported = try ProfileEscrowCLI.run(
+            ["apple", "key", "import", "--p8", p8] + Self.ids
+                + ["--custody", "transit", "--transit-address", address, "--transit-key", name, "--keyring", keyring],
+            environment: environment,
+            in: directory.path
+        )
+        try #require(imported.status == 0, "import: \(imported.stderr)")
+        let shown = try ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
+        #expect(shown.stdout.contains("custody: transit: transit key \"\(name)\" at \(address)"))
+        #expect(shown.stdout.contains(AppleP8Key.fingerprint(key.publicKey)))
+        Self.expectNothingSecret(
+            [imported.stdout, imported.stderr, shown.stdout, shown.stderr],
+            key: key,
+            pin: environment["PROFILE_ESCROW_TRANSIT_TOKEN"]
+        )
+        let record = try AppleKeyRecord.read(path: keyring + ".apple-key")
+        #expect(try await Self.mintedSecretVerifies(record, environment: environment, key: key.publicKey))
+    }
+
     @Test func aFileCustodyNeedsA0600File() async throws {
         let directory = TemporaryDirectory()
         let (p8, key) = try AppleKeySignerTests.p8(in: directory, mode: 0o644)
@@ -116,6 +143,11 @@ struct AppleKeyCommandTests {
             ["--key-id", "short", "--team-id", "FAKETEAM01", "--custody", "file"],
             ["--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01", "--custody", "pkcs11"],
             ["--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01", "--custody", "file", "--pkcs11-token", "t"],
+            ["--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01", "--custody", "transit", "--transit-key", "k"],
+            [
+                "--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01", "--custody", "transit", "--transit-key", "k",
+                "--transit-address", "http://bao.example.invalid:8200",
+            ],
         ] {
             let result = try ProfileEscrowCLI.run(
                 ["apple", "key", "import", "--p8", directory.path + "/none.p8"] + arguments,

@@ -3,8 +3,8 @@ public import EscrowCrypto
 import Foundation
 
 extension AppleKeyRecord {
-    /// `apple key import`: reads Apple's `.p8` at `p8Path`, puts the key into `custody` (a PKCS#11 token; or, for a
-    /// file, keeps it where it is, which must then be 0600), checks that the custody signs with it (a signature
+    /// `apple key import`: reads Apple's `.p8` at `p8Path`, puts the key into `custody` (a PKCS#11 token, Transit;
+    /// or, for a file, keeps it where it is, which must then be 0600), checks that the custody signs with it (a signature
     /// verified with the `.p8`'s public key), and writes the record to `recordPath`. Refuses before touching the
     /// custody when a record is already there.
     public static func importKey(
@@ -23,8 +23,10 @@ extension AppleKeyRecord {
         }
         let key = try AppleP8Key.read(path: p8Path, privateFile: custody.kind == "file")
         let record = AppleKeyRecord(keyID: keyID, teamID: teamID, custody: custody, publicKey: key.publicKey)
-        if case .pkcs11(let pkcs11) = custody {
-            try await PKCS11AppleKeySigner(pkcs11, environment: environment).importKey(key)
+        switch custody {
+        case .file: break
+        case .pkcs11(let pkcs11): try await PKCS11AppleKeySigner(pkcs11, environment: environment).importKey(key)
+        case .transit(let transit): try await TransitAppleKeySigner(transit, environment: environment).importKey(key)
         }
         try await record.checkSigning(environment: environment)
         try record.write(path: recordPath)

@@ -4,7 +4,7 @@ import Foundation
 
 /// Where Apple's key is and what it is: the file `apple key import` writes beside the keyring
 /// (`<keyring>.apple-key`, mode 0600, JSON) and every later use reads. It holds no secret: the key id, the team id,
-/// the custody (a PKCS#11 key's location, or the path of a 0600 `.p8`) and the public key.
+/// the custody (a PKCS#11 or Transit key's location, or the path of a 0600 `.p8`) and the public key.
 public struct AppleKeyRecord: Sendable, Equatable {
     /// Where the key is kept.
     public enum Custody: Sendable, Equatable {
@@ -12,12 +12,15 @@ public struct AppleKeyRecord: Sendable, Equatable {
         case file(path: String)
         /// A PKCS#11 token; ``KeyCustody/PKCS11/key`` is the EC private key's label.
         case pkcs11(KeyCustody.PKCS11)
+        /// OpenBao/Vault Transit; ``KeyCustody/Transit/key`` is the `ecdsa-p256` key's name.
+        case transit(KeyCustody.Transit)
 
-        /// `file` or `pkcs11`: the word of `--custody`.
+        /// `file`, `pkcs11` or `transit`: the word of `--custody`.
         public var kind: String {
             switch self {
             case .file: "file"
             case .pkcs11: "pkcs11"
+            case .transit: "transit"
             }
         }
 
@@ -26,6 +29,7 @@ public struct AppleKeyRecord: Sendable, Equatable {
             switch self {
             case .file(let path): "file \(path) (weaker: the key is in a plain file and in this process's memory)"
             case .pkcs11(let pkcs11): KeyCustody.pkcs11(pkcs11).engine
+            case .transit(let transit): KeyCustody.transit(transit).engine
             }
         }
     }
@@ -61,6 +65,7 @@ public struct AppleKeyRecord: Sendable, Equatable {
         switch custody {
         case .file(let path): try AppleKeyFileSigner(path: path)
         case .pkcs11(let pkcs11): PKCS11AppleKeySigner(pkcs11, environment: environment)
+        case .transit(let transit): TransitAppleKeySigner(transit, environment: environment)
         }
     }
 
@@ -73,6 +78,9 @@ public struct AppleKeyRecord: Sendable, Equatable {
             var module: String?
             var token: String?
             var key: String?
+            var address: String?
+            var mount: String?
+            var caFile: String?
         }
         var format: String
         var keyId: String
@@ -87,6 +95,8 @@ public struct AppleKeyRecord: Sendable, Equatable {
             switch self.custody {
             case .file(let file): File.Custody(kind: "file", path: file)
             case .pkcs11(let p): File.Custody(kind: "pkcs11", module: p.module, token: p.token, key: p.key)
+            case .transit(let t):
+                File.Custody(kind: "transit", key: t.key, address: t.address, mount: t.mount, caFile: t.caFile)
             }
         let file = File(
             format: File.format,
@@ -134,11 +144,18 @@ public struct AppleKeyRecord: Sendable, Equatable {
             let der = Data(base64Encoded: file.publicKey),
             let publicKey = try? P256.Signing.PublicKey(derRepresentation: der)
         else { throw malformed }
+        let fields = file.custody
         let custody: Custody
-        switch (file.custody.kind, file.custody.path, file.custody.module, file.custody.token, file.custody.key) {
-        case ("file", let path?, nil, nil, nil): custody = .file(path: path)
-        case ("pkcs11", nil, let module?, let token?, let key?):
+        switch fields.kind {
+        case "file":
+            guard let path = fields.path else { throw malformed }
+            custody = .file(path: path)
+        case "pkcs11":
+            guard let module = fields.module, let token = fields.token, let key = fields.key else { throw malformed }
             custody = .pkcs11(KeyCustody.PKCS11(module: module, token: token, key: key))
+        case "transit":
+            guard let address = fields.address, let mount = fields.mount, let key = fields.key else { throw malformed }
+            custody = .transit(KeyCustody.Transit(address: address, mount: mount, key: key, caFile: fields.caFile))
         default: throw malformed
         }
         return AppleKeyRecord(keyID: file.keyId, teamID: file.teamId, custody: custody, publicKey: publicKey)
