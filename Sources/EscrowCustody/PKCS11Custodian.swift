@@ -38,7 +38,7 @@ public struct PKCS11Custodian: KeyCustodian {
     static let tagCount = 16
 
     public func wrap(_ secret: SecretBytes, associatedData: [UInt8]) async throws(CryptoError) -> [UInt8] {
-        return try await withKey(create: mayCreateKey) { functions, session, key throws(CryptoError) -> [UInt8] in
+        try await withKey(create: mayCreateKey) { functions, session, key throws(CryptoError) -> [UInt8] in
             let iv = Hashing.randomBytes(count: Self.ivCount)
             var output = [UInt8](repeating: 0, count: secret.count + Self.tagCount)
             var outputCount = UInt(output.count)
@@ -132,7 +132,15 @@ public struct PKCS11Custodian: KeyCustodian {
             var key = CK_OBJECT_HANDLE(0)
             var created: Int32 = 0
             try token.check(
-                profile_escrow_p11_find_key(functions, session, label, UInt(label.count), create ? 1 : 0, &key, &created),
+                profile_escrow_p11_find_key(
+                    functions,
+                    session,
+                    label,
+                    UInt(label.count),
+                    create ? 1 : 0,
+                    &key,
+                    &created
+                ),
                 create ? "find or create the key" : "find the key"
             )
             try token.requireKeyStaysInside(functions, session, key)

@@ -65,7 +65,8 @@ struct AppleKeyCommand: AsyncParsableCommand {
 
         func validate() throws {
             for (name, value) in [("--key-id", keyId), ("--team-id", teamId)] {
-                guard value.utf8.count == 10, value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
+                guard value.utf8.count == 10,
+                    value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
                 else { throw ValidationError("\(name) is 10 capital letters or digits, as Apple shows it") }
             }
             let pkcs11Options = [pkcs11Module, pkcs11Token, pkcs11Key].contains { $0 != nil }
@@ -134,7 +135,10 @@ struct AppleKeyCommand: AsyncParsableCommand {
                 recordPath: recordPath,
                 environment: options.environment
             )
-            print("Apple key \(record.keyID) of team \(record.teamID) in \(record.custody.location); recorded in \(recordPath)")
+            print(
+                "Apple key \(record.keyID) of team \(record.teamID) in \(record.custody.location); "
+                    + "recorded in \(recordPath)"
+            )
             if self.custody != .file {
                 print("the .p8 file \(p8) still holds the key: keep it offline or delete it")
             }

@@ -60,7 +60,10 @@ struct AppleClientSecretsTests {
         #expect(expires - issued == 86_400)
         #expect(expires - issued <= 15_777_000)
 
-        var signature = String(parts[2]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var signature = String(parts[2]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+            of: "_",
+            with: "/"
+        )
         signature += String(repeating: "=", count: (4 - signature.count % 4) % 4)
         let raw = try #require(Data(base64Encoded: signature))
         let ecdsa = try P256.Signing.ECDSASignature(rawRepresentation: raw)
@@ -122,7 +125,12 @@ struct AppleClientSecretsTests {
             }
         }
         let signer = Refusing()
-        let secrets = AppleClientSecrets(teamID: "FAKETEAM01", keyID: "FAKEKEY001", signer: signer, now: TestClock().now)
+        let secrets = AppleClientSecrets(
+            teamID: "FAKETEAM01",
+            keyID: "FAKEKEY001",
+            signer: signer,
+            now: TestClock().now
+        )
         for _ in 0..<2 {
             let error = await #expect(throws: EscrowCrypto.CryptoError.self) {
                 try await secrets.secret(for: "com.example.fake.web")

@@ -5,8 +5,9 @@ import EscrowTestSupport
 import Foundation
 import Testing
 
-/// `apple key import | show` through the real binary, into a real SoftHSM2 token, a real OpenBao and a 0600 file; then client
-/// secrets minted from the record, verified with the `.p8`'s public key. No output holds the key or the PIN.
+/// `apple key import | show` through the real binary, into a real SoftHSM2 token, a real OpenBao and a 0600 file;
+/// then client secrets minted from the record, verified with the `.p8`'s public key. No output holds the key, the PIN
+/// or the token.
 struct AppleKeyCommandTests {
     static let ids = ["--key-id", "FAKEKEY001", "--team-id", "FAKETEAM01"]
 
@@ -27,7 +28,11 @@ struct AppleKeyCommandTests {
         }
     }
 
-    static func mintedSecretVerifies(_ record: AppleKeyRecord, environment: [String: String], key: P256.Signing.PublicKey) async throws -> Bool {
+    static func mintedSecretVerifies(
+        _ record: AppleKeyRecord,
+        environment: [String: String],
+        key: P256.Signing.PublicKey
+    ) async throws -> Bool {
         let secrets = AppleClientSecrets(
             teamID: record.teamID,
             keyID: record.keyID,
@@ -72,7 +77,10 @@ struct AppleKeyCommandTests {
         )
 
         let record = try AppleKeyRecord.read(path: recordPath)
-        guard case .pkcs11(let pkcs11) = record.custody else { Issue.record("not pkcs11"); return }
+        guard case .pkcs11(let pkcs11) = record.custody else {
+            Issue.record("not pkcs11")
+            return
+        }
         #expect(pkcs11 == KeyCustody.PKCS11(module: pkcs11.module, token: pkcs11.token, key: pkcs11.key))
         #expect(try await Self.mintedSecretVerifies(record, environment: engine.environment, key: key.publicKey))
         // The .p8 can go: the token signs alone.
@@ -94,7 +102,9 @@ struct AppleKeyCommandTests {
         let (p8, key) = try AppleKeySignerTests.p8(in: directory, mode: 0o644)
         let address = try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_ADDR")
         // The root token: importing needs transit/wrapping_key and transit/keys/<name>/import.
-        let environment = ["PROFILE_ESCROW_TRANSIT_TOKEN": try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_ROOT_TOKEN")]
+        let environment = [
+            "PROFILE_ESCROW_TRANSIT_TOKEN": try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_ROOT_TOKEN")
+        ]
         let keyring = directory.path + "/keyring"
         let name = "apple-" + Hex.encode(Hashing.randomBytes(count: 4))
         let imported = try ProfileEscrowCLI.run(
@@ -120,7 +130,8 @@ struct AppleKeyCommandTests {
         let directory = TemporaryDirectory()
         let (p8, key) = try AppleKeySignerTests.p8(in: directory, mode: 0o644)
         let keyring = directory.path + "/keyring"
-        let arguments = ["apple", "key", "import", "--p8", p8] + Self.ids + ["--custody", "file", "--keyring", keyring]
+        let arguments =
+            ["apple", "key", "import", "--p8", p8] + Self.ids + ["--custody", "file", "--keyring", keyring]
         let refused = try ProfileEscrowCLI.run(arguments, in: directory.path)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("chmod 600"))
@@ -155,7 +166,10 @@ struct AppleKeyCommandTests {
             )
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
         }
-        let missing = try ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", directory.path + "/k"], in: directory.path)
+        let missing = try ProfileEscrowCLI.run(
+            ["apple", "key", "show", "--keyring", directory.path + "/k"],
+            in: directory.path
+        )
         #expect(missing.status != 0)
         #expect(missing.stderr.contains("apple key import"))
     }

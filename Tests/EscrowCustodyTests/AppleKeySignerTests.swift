@@ -9,7 +9,10 @@ import Testing
 /// the public key of the `.p8`, and the token keeps the key in.
 struct AppleKeySignerTests {
     /// A fresh `.p8` (PKCS#8 PEM, as Apple hands it out) in a temporary folder, with the given mode.
-    static func p8(in directory: TemporaryDirectory, mode: Int = 0o600) throws -> (path: String, key: P256.Signing.PrivateKey) {
+    static func p8(
+        in directory: TemporaryDirectory,
+        mode: Int = 0o600
+    ) throws -> (path: String, key: P256.Signing.PrivateKey) {
         let key = P256.Signing.PrivateKey()
         let path = directory.path + "/AuthKey_FAKEKEY001.p8"
         try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: path))
@@ -17,9 +20,13 @@ struct AppleKeySignerTests {
         return (path, key)
     }
 
-    static func pkcs11(label: String = "apple-" + Hex.encode(Hashing.randomBytes(count: 4))) throws -> PKCS11AppleKeySigner {
+    static func pkcs11(
+        label: String = "apple-" + Hex.encode(Hashing.randomBytes(count: 4))
+    ) throws -> PKCS11AppleKeySigner {
         let engine = try CustodyEngine.make(.pkcs11, key: label)
-        guard case .pkcs11(let pkcs11) = engine.custody else { throw CustodyEngine.MissingEngine(description: "pkcs11") }
+        guard case .pkcs11(let pkcs11) = engine.custody else {
+            throw CustodyEngine.MissingEngine(description: "pkcs11")
+        }
         return PKCS11AppleKeySigner(pkcs11, environment: engine.environment)
     }
 

@@ -50,6 +50,18 @@ struct TransitAppleKeySignerTests {
         #expect(AppleP8Key.verifies(try await signer.sign(message), for: message, with: key.publicKey))
     }
 
+    /// RFC 5649's own examples (section 6): 20 and 7 octets under a 192-bit key.
+    @Test func aesKeyWrapWithPaddingMatchesRFC5649() throws {
+        let kek = SymmetricKey(data: try #require(Hex.decode("5840df6e29b02af1ab493b705bf16ea1ae8338f4dcc176a8")))
+        let twenty = try #require(Hex.decode("c37b7e6492584340bed12207808941155068f738"))
+        #expect(
+            Hex.encode(try AESKeyWrapWithPadding.wrap(twenty, using: kek))
+                == "138bdeaa9b8fa7fc61f97742e72248ee5ae6ae5360d1ae6a5f54f373fa543b6a"
+        )
+        let seven = try #require(Hex.decode("466f7250617369"))
+        #expect(Hex.encode(try AESKeyWrapWithPadding.wrap(seven, using: kek)) == "afbeb0f07dfbf5419200f2ccb50bb24f")
+    }
+
     @Test func aMissingTransitKeyIsRefused() async throws {
         let (signer, _) = try Self.signer()
         let error = await #expect(throws: EscrowCrypto.CryptoError.self) { try await signer.sign([1, 2, 3]) }

@@ -1,4 +1,4 @@
-import Crypto
+package import Crypto
 import CryptoExtras
 import Foundation
 
@@ -6,8 +6,8 @@ import Foundation
 /// receives. Written here because swift-crypto offers only RFC 3394's wrap (`AES.KeyWrap`), which takes keys whose
 /// length is a multiple of 8 bytes and has no way to set the alternative initial value RFC 5649 needs; a PKCS#8
 /// P-256 key is 138 bytes. Built from single AES block encryptions (CBC of one block with a zero IV, no padding).
-enum AESKeyWrapWithPadding {
-    static func wrap(_ plaintext: [UInt8], using kek: SymmetricKey) throws -> [UInt8] {
+package enum AESKeyWrapWithPadding {
+    package static func wrap(_ plaintext: [UInt8], using kek: SymmetricKey) throws -> [UInt8] {
         precondition(!plaintext.isEmpty && plaintext.count < 1 << 32)
         // The alternative initial value: A65959A6, then the plaintext's length (32 bits, big-endian).
         let length = UInt32(plaintext.count)

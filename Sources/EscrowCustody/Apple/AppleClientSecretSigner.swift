@@ -17,7 +17,8 @@ public protocol AppleClientSecretSigner: Sendable {
 public enum AppleP8Key {
     /// Reads and parses the `.p8` at `path`. With `privateFile`, refuses a file that its group or others may read or
     /// write (the key is kept there, so the file must be 0600 or 0400). The message names the path, never the key.
-    public static func read(path: String, privateFile: Bool) throws(EscrowCrypto.CryptoError) -> P256.Signing.PrivateKey {
+    public static func read(path: String, privateFile: Bool) throws(EscrowCrypto.CryptoError) -> P256.Signing.PrivateKey
+    {
         let attributes: [FileAttributeKey: Any]
         do {
             attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -45,7 +46,11 @@ public enum AppleP8Key {
     }
 
     /// Whether `signature` (`r || s`) is ES256 over `message` by `publicKey`'s private key.
-    public static func verifies(_ signature: [UInt8], for message: [UInt8], with publicKey: P256.Signing.PublicKey) -> Bool {
+    public static func verifies(
+        _ signature: [UInt8],
+        for message: [UInt8],
+        with publicKey: P256.Signing.PublicKey
+    ) -> Bool {
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
         return publicKey.isValidSignature(signature, for: message)
     }

@@ -67,7 +67,14 @@ public actor AppleClientSecrets {
         }
         if let task = minting[clientID] { return try await task.value.get() }
         let task = Task { [signer, teamID, keyID, lifetime] in
-            await Self.mint(signer: signer, teamID: teamID, keyID: keyID, clientID: clientID, at: now, lifetime: lifetime)
+            await Self.mint(
+                signer: signer,
+                teamID: teamID,
+                keyID: keyID,
+                clientID: clientID,
+                at: now,
+                lifetime: lifetime
+            )
         }
         minting[clientID] = task
         let result = await task.value

@@ -4,9 +4,9 @@ import Foundation
 
 extension AppleKeyRecord {
     /// `apple key import`: reads Apple's `.p8` at `p8Path`, puts the key into `custody` (a PKCS#11 token, Transit;
-    /// or, for a file, keeps it where it is, which must then be 0600), checks that the custody signs with it (a signature
-    /// verified with the `.p8`'s public key), and writes the record to `recordPath`. Refuses before touching the
-    /// custody when a record is already there.
+    /// or, for a file, keeps it where it is, which must then be 0600), checks that the custody signs with it (a
+    /// signature verified with the `.p8`'s public key), and writes the record to `recordPath`. Refuses before
+    /// touching the custody when a record is already there.
     public static func importKey(
         p8Path: String,
         keyID: String,

@@ -76,7 +76,10 @@ public struct PKCS11AppleKeySigner: AppleClientSecretSigner {
                 "sign"
             )
             guard count == 64 else {
-                throw EscrowCrypto.CryptoError(code: .custodyRefused, message: "\(token.engine): the key is not a P-256 key")
+                throw EscrowCrypto.CryptoError(
+                    code: .custodyRefused,
+                    message: "\(token.engine): the key is not a P-256 key"
+                )
             }
             return signature
         }
@@ -84,13 +87,18 @@ public struct PKCS11AppleKeySigner: AppleClientSecretSigner {
 
     /// In a logged-in session: finds the key, checks that it cannot leave the token, and runs `body`.
     private func withKey<T: Sendable>(
-        _ body: @escaping @Sendable (CK_FUNCTION_LIST_PTR, CK_SESSION_HANDLE, CK_OBJECT_HANDLE) throws(EscrowCrypto.CryptoError) -> T
+        _ body:
+            @escaping @Sendable (CK_FUNCTION_LIST_PTR, CK_SESSION_HANDLE, CK_OBJECT_HANDLE) throws(EscrowCrypto
+            .CryptoError) -> T
     ) async throws(EscrowCrypto.CryptoError) -> T {
         let token = self.token
         let label = Array(pkcs11.key.utf8)
         return try await token.run { functions, session throws(EscrowCrypto.CryptoError) -> T in
             var key = CK_OBJECT_HANDLE(0)
-            try token.check(profile_escrow_p11_find_ec_key(functions, session, label, UInt(label.count), &key), "find the key")
+            try token.check(
+                profile_escrow_p11_find_ec_key(functions, session, label, UInt(label.count), &key),
+                "find the key"
+            )
             try Self.requireKeyStaysInside(token, functions, session, key)
             return try body(functions, session, key)
         }

@@ -58,7 +58,8 @@ public struct TransitAppleKeySigner: AppleClientSecretSigner {
         let signature = answer.withUnsafeReadableBytes { bytes -> [UInt8]? in
             guard let value = TransitCustodian.stringValue(of: "signature", in: bytes) else { return nil }
             let prefix = Array("vault:v".utf8)
-            guard value.starts(with: prefix), let colon = value.dropFirst(prefix.count).firstIndex(of: UInt8(ascii: ":"))
+            guard value.starts(with: prefix),
+                let colon = value.dropFirst(prefix.count).firstIndex(of: UInt8(ascii: ":"))
             else { return nil }
             return Base64URL.decode(value[(colon + 1)...])
         }
