@@ -11,8 +11,8 @@ public struct EscrowConfiguration: Sendable {
     public var retention: Double = 30 * 24 * 3600
     /// Retry schedule and attempt limit of deliveries.
     public var retryPolicy = RetryPolicy()
-    /// How long to wait for a confirm call after a `202` before delivering again (default 1 hour).
-    public var confirmTimeout: Double = 3600
+    /// How long to wait for a confirm call after a `202` before delivering again (default 1 hour, the lifecycle's).
+    public var confirmTimeout: Double = EscrowLifecycle.defaultConfirmTimeout
     /// Where every escrow operation, the replay worker, the sweeps and the HTTP routes read the time, and where
     /// the escrow's services wait (``PurgeFlusher``, ``KeyringReloader``, ``LiveGaugeRefresher``, a key cycle's
     /// grace, the HTTP drain delay).

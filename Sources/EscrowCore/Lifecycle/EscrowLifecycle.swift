@@ -89,7 +89,10 @@ public struct EscrowLifecycle: Sendable {
     /// How long to wait for a confirm call after a `202` before delivering again, in seconds.
     public var confirmTimeout: Double
 
-    public init(policy: RetryPolicy = RetryPolicy(), confirmTimeout: Double = 3600) {
+    /// ``confirmTimeout`` when none is given: an hour. `EscrowConfiguration` takes its default from here.
+    public static let defaultConfirmTimeout: Double = 3600
+
+    public init(policy: RetryPolicy = RetryPolicy(), confirmTimeout: Double = defaultConfirmTimeout) {
         self.policy = policy
         self.confirmTimeout = confirmTimeout
     }
