@@ -141,6 +141,8 @@ struct BackendClient: Sendable {
     struct Answer: Sendable {
         var outcome: DeliveryOutcome
         var failure: String?
+        /// Why there was no answer, classified (for a test delivery's answer).
+        var cause: Failure?
         /// No answer within the delivery timeout: the backend may still be working on the request.
         var timedOut = false
         /// The status line and headers came in time, but the deadline cut off reading the body. The
@@ -209,7 +211,7 @@ struct BackendClient: Sendable {
             do {
                 connection = try await connections.take(before: deadline)
             } catch {
-                return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: error.description)
+                return Answer(outcome: .retry(status: nil, retryAfter: nil), failure: error.description, cause: error)
             }
             let result = await exchange(head, bytes, on: connection, deadline: deadline, sentAt: now)
             switch result {
@@ -229,6 +231,7 @@ struct BackendClient: Sendable {
                 return Answer(
                     outcome: .retry(status: nil, retryAfter: nil),
                     failure: String(failure.description.prefix(200)),
+                    cause: failure,
                     timedOut: failure == .deadline
                 )
             }

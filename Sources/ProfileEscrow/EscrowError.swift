@@ -34,6 +34,8 @@ public struct EscrowError: Error, Sendable, CustomStringConvertible {
         public static let conflict = Code("conflict")
         /// A worker or client setting is missing or out of range.
         public static let invalidConfiguration = Code("invalid_configuration")
+        /// This process has no backend to deliver to (a node without a worker): another node, or `replay`, has one.
+        public static let noBackend = Code("no_backend")
     }
 
     /// What went wrong.
@@ -56,8 +58,9 @@ extension EscrowError: ClassifiedFailure {
         switch code {
         case .notFound: .notFound
         // A capture-only node cannot open: another node can (HTTP's `409 capture_only`, the CLI's "keyring
-        // unavailable"). A concurrent writer kept changing the escrow: the next attempt can.
-        case .captureOnly, .conflict: .conflict
+        // unavailable"). A concurrent writer kept changing the escrow: the next attempt can. A node without a
+        // backend cannot test it: a node with a worker can.
+        case .captureOnly, .conflict, .noBackend: .conflict
         // This node's keyring cannot do it now (out of date, or without that version): reloaded, it can.
         case .keyUnavailable, .keyringOutdated: .unavailable
         case .ciphertextInvalid: .damaged

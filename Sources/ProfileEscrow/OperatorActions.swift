@@ -16,15 +16,19 @@ public struct OperatorActions: Sendable {
     /// Where the overview comes from; a change refreshes it. Nil in a process that publishes none (the CLI): the
     /// overview is read when asked for.
     public let overviews: AdminOverviewPublisher?
+    /// The worker's delivery settings (backend URL, webhook secrets, TLS, timeout), for ``testDelivery(actor:)``; nil
+    /// in a process that delivers nothing.
+    public let backend: ReplayWorker.Configuration?
 
     /// How many events of an escrow's history ``inspect(_:historyLimit:)`` returns by default.
     public static let historyLimit = 1_000
     /// How many dead escrows one bulk requeue walks by default: a bounded request, repeated while more match.
     public static let bulkLimit = 10_000
 
-    public init(escrow: Escrow, overviews: AdminOverviewPublisher? = nil) {
+    public init(escrow: Escrow, overviews: AdminOverviewPublisher? = nil, backend: ReplayWorker.Configuration? = nil) {
         self.escrow = escrow
         self.overviews = overviews
+        self.backend = backend
     }
 
     // MARK: Reads

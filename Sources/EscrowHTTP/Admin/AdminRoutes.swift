@@ -33,6 +33,7 @@ struct AdminRoutes: Sendable {
             .post("deliveries/resume") { request, context in
                 try await switchDeliveries(paused: false, request, context)
             }
+            .post("test-delivery") { request, context in try await testDelivery(request, context) }
         admin.group().add(middleware: RequireScope(.erase))
             .delete("escrows/:escrowId") { request, context in try await erase(request, context) }
         admin.group().add(middleware: RequireScope(.audit))

@@ -207,7 +207,7 @@ public enum EscrowHTTPApplication {
         // publisher's own service when the caller runs it; else read when the last one is stale).
         let overview = overview ?? AdminOverviewPublisher(escrow: escrow, logger: Logger(label: "profile-escrow.admin"))
         AdminRoutes(
-            actions: OperatorActions(escrow: escrow, overviews: overview),
+            actions: OperatorActions(escrow: escrow, overviews: overview, backend: dependencies.backend),
             auth: base.auth,
             maximumBodySize: configuration.maximumBodySize
         ).register(on: base.v1.group("admin"))

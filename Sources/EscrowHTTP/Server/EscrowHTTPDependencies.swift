@@ -14,14 +14,18 @@ public struct EscrowHTTPDependencies: Sendable {
     /// over the same value); nil serves plain HTTP (behind a TLS proxy). Not used by ``EscrowRouteCollection``:
     /// your server terminates TLS.
     public var tls: TLSCertificateFiles?
+    /// The worker's delivery settings, for `POST /v1/admin/test-delivery`; nil answers it 409 `no_backend`.
+    public var backend: ReplayWorker.Configuration?
 
     public init(
         apple: AppleVerifier? = nil,
         notificationForwarder: NotificationForwarder? = nil,
-        tls: TLSCertificateFiles? = nil
+        tls: TLSCertificateFiles? = nil,
+        backend: ReplayWorker.Configuration? = nil
     ) {
         self.apple = apple
         self.notificationForwarder = notificationForwarder
         self.tls = tls
+        self.backend = backend
     }
 }

@@ -73,7 +73,10 @@ public struct EscrowServer: Sendable {
             logStart(configuration, stores: stores, escrow: escrow, unwrapFailure: unwrapFailure, metadata, logger)
             var http = configuration.http
             http.tlsClientCA = configuration.tls?.clientCAPath
-            var dependencies = EscrowHTTPDependencies(tls: try configuration.tls?.load())
+            var dependencies = EscrowHTTPDependencies(
+                tls: try configuration.tls?.load(),
+                backend: configuration.worker
+            )
             if let apple = configuration.apple {
                 dependencies.apple = try await verifier(apple, teardown: &teardown, logger: logger)
             }
