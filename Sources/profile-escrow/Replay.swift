@@ -21,6 +21,13 @@ struct Replay: AsyncParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     @Flag(help: "Deliver what is due now, print a summary and exit.") var once = false
+    @Flag(
+        help: """
+            Send one signed test request (no escrow, no personal data) to the backend, print its status, time and \
+            outcome, and exit: 0 when it answered 2xx, 1 otherwise.
+            """
+    )
+    var test = false
     @OptionGroup var worker: WorkerOptions
     @OptionGroup var scheduler: SchedulingOptions
     @Option(
@@ -54,6 +61,7 @@ struct Replay: AsyncParsableCommand {
 
     func validate() throws {
         try OpenTelemetryTraces.validate(options.environment)
+        if test && once { throw ValidationError("--test and --once cannot be combined") }
         if let port = try OptionEnvironment.process.value(metricsPort, "metrics-port"), !(0...65535).contains(port) {
             throw ValidationError("--metrics-port: must be 0-65535")
         }
@@ -76,7 +84,13 @@ struct Replay: AsyncParsableCommand {
             process: "replay",
             logger: logger
         )
-        if once {
+        if test {
+            let result = try await OperatorActions(escrow: escrow, backend: workerConfiguration).testDelivery(
+                actor: .cli
+            )
+            print(Self.describe(result))
+            if !result.succeeded { throw ExitCode(CLIFailure.problem) }
+        } else if once {
             let replayWorker = try ReplayWorker(escrow: escrow, configuration: workerConfiguration, logger: logger)
             let progress = Progress(label: "delivered")
             let summary = try await Self.exporting(traces, logger: logger) {
@@ -106,6 +120,12 @@ struct Replay: AsyncParsableCommand {
             )
             print("replay: stopped")
         }
+    }
+
+    /// `test delivery: status 200, 12 ms, outcome confirmed`, or without an answer `no answer (timeout)` for the status.
+    static func describe(_ result: OperatorActions.TestDelivery) -> String {
+        let answer = result.status.map { "status \($0)" } ?? "no answer (\(result.failure?.rawValue ?? "unknown"))"
+        return "test delivery: \(answer), \(Int(result.milliseconds)) ms, outcome \(result.outcome)"
     }
 
     /// Runs `body` with the trace exporter beside it, then shuts the exporter down gracefully, which sends the spans

@@ -111,4 +111,41 @@ struct TestDeliveryTests {
             #expect(answer.json["code"] as? String == "no_backend")
         }
     }
+
+    @Test("replay --test exits 0 when the backend answered 2xx, 1 otherwise, and prints status, time and outcome")
+    func cli() async throws {
+        let secret = WebhookSecret.generateText()
+        let backend = try await FakeBackend.start(secret: secret)
+        defer { Task { await backend.stop() } }
+        let harness = try await HTTPHarness()
+        let folder = harness.directory.path
+        try harness.keyring.write(path: folder + "/keyring", overwrite: false)
+        func run() throws -> ProfileEscrowCLI.Result {
+            try ProfileEscrowCLI.run(
+                ["replay", "--test"],
+                environment: [
+                    "PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_KEYRING": folder + "/keyring",
+                    "PROFILE_ESCROW_BACKEND_URL": backend.url, "PROFILE_ESCROW_WEBHOOK_SECRET": secret,
+                ],
+                in: folder
+            )
+        }
+        backend.respond { _, _ in .status(204) }
+        let answered = try run()
+        #expect(answered.status == 0, "\(answered.stderr)")
+        #expect(answered.stdout.contains("test delivery: status 204"))
+        #expect(answered.stdout.contains("outcome confirmed"))
+
+        backend.respond { _, _ in .status(503) }
+        let failing = try run()
+        #expect(failing.status == 1)
+        #expect(failing.stdout.contains("status 503"))
+        #expect(failing.stdout.contains("outcome retry"))
+        #expect(backend.requests.allSatisfy { $0.signatureValid && $0.webhookID?.hasPrefix("test-") == true })
+
+        await backend.stop()
+        let down = try run()
+        #expect(down.status == 1)
+        #expect(down.stdout.contains("no answer (connection_refused)"))
+    }
 }
