@@ -45,7 +45,10 @@ extension OperatorActions {
     /// (``EscrowError/Code/noBackend``).
     public func testDelivery(actor: AuditActor) async throws -> TestDelivery {
         guard let backend else {
-            throw EscrowError(.noBackend, "this process has no backend to deliver to: run the test on a node with a worker")
+            throw EscrowError(
+                .noBackend,
+                "this process has no backend to deliver to: run the test on a node with a worker"
+            )
         }
         let now = escrow.configuration.clock.now()
         let id = "test-" + EscrowID.random().hex

@@ -122,7 +122,7 @@ struct Replay: AsyncParsableCommand {
         }
     }
 
-    /// `test delivery: status 200, 12 ms, outcome confirmed`, or without an answer `no answer (timeout)` for the status.
+    /// `test delivery: status 200, 12 ms, outcome confirmed`; without an answer, `no answer (timeout)` for the status.
     static func describe(_ result: OperatorActions.TestDelivery) -> String {
         let answer = result.status.map { "status \($0)" } ?? "no answer (\(result.failure?.rawValue ?? "unknown"))"
         return "test delivery: \(answer), \(Int(result.milliseconds)) ms, outcome \(result.outcome)"
