@@ -23,6 +23,17 @@ struct TestDeliveryTests {
         return harness
     }
 
+    /// `POST /v1/admin/test-delivery` with the harness' token of `scope`.
+    static func test(
+        _ harness: HTTPHarness,
+        _ scope: String,
+        _ client: some TestClientProtocol
+    ) async throws
+        -> TestResponse
+    {
+        try await client.execute(uri: "/v1/admin/test-delivery", method: .post, headers: harness.headers(scope))
+    }
+
     @Test("a signed test request with no profile in it; the backend's status, timing and outcome answered")
     func signedAndAnswered() async throws {
         let secret = WebhookSecret.generateText()
@@ -31,19 +42,11 @@ struct TestDeliveryTests {
         backend.respond { _, _ in .status(200) }
         let harness = try await Self.harness(backend, secret: secret)
         try await harness.app().test(.live) { client async throws in
-            let refused = try await client.execute(
-                uri: "/v1/admin/test-delivery",
-                method: .post,
-                headers: harness.headers("read")
-            )
+            let refused = try await Self.test(harness, "read", client)
             #expect(refused.status == .forbidden)
             #expect(backend.requests.isEmpty)
 
-            let answer = try await client.execute(
-                uri: "/v1/admin/test-delivery",
-                method: .post,
-                headers: harness.headers("operate")
-            )
+            let answer = try await Self.test(harness, "operate", client)
             #expect(answer.status == .ok)
             #expect(answer.json["status"] as? Int == 200)
             #expect(answer.json["outcome"] as? String == "confirmed")
@@ -71,11 +74,7 @@ struct TestDeliveryTests {
         slow.respond { _, _ in .delayed(2, .status(200)) }
         let slowHarness = try await Self.harness(slow, secret: secret, timeout: 0.3)
         try await slowHarness.app().test(.live) { client async throws in
-            let answer = try await client.execute(
-                uri: "/v1/admin/test-delivery",
-                method: .post,
-                headers: slowHarness.headers("operate")
-            )
+            let answer = try await Self.test(slowHarness, "operate", client)
             #expect(answer.status == .ok)
             #expect(answer.json["status"] is NSNull)
             #expect(answer.json["outcome"] as? String == "retry")
@@ -87,11 +86,7 @@ struct TestDeliveryTests {
         await down.stop()
         let downHarness = try await Self.harness(down, secret: secret)
         try await downHarness.app().test(.live) { client async throws in
-            let answer = try await client.execute(
-                uri: "/v1/admin/test-delivery",
-                method: .post,
-                headers: downHarness.headers("operate")
-            )
+            let answer = try await Self.test(downHarness, "operate", client)
             #expect(answer.status == .ok)
             #expect(answer.json["status"] is NSNull)
             #expect(answer.json["error"] as? String == "connection_refused")
@@ -102,11 +97,7 @@ struct TestDeliveryTests {
     func noBackend() async throws {
         let harness = try await HTTPHarness()
         try await harness.app().test(.live) { client async throws in
-            let answer = try await client.execute(
-                uri: "/v1/admin/test-delivery",
-                method: .post,
-                headers: harness.headers("operate")
-            )
+            let answer = try await Self.test(harness, "operate", client)
             #expect(answer.status == .conflict)
             #expect(answer.json["code"] as? String == "no_backend")
         }
