@@ -37,10 +37,28 @@ extension PostgresEscrowStore: SignInStore {
         )
     }
 
-    public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+    public func redeemSignInTicket(
+        ticketHash: [UInt8],
+        starterHash: [UInt8]?,
+        at now: Date
+    ) async throws -> SignInRedemption? {
         try requireWritable()
         return try await Self.engineTransaction(database, "redeeming a sign-in ticket failed") {
-            try await $0.redeemSignInTicket(ticketHash: ticketHash, at: now)
+            try await $0.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now)
+        }
+    }
+
+    public func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
+        let logger = database.logger
+        return try await database.withConnection("read failed") { connection in
+            try await connection.query(
+                """
+                SELECT ticket_result FROM signin_attempt
+                WHERE ticket_hash = \(Data(ticketHash)) AND redeemed_at IS NULL
+                    AND ticket_expires_at > \(PostgresEscrowStore.ms(now))
+                """,
+                logger: logger
+            ).collect().first.map { [UInt8](try $0.decode(Data.self)) }
         }
     }
 
@@ -60,11 +78,12 @@ extension PostgresEscrowStore: SignInStore {
         let lock = forUpdate ? " FOR UPDATE" : ""
         let rows = try await connection.query(
             """
-            SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state
+            SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state,
+                started_by_app
             FROM signin_attempt WHERE state_hash = \(Data(stateHash))\(unescaped: lock)
             """,
             logger: logger
-        ).collect().map { try $0.decode((Data, Data, Data, String, Int64, Int64, Int64?, Data?).self) }
+        ).collect().map { try $0.decode((Data, Data, Data, String, Int64, Int64, Int64?, Data?, Bool).self) }
         return rows.first.map { row in
             SignInAttempt(
                 stateHash: [UInt8](row.0),
@@ -74,7 +93,8 @@ extension PostgresEscrowStore: SignInStore {
                 createdAt: Timestamp.date(unixMilliseconds: row.4),
                 expiresAt: Timestamp.date(unixMilliseconds: row.5),
                 usedAt: date(row.6),
-                sealedAppState: row.7.map { [UInt8]($0) }
+                sealedAppState: row.7.map { [UInt8]($0) },
+                startedByApp: row.8
             )
         }
     }

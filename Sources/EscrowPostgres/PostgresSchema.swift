@@ -208,6 +208,32 @@ enum PostgresSchema {
                 "INSERT INTO delivery_control (id, paused) VALUES (1, false)",
             ]
         ),
+        Migration(
+            version: 8,
+            name: "sign-in from apps",
+            statements: [
+                // An attempt an app started (`POST /v1/apple/attempts`): its binding hash is the attempt secret's, its
+                // callback needs no cookie, and its ticket redeems only with that secret.
+                "ALTER TABLE signin_attempt ADD COLUMN started_by_app boolean NOT NULL DEFAULT false"
+            ]
+        ),
+        Migration(
+            version: 10,
+            name: "delivery rate",
+            statements: [
+                // The cluster's delivery rate (`--delivery-rate`): one row every worker advances with a compare-and-set.
+                // `next_slot_us` is the next free delivery slot in microseconds since 1970; `per_second` the rate
+                // last used.
+                """
+                CREATE TABLE delivery_rate (
+                    id smallint PRIMARY KEY CHECK (id = 1),
+                    per_second double precision,
+                    next_slot_us bigint NOT NULL
+                )
+                """,
+                "INSERT INTO delivery_rate (id, next_slot_us) VALUES (1, 0)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -1,4 +1,5 @@
 import EscrowCore
+import EscrowCrypto
 import Foundation
 import PostgresNIO
 
@@ -10,10 +11,10 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         try await connection.query(
             """
             INSERT INTO signin_attempt (state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at,
-                purge_at, app_state)
+                purge_at, app_state, started_by_app)
             VALUES (\(Data(attempt.stateHash)), \(Data(attempt.nonceHash)), \(Data(attempt.bindingHash)),
                 \(attempt.returnName), \(PostgresEscrowStore.ms(attempt.createdAt)), \(expires), \(expires),
-                \(attempt.sealedAppState.map { Data($0) }))
+                \(attempt.sealedAppState.map { Data($0) }), \(attempt.startedByApp))
             """,
             logger: logger
         )
@@ -38,18 +39,23 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         return rows.count == 1
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+        -> SignInRedemption?
+    {
         let now = PostgresEscrowStore.ms(now)
         let rows = try await connection.query(
             """
-            SELECT ticket_result, return_name FROM signin_attempt
+            SELECT ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
             WHERE ticket_hash = \(Data(ticketHash)) AND redeemed_at IS NULL AND ticket_result IS NOT NULL
                 AND ticket_expires_at > \(now)
             FOR UPDATE
             """,
             logger: logger
-        ).collect().map { try $0.decode((Data, String).self) }
-        guard let (result, returnName) = rows.first else { return nil }
+        ).collect().map { try $0.decode((Data, String, Data, Bool).self) }
+        guard let (result, returnName, bindingHash, startedByApp) = rows.first else { return nil }
+        if startedByApp {
+            guard let starterHash, Hashing.constantTimeEqual([UInt8](bindingHash), starterHash) else { return nil }
+        }
         try await connection.query(
             """
             UPDATE signin_attempt SET redeemed_at = \(now), ticket_result = NULL

@@ -30,8 +30,16 @@ extension SQLiteEscrowStore: SignInStore {
         return completion
     }
 
-    public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
-        try await write { try $0.redeemSignInTicket(ticketHash: ticketHash, at: now) }
+    public func redeemSignInTicket(
+        ticketHash: [UInt8],
+        starterHash: [UInt8]?,
+        at now: Date
+    ) async throws -> SignInRedemption? {
+        try await write { try $0.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now) }
+    }
+
+    public func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
+        try await read { db in try SQLiteWriteTransaction.unredeemedSignInTicket(db, ticketHash: ticketHash, at: now) }
     }
 
     public func sweepSignInAttempts(at now: Date) async throws -> Int {

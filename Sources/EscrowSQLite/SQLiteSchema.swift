@@ -176,6 +176,25 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v10: sign-in from apps. An attempt an app started (`POST /v1/apple/attempts`) is marked: its binding hash is
+        // the attempt secret's, its callback needs no cookie, and its ticket redeems only with that secret.
+        migrator.registerMigration("v10") { db in
+            try db.execute(sql: "ALTER TABLE signin_attempt ADD COLUMN started_by_app INTEGER NOT NULL DEFAULT 0")
+        }
+        // v12: the cluster's delivery rate (`--delivery-rate`): one row every worker advances with a compare-and-set.
+        // `next_slot_us` is the next free delivery slot in microseconds since 1970; `per_second` the rate last used.
+        migrator.registerMigration("v12") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE delivery_rate (
+                        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+                        per_second REAL,
+                        next_slot_us INTEGER NOT NULL
+                    ) STRICT;
+                    INSERT INTO delivery_rate (id, next_slot_us) VALUES (1, 0);
+                    """
+            )
+        }
         return migrator
     }
 }

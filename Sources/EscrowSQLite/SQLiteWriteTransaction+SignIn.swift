@@ -1,22 +1,26 @@
 import EscrowCore
+import EscrowCrypto
 import Foundation
 import GRDB
 
 /// Web sign-in attempts in SQLite: `BEGIN IMMEDIATE` already serializes every writer, so reads need no lock.
 extension SQLiteWriteTransaction: SignInWriteTransaction {
     static let signInColumns =
-        "state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state"
+        """
+        state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at, app_state, started_by_app
+        """
 
     func insertSignInAttempt(_ attempt: SignInAttempt) throws {
         try db.cachedStatement(
             sql: """
-                INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                INSERT INTO signin_attempt (\(Self.signInColumns), purge_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
                 """
         ).execute(
             arguments: [
                 Data(attempt.stateHash), Data(attempt.nonceHash), Data(attempt.bindingHash), attempt.returnName,
                 Timestamp.unixMilliseconds(attempt.createdAt), Timestamp.unixMilliseconds(attempt.expiresAt),
-                attempt.sealedAppState.map { Data($0) }, Timestamp.unixMilliseconds(attempt.expiresAt),
+                attempt.sealedAppState.map { Data($0) }, attempt.startedByApp,
+                Timestamp.unixMilliseconds(attempt.expiresAt),
             ]
         )
     }
@@ -38,7 +42,8 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
                 createdAt: Timestamp.date(unixMilliseconds: row["created_at"]),
                 expiresAt: Timestamp.date(unixMilliseconds: row["expires_at"]),
                 usedAt: (row["used_at"] as Int64?).map { Timestamp.date(unixMilliseconds: $0) },
-                sealedAppState: (row["app_state"] as Data?).map { [UInt8]($0) }
+                sealedAppState: (row["app_state"] as Data?).map { [UInt8]($0) },
+                startedByApp: row["started_by_app"]
             )
         }
     }
@@ -63,12 +68,12 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         return db.changesCount == 1
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) throws -> SignInRedemption? {
+    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) throws -> SignInRedemption? {
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT ticket_result, return_name FROM signin_attempt
+                        SELECT ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
                         WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_result IS NOT NULL
                             AND ticket_expires_at > ?
                         """
@@ -76,10 +81,26 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
                 arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
             )
         else { return nil }
+        if row["started_by_app"] {
+            guard let starterHash, Hashing.constantTimeEqual([UInt8](row["binding_hash"] as Data), starterHash)
+            else { return nil }
+        }
         try db.cachedStatement(
             sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE ticket_hash = ?"
         ).execute(arguments: [Timestamp.unixMilliseconds(now), Data(ticketHash)])
         return SignInRedemption(sealedResult: [UInt8](row["ticket_result"] as Data), returnName: row["return_name"])
+    }
+
+    static func unredeemedSignInTicket(_ db: Database, ticketHash: [UInt8], at now: Date) throws -> [UInt8]? {
+        try Data.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT ticket_result FROM signin_attempt
+                    WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_expires_at > ?
+                    """
+            ),
+            arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
+        ).map { [UInt8]($0) }
     }
 
     func deleteSignInAttempts(expiredAt now: Date) throws -> Int {

@@ -15,6 +15,8 @@ extension StoreConformance {
         Check(name: "a sign-in's capture replaces the user's held escrow", run: signInReplaces),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
+        Check(name: "an app's attempt is completed without a cookie, a browser's never", run: signInStartedByApp),
+        Check(name: "an app's ticket redeems only with its attempt secret", run: signInAppTicketBound),
     ]
 
     static func signInCreated(_ make: MakeSubject) async throws {
@@ -310,6 +312,108 @@ extension StoreConformance {
         let ticketExpiry = fixture.ticket(2, at: usedAt).expiresAt
         try expect(try await store.sweepSignInAttempts(at: ticketExpiry) == 1, "the used one at its ticket's expiry")
         try expect(try await store.signInAttempt(stateHash: used.stateHash) == nil, "gone too")
+    }
+}
+
+extension StoreConformance {
+    static func signInStartedByApp(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = try subject.signInStore
+        let fixture = SignInFixture()
+        var app = fixture.attempt(1)
+        app.startedByApp = true
+        let browser = fixture.attempt(2)
+        try await store.createSignInAttempt(app)
+        try await store.createSignInAttempt(browser)
+        try expect(try await store.signInAttempt(stateHash: app.stateHash) == app, "read back as started by an app")
+        try expect(
+            try await store.signInAttempt(stateHash: browser.stateHash)?.startedByApp == false,
+            "a browser's attempt is not"
+        )
+        var noCookie = fixture.request(browser, at: fixture.start, ticket: 2)
+        noCookie.bindingHash = nil
+        let refused = try await store.completeSignIn(
+            noCookie,
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(refused == .bindingMismatch(browser), "a browser's attempt needs its cookie: \(refused)")
+        var otherSecret = fixture.request(app, at: fixture.start, ticket: 1)
+        otherSecret.bindingHash = fixture.hash("binding-other")
+        let mismatch = try await store.completeSignIn(
+            otherSecret,
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        try expect(mismatch == .bindingMismatch(app), "an app's attempt refuses another secret: \(mismatch)")
+        var callback = fixture.request(app, at: fixture.start, ticket: 1)
+        callback.bindingHash = nil
+        let record = try Fixture().record(user: 1, at: fixture.start)
+        let completion = try await store.completeSignIn(
+            callback,
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        guard case .completed(let used, .created) = completion, used.startedByApp else {
+            throw ConformanceFailure("Apple's callback of an app's attempt completes without a cookie: \(completion)")
+        }
+        try expect(try await subject.escrows.record(id: record.id) != nil, "and captures")
+    }
+
+    static func signInAppTicketBound(_ make: MakeSubject) async throws {
+        let store = try await make().signInStore
+        let fixture = SignInFixture()
+        var app = fixture.attempt(1)
+        app.startedByApp = true
+        try await store.createSignInAttempt(app)
+        _ = try await store.completeSignIn(
+            fixture.request(app, at: fixture.start, ticket: 1),
+            capture: nil,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
+        )
+        let ticket = fixture.ticket(1, at: fixture.start)
+        try expect(
+            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
+                == ticket.sealedResult,
+            "an unredeemed ticket's result is read"
+        )
+        try expect(
+            try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-0"), at: fixture.start) == nil,
+            "an unknown ticket reads nothing"
+        )
+        try expect(
+            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: ticket.expiresAt) == nil,
+            "a ticket at its expiry reads nothing"
+        )
+        try expect(
+            try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start) == nil,
+            "without the attempt secret the ticket does not redeem"
+        )
+        try expect(
+            try await store.redeemSignInTicket(
+                ticketHash: ticket.ticketHash,
+                starterHash: fixture.hash("binding-2"),
+                at: fixture.start
+            ) == nil,
+            "nor with another attempt's secret"
+        )
+        let redeemed = try await store.redeemSignInTicket(
+            ticketHash: ticket.ticketHash,
+            starterHash: app.bindingHash,
+            at: fixture.start
+        )
+        try expect(
+            redeemed == SignInRedemption(sealedResult: ticket.sealedResult, returnName: "app"),
+            "with its attempt secret it redeems, refusals having left it unredeemed"
+        )
+        try expect(
+            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start) == nil,
+            "a redeemed ticket reads nothing"
+        )
     }
 }
 

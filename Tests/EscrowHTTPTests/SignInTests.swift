@@ -576,9 +576,16 @@ final class FailingSignInStore: SignInStore {
         return try await base.completeSignIn(request, capture: record, actor: actor, lifecycle: lifecycle)
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+        -> SignInRedemption?
+    {
         try check()
-        return try await base.redeemSignInTicket(ticketHash: ticketHash, at: now)
+        return try await base.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now)
+    }
+
+    func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
+        if failingReads.withLockedValue({ $0 }) { throw EscrowStoreError(.unavailable, "the test's store is down") }
+        return try await base.unredeemedSignInTicket(ticketHash: ticketHash, at: now)
     }
 
     func sweepSignInAttempts(at now: Date) async throws -> Int {

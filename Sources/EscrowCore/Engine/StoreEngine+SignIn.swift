@@ -9,8 +9,10 @@ package protocol SignInWriteTransaction: EscrowWriteTransaction {
     /// Marks a live attempt (as read in this transaction) used and stores its ticket, keeping the row until the
     /// ticket's expiry when that is after the attempt's; returns false when it was used already.
     func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) async throws -> Bool
-    /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`.
-    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption?
+    /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`, and its attempt was
+    /// started by a browser or its binding hash is `starterHash`.
+    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+        -> SignInRedemption?
     /// Deletes attempts past their expiry, and past their ticket's when used; returns how many.
     func deleteSignInAttempts(expiredAt now: Date) async throws -> Int
 }
@@ -38,9 +40,7 @@ extension StoreEngine {
     ) async throws -> SignInCompletion {
         guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
         guard attempt.isLive(at: request.receivedAt) else { return .expired(attempt) }
-        guard Hashing.constantTimeEqual(attempt.bindingHash, request.bindingHash) else {
-            return .bindingMismatch(attempt)
-        }
+        guard attempt.accepts(bindingHash: request.bindingHash) else { return .bindingMismatch(attempt) }
         var outcome: CaptureOutcome?
         if var item {
             // One event says it all: the escrow's `captured`, whose detail names the web sign-in.

@@ -1,9 +1,11 @@
 public import EscrowCrypto
 public import Foundation
 
-/// A web sign-in attempt as a store holds it: hashes of its state, nonce and browser binding (never the secrets),
-/// the name of the return URL, its life, and once used, the hash of the ticket it issued with the ticket's sealed
-/// result.
+/// A sign-in attempt as a store holds it: hashes of its state, nonce and binding (never the secrets), the name of the
+/// return URL, its life, and once used, the hash of the ticket it issued with the ticket's sealed result.
+///
+/// A browser starts an attempt (its binding is a cookie's value), or an app does (``startedByApp``: its binding is
+/// the attempt secret the app was given, which its ticket's redeem requires).
 public struct SignInAttempt: Sendable, Equatable {
     /// The attempt's key: a hash of its `state`.
     public var stateHash: [UInt8]
@@ -19,6 +21,9 @@ public struct SignInAttempt: Sendable, Equatable {
     /// the app's backend compares at redeem to refuse a ticket this browser did not start), sealed under a key only
     /// the attempt's `state` gives; nil when the app sent none.
     public var sealedAppState: [UInt8]?
+    /// Started by an app (`POST /v1/apple/attempts`), not a browser: its callback needs no cookie, and its ticket
+    /// redeems only with the attempt secret, whose hash is ``bindingHash``.
+    public var startedByApp: Bool
 
     public init(
         stateHash: [UInt8],
@@ -28,7 +33,8 @@ public struct SignInAttempt: Sendable, Equatable {
         createdAt: Date,
         expiresAt: Date,
         usedAt: Date? = nil,
-        sealedAppState: [UInt8]? = nil
+        sealedAppState: [UInt8]? = nil,
+        startedByApp: Bool = false
     ) {
         self.stateHash = stateHash
         self.nonceHash = nonceHash
@@ -38,6 +44,7 @@ public struct SignInAttempt: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.usedAt = usedAt
         self.sealedAppState = sealedAppState
+        self.startedByApp = startedByApp
     }
 
     /// The most bytes of `appState` an app may pass through a sign-in.
@@ -45,6 +52,13 @@ public struct SignInAttempt: Sendable, Equatable {
 
     /// Whether a callback first received at `time` may still use it.
     public func isLive(at time: Date) -> Bool { usedAt == nil && time < expiresAt }
+
+    /// Whether a completion with this binding hash may use it: its own binding, compared in constant time, or none
+    /// at all for an attempt an app started (Apple's callback from a Custom Tab carries no cookie).
+    public func accepts(bindingHash: [UInt8]?) -> Bool {
+        guard let bindingHash else { return startedByApp }
+        return Hashing.constantTimeEqual(self.bindingHash, bindingHash)
+    }
 
     /// How long after its expiry an unused attempt is kept: a callback first received in time, whose resubmission
     /// waited for the store, is judged by when it was first received for this long (seconds).
@@ -68,7 +82,9 @@ public struct SignInTicket: Sendable, Equatable {
 /// What a callback asks of ``SignInStore/completeSignIn(_:capture:actor:lifecycle:)``.
 public struct SignInCompletionRequest: Sendable {
     public var stateHash: [UInt8]
-    public var bindingHash: [UInt8]
+    /// The hash of the browser's cookie or of the app's attempt secret; nil for Apple's callback of an attempt an app
+    /// started, which comes from a Custom Tab without the starter's cookie (only such an attempt accepts nil).
+    public var bindingHash: [UInt8]?
     public var now: Date
     /// When the service first received the callback: the attempt must have been live then. `now`, unless a
     /// resubmission carries the service's stamp of an earlier receipt.
@@ -79,7 +95,7 @@ public struct SignInCompletionRequest: Sendable {
 
     public init(
         stateHash: [UInt8],
-        bindingHash: [UInt8],
+        bindingHash: [UInt8]?,
         now: Date,
         receivedAt: Date? = nil,
         ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
@@ -137,9 +153,22 @@ public protocol SignInStore: Sendable {
     ) async throws -> SignInCompletion
 
     /// The ticket's sealed result, once: a ticket redeemed before, past its expiry or unknown gives nil. The sealed
-    /// result is erased as it is given.
-    func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption?
+    /// result is erased as it is given. A ticket of an attempt ``SignInAttempt/startedByApp`` is given only when
+    /// `starterHash` is its binding hash (the attempt secret's), and left unredeemed otherwise.
+    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+        -> SignInRedemption?
+
+    /// The ticket's sealed result while it is unredeemed and not past its expiry at `now`, left in place: an app that
+    /// lost its capture's answer is given the same ticket again.
+    func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]?
 
     /// Deletes every attempt past its expiry at `now` whose ticket, if any, is past its own; returns how many.
     func sweepSignInAttempts(at now: Date) async throws -> Int
+}
+
+extension SignInStore {
+    /// Redeems a ticket of a browser-started attempt (one started by an app needs its attempt secret's hash).
+    public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
+        try await redeemSignInTicket(ticketHash: ticketHash, starterHash: nil, at: now)
+    }
 }
