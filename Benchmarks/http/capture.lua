@@ -1,6 +1,7 @@
 -- wrk script: POST /v1/escrows with a unique, obviously fake profile per request.
 --   TOKEN=<capture token> wrk -t2 -c64 -d30s --latency -s Benchmarks/http/capture.lua http://127.0.0.1:8080
--- Each wrk thread numbers its own users; the run id keeps repeated runs from colliding.
+-- Each wrk thread numbers its own users; the run id keeps repeated runs from colliding. DELAY_MS, when set, makes
+-- each connection wait that long between its requests (a steady load instead of as fast as possible).
 local counter = 0
 local run_id = tostring(os.time())
 local threads = {}
@@ -16,6 +17,12 @@ function init(args)
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
   wrk.headers["Authorization"] = "Bearer " .. (os.getenv("TOKEN") or "")
+end
+
+local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
+
+function delay()
+  return delay_ms
 end
 
 function request()

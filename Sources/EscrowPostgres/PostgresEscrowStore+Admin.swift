@@ -45,13 +45,18 @@ extension PostgresEscrowStore {
         let rows = try await database.rows(
             "read failed",
             """
-            SELECT type, detail, COUNT(*) FROM audit_event
-            WHERE at >= \(Self.ms(since)) AND type = ANY(\(types)) GROUP BY type, detail
+            SELECT type, detail, COUNT(*), http_status IS NOT NULL FROM audit_event
+            WHERE at >= \(Self.ms(since)) AND type = ANY(\(types)) GROUP BY type, detail, http_status IS NOT NULL
             """
         )
         return try rows.map { row in
-            let (type, detail, count) = try decode(row, (String, String?, Int64).self)
-            return AuditCount(type: AuditEventType(rawValue: type), detail: detail, count: Int(count))
+            let (type, detail, count, withStatus) = try decode(row, (String, String?, Int64, Bool).self)
+            return AuditCount(
+                type: AuditEventType(rawValue: type),
+                detail: detail,
+                count: Int(count),
+                withStatus: withStatus
+            )
         }
     }
 

@@ -54,13 +54,18 @@ extension SQLiteEscrowStore {
             try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT type, detail, COUNT(*) FROM audit_event
-                        WHERE at >= ? AND type IN (\(types)) GROUP BY type, detail
+                        SELECT type, detail, COUNT(*), http_status IS NOT NULL FROM audit_event
+                        WHERE at >= ? AND type IN (\(types)) GROUP BY type, detail, http_status IS NOT NULL
                         """
                 ),
                 arguments: [Timestamp.unixMilliseconds(since)]
             ).map { row in
-                AuditCount(type: AuditEventType(rawValue: row[0] ?? ""), detail: row[1], count: row[2] ?? 0)
+                AuditCount(
+                    type: AuditEventType(rawValue: row[0] ?? ""),
+                    detail: row[1],
+                    count: row[2] ?? 0,
+                    withStatus: row[3] ?? false
+                )
             }
         }
     }

@@ -135,12 +135,28 @@ extension StoreConformance {
                 _ = try await store.commit(purge, id: record.id, expectedRevision: record.revision)
             }
         }
+        // A confirmed delivery: one `purged` (confirmed) with the delivery's status, counted apart.
+        let delivered = try fixture.record(user: 3, at: fixture.start.addingTimeInterval(3 * 3600))
+        _ = try await store.capture(delivered, actor: .library)
+        let claimed = try await store.claimDue(at: delivered.createdAt, limit: 10, owner: "w1", leaseDuration: 60)
+        let leased = try claimed.first { $0.id == delivered.id }.unwrap("the delivered escrow, claimed")
+        let confirmed = lifecycle.handle(
+            .delivered(.confirmed(status: 204), fencingToken: leased.revision, unitRandom: 0.5),
+            on: leased,
+            at: delivered.createdAt,
+            actor: .worker("w1")
+        )
+        try expect(
+            try await store.commit(confirmed, id: leased.id, expectedRevision: leased.revision),
+            "the confirmed delivery commits"
+        )
         let counts = Set(try await store.auditCounts(since: fixture.start.addingTimeInterval(1800)))
         try expect(
             counts == [
-                AuditCount(type: .captured, detail: nil, count: 2),
+                AuditCount(type: .captured, detail: nil, count: 3),
                 AuditCount(type: .purged, detail: "erased", count: 1),
                 AuditCount(type: .purged, detail: "expired", count: 1),
+                AuditCount(type: .purged, detail: "confirmed", count: 1, withStatus: true),
             ],
             "counts since start+30 min: \(counts)"
         )

@@ -74,7 +74,10 @@ public struct AdminOverview: Sendable, Equatable {
             switch count.type {
             case .captured: overview.captures += count.count
             case .deliveryAttempted: overview.deliveries[detail, default: 0] += count.count
-            case .purged: overview.purges[detail, default: 0] += count.count
+            case .purged:
+                overview.purges[detail, default: 0] += count.count
+                // A confirmed delivery is one `purged` (confirmed) event with the delivery's status.
+                if count.withStatus { overview.deliveries[detail, default: 0] += count.count }
             case .dead: overview.died[detail, default: 0] += count.count
             case .requeued: overview.requeued += count.count
             default: break

@@ -205,7 +205,7 @@ struct CLITests {
         let history = try #require(try JSONSerialization.jsonObject(with: Data(purged.stdout.utf8)) as? [String: Any])
         #expect(history["status"] is NSNull)
         let types = (history["events"] as? [[String: Any]])?.compactMap { $0["type"] as? String }
-        #expect(types == ["captured", "confirmed", "purged"])
+        #expect(types == ["captured", "purged"])
         let live = try run(["inspect", ids[1]])
         #expect(live.status == 0 && live.stdout.contains("pending") && live.stdout.contains("captured"))
         for result in [purged, live] {

@@ -38,7 +38,7 @@ struct StoreSafetyTests {
         )
         #expect(try await reader.summary(at: Date()).live[.pending] == 40)
         let report = try await PurgeReport.build(store: reader, verify: true)
-        #expect(report.chain?.verified == true && report.chain?.events == 60 + 20 * 2)
+        #expect(report.chain?.verified == true && report.chain?.events == 60 + 20)
         let integrity = try await harness.store.pool.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
         await #expect(throws: EscrowStoreError.self) {

@@ -140,7 +140,7 @@ public struct EscrowLifecycle: Sendable {
     )
         -> LifecycleAction
     {
-        // Encoded once, when a draft is made: a confirmed delivery makes three (a lease none).
+        // Encoded once, when a draft is made: a confirmed delivery makes one (a lease none).
         lazy var escrowID = record.id.hex
         lazy var indexPrefix = record.blindIndex.prefixHex
         func draft(_ type: AuditEventType, detail: String? = nil, status: Int? = nil) -> AuditDraft {
@@ -154,8 +154,8 @@ public struct EscrowLifecycle: Sendable {
                 actor: actor
             )
         }
-        func purged(_ reason: PurgeReason, before: [AuditDraft] = []) -> LifecycleAction {
-            var event = draft(.purged, detail: reason.rawValue)
+        func purged(_ reason: PurgeReason, status: Int? = nil, before: [AuditDraft] = []) -> LifecycleAction {
+            var event = draft(.purged, detail: reason.rawValue, status: status)
             event.ageMilliseconds = max(
                 0,
                 Timestamp.unixMilliseconds(now) - Timestamp.unixMilliseconds(record.createdAt)
@@ -176,12 +176,15 @@ public struct EscrowLifecycle: Sendable {
 
         case .delivered(let outcome, let token, let unitRandom):
             guard case .leased = record.phase, record.revision == token else { return .ignore(.staleLease) }
-            let attempted = draft(.deliveryAttempted, detail: outcome.auditName, status: outcome.status)
             next.attempts = record.attempts + 1
             next.lastStatus = outcome.status
+            lazy var attempted = draft(.deliveryAttempted, detail: outcome.auditName, status: outcome.status)
             switch outcome {
-            case .confirmed:
-                return purged(.confirmed, before: [attempted, draft(.confirmed, status: outcome.status)])
+            case .confirmed(let status):
+                // One event says it all: a `purged` whose reason is `confirmed` and which carries the delivery's
+                // status is a delivery the backend confirmed, purged in the same transaction. Earlier versions
+                // wrote `delivery-attempted`, `confirmed` and `purged` for it (docs/FORMAT.md, "Audit events").
+                return purged(.confirmed, status: status)
             case .accepted:
                 next.phase = .awaitingConfirmation(deadline: now.addingTimeInterval(confirmTimeout))
                 return .update(next, [attempted, draft(.awaitingConfirmation, status: outcome.status)])
@@ -205,7 +208,8 @@ public struct EscrowLifecycle: Sendable {
             return .update(next, [])
 
         case .confirm:
-            return purged(.confirmed, before: [draft(.confirmed)])
+            // A `purged` (confirmed) without a status: the backend confirmed by a call, after an accepted delivery.
+            return purged(.confirmed)
 
         case .purge(let reason):
             return purged(reason)

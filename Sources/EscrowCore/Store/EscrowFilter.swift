@@ -57,11 +57,15 @@ public struct AuditCount: Sendable, Hashable {
     public var type: AuditEventType
     public var detail: String?
     public var count: Int
+    /// Whether these events carry an HTTP status: a `purged` (confirmed) with one is a delivery the backend
+    /// confirmed, which is counted as a delivery too.
+    public var withStatus: Bool
 
-    public init(type: AuditEventType, detail: String?, count: Int) {
+    public init(type: AuditEventType, detail: String?, count: Int, withStatus: Bool = false) {
         self.type = type
         self.detail = detail
         self.count = count
+        self.withStatus = withStatus
     }
 
     /// The event types an overview counts.
