@@ -1,9 +1,9 @@
 -- wrk script: POST /v1/escrows with a unique, obviously fake profile per request.
 --   TOKEN=<capture token> wrk -t2 -c64 -d30s --latency -s Benchmarks/http/capture.lua http://127.0.0.1:8080
--- Each wrk thread numbers its own users; the run id keeps repeated runs from colliding. DELAY_MS, when set, makes
--- each connection wait that long between its requests (a steady load instead of as fast as possible).
+-- Each wrk thread numbers its own users; the run id (RUN_ID, default the time) keeps runs from colliding. DELAY_MS,
+-- when set, makes each connection wait that long between its requests (a steady load, not as fast as possible).
 local counter = 0
-local run_id = tostring(os.time())
+local run_id = os.getenv("RUN_ID") or tostring(os.time())
 local threads = {}
 
 -- thread_id is a global that setup() sets in each thread's own Lua state (a local would shadow it).
