@@ -23,6 +23,8 @@ let package = Package(
         .library(name: "EscrowHTTP", targets: ["EscrowHTTP"]),
         // For anyone writing a store: the checks every `EscrowStore` must pass, run against a fresh store of theirs.
         .library(name: "EscrowStoreConformance", targets: ["EscrowStoreConformance"]),
+        // For iOS and macOS apps: native Sign in with Apple captured at the source, the credential kept until it is.
+        .library(name: "ProfileEscrowClient", targets: ["ProfileEscrowClient"]),
         .executable(name: "profile-escrow", targets: ["profile-escrow"]),
         // For the tests of code built on the library, as HummingbirdTesting is: a fixture, a fake backend, and the
         // one way to wait (eventually, bounded).
@@ -199,6 +201,12 @@ let package = Package(
             resources: [.copy("Pages")],
             swiftSettings: swiftSettings
         ),
+        // The app's side of native sign-in: Foundation only (and, where they exist, Security and
+        // AuthenticationServices), so that an app links none of the server.
+        .target(
+            name: "ProfileEscrowClient",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "profile-escrow",
             dependencies: [
@@ -351,6 +359,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProfileEscrowClientTests",
+            dependencies: [
+                "ProfileEscrowClient",
+                "EscrowTestSupport",
+                // Built before these tests: they run the real `serve` the library talks to.
+                "profile-escrow",
+                // Identity tokens signed by a stand-in for Apple's RSA key.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
