@@ -234,6 +234,58 @@ enum PostgresSchema {
                 "INSERT INTO delivery_rate (id, next_slot_us) VALUES (1, 0)",
             ]
         ),
+        Migration(
+            version: 11,
+            name: "console sessions, backlog history, purge report checkpoint",
+            statements: [
+                // Sessions by the hash of their cookie, with the hash of the token that signed in (neither secret is
+                // stored); pages held for a form's redirect, sealed under a key only the cookie derives.
+                """
+                CREATE TABLE console_session (
+                    id_hash bytea PRIMARY KEY,
+                    token_hash bytea NOT NULL,
+                    created_at bigint NOT NULL,
+                    last_seen_at bigint NOT NULL,
+                    expires_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX console_session_token ON console_session (token_hash, created_at)",
+                "CREATE INDEX console_session_seen ON console_session (last_seen_at)",
+                "CREATE INDEX console_session_expiry ON console_session (expires_at)",
+                """
+                CREATE TABLE console_held_page (
+                    result_hash bytea PRIMARY KEY,
+                    session_hash bytea NOT NULL,
+                    status integer NOT NULL,
+                    sealed bytea NOT NULL,
+                    expires_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX console_held_page_session ON console_held_page (session_hash, expires_at)",
+                // The overview's backlog, one sample a 5-minute slot (any node writes it; a day is kept).
+                """
+                CREATE TABLE backlog_sample (
+                    slot bigint PRIMARY KEY,
+                    at bigint NOT NULL,
+                    pending bigint NOT NULL,
+                    dead bigint NOT NULL,
+                    oldest_pending_age_s bigint
+                )
+                """,
+                // The purge report's checkpoint: the chain verified up to `through_seq` with hash `head_hash`, and the
+                // report's counts up to there, so a load reads only the events after it.
+                """
+                CREATE TABLE purge_report_checkpoint (
+                    id smallint PRIMARY KEY CHECK (id = 1),
+                    from_seq bigint NOT NULL,
+                    through_seq bigint NOT NULL,
+                    head_hash bytea NOT NULL,
+                    verified_at bigint NOT NULL,
+                    tallies bytea NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -195,6 +195,50 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v13: the console across nodes. Sessions by the hash of their cookie, with the hash of the token that signed
+        // in (neither secret is stored); pages held for a form's redirect, sealed under a key only the cookie derives;
+        // the overview's backlog, one sample a 5-minute slot (any node writes it; a day is kept); and the purge
+        // report's checkpoint: the chain verified up to `through_seq` with hash `head_hash`, and the report's counts
+        // up to there, so a load reads only the events after it.
+        migrator.registerMigration("v13") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE console_session (
+                        id_hash BLOB PRIMARY KEY NOT NULL,
+                        token_hash BLOB NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        last_seen_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    ) STRICT, WITHOUT ROWID;
+                    CREATE INDEX console_session_token ON console_session (token_hash, created_at);
+                    CREATE INDEX console_session_seen ON console_session (last_seen_at);
+                    CREATE INDEX console_session_expiry ON console_session (expires_at);
+                    CREATE TABLE console_held_page (
+                        result_hash BLOB PRIMARY KEY NOT NULL,
+                        session_hash BLOB NOT NULL,
+                        status INTEGER NOT NULL,
+                        sealed BLOB NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    ) STRICT;
+                    CREATE INDEX console_held_page_session ON console_held_page (session_hash, expires_at);
+                    CREATE TABLE backlog_sample (
+                        slot INTEGER PRIMARY KEY NOT NULL,
+                        at INTEGER NOT NULL,
+                        pending INTEGER NOT NULL,
+                        dead INTEGER NOT NULL,
+                        oldest_pending_age_s INTEGER
+                    ) STRICT;
+                    CREATE TABLE purge_report_checkpoint (
+                        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+                        from_seq INTEGER NOT NULL,
+                        through_seq INTEGER NOT NULL,
+                        head_hash BLOB NOT NULL,
+                        verified_at INTEGER NOT NULL,
+                        tallies BLOB NOT NULL
+                    ) STRICT;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -6,7 +6,10 @@
 /// - ``KeyVersionStore``: master key versions in use and retired;
 /// - ``AuditTrailStore``: the audit hash chain, its reads and its archive cuts;
 /// - ``OperatorReadStore``: the operator's counts and pages;
-/// - ``DeliveryControlStore``: the cluster's switch that pauses and resumes deliveries.
+/// - ``DeliveryControlStore``: the cluster's switch that pauses and resumes deliveries;
+/// - ``ConsoleSessionStore``: the console's sessions, shared by every node;
+/// - ``BacklogHistoryStore``: the overview's backlog history, sampled by any node;
+/// - ``PurgeReportCheckpointStore``: how far the purge report has verified the audit chain.
 ///
 /// None has a default that stands in for a store's own work: a store implements every requirement (the few shared
 /// helpers, such as ``AuditTrailStore/auditCheckpoint()``, are derived from requirements and correct for any store).
@@ -19,5 +22,6 @@
 /// The `EscrowStoreConformance` library holds the checks every implementation must pass (`StoreConformance.all`); run
 /// them from the store's own test target.
 public protocol EscrowStore:
-    EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore, DeliveryControlStore
+    EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore, DeliveryControlStore,
+    ConsoleSessionStore, BacklogHistoryStore, PurgeReportCheckpointStore
 {}
