@@ -37,12 +37,15 @@ struct BackendClient: Sendable {
     enum Failure: Error, Equatable, CustomStringConvertible {
         /// No status line within the delivery deadline.
         case deadline
-        case connect(String)
+        /// No connection: `refused` when the backend's host answered that nothing listens on the port.
+        case connect(String, refused: Bool)
+        /// The TLS handshake failed or TLS alerted (an unknown CA, a wrong name, an expired certificate).
+        case tls(String)
         /// The backend closed the connection without answering.
         case closedBeforeAnswer
         /// The connection was lost without an answer: a reset, a broken pipe.
         case connectionLost(String)
-        /// TLS, an answer that is not HTTP/1.1.
+        /// An answer that is not HTTP/1.1, or another failure of the exchange itself.
         case exchange(String)
         case shuttingDown
 
@@ -58,7 +61,8 @@ struct BackendClient: Sendable {
         var description: String {
             switch self {
             case .deadline: "no answer within the delivery deadline"
-            case .connect(let error): "cannot connect to the backend: \(error)"
+            case .connect(let error, _): "cannot connect to the backend: \(error)"
+            case .tls(let error): "TLS with the backend failed: \(error)"
             case .closedBeforeAnswer: "the backend closed the connection without answering"
             case .connectionLost(let error): "the connection to the backend was lost without an answer: \(error)"
             case .exchange(let error): "the exchange with the backend failed: \(error)"

@@ -1,4 +1,5 @@
 import EscrowCore
+import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -98,7 +99,7 @@ final class BackendConnections: Sendable {
                 .connect(host: endpoint.host, port: endpoint.port)
                 .get()
         } catch {
-            throw .connect(String(describing: error))
+            throw .connect(String(describing: error), refused: Self.isRefused(error))
         }
         let id = ObjectIdentifier(channel)
         // The initializer ran before `connect` succeeded, so the handler is there.
@@ -141,5 +142,12 @@ final class BackendConnections: Sendable {
         for channel in channels {
             try? await channel.close()
         }
+    }
+
+    /// Whether nothing listened: NIO tries each resolved address in turn and reports every attempt's error.
+    static func isRefused(_ error: any Error) -> Bool {
+        if let error = error as? IOError { return error.errnoCode == ECONNREFUSED }
+        guard let error = error as? NIOConnectionError, !error.connectionErrors.isEmpty else { return false }
+        return error.connectionErrors.allSatisfy { isRefused($0.error) }
     }
 }

@@ -2,6 +2,7 @@ import EscrowCore
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 
 /// One request to the backend, handed to a connection's ``BackendExchangeHandler``.
 struct BackendExchange: Sendable {
@@ -120,10 +121,15 @@ final class BackendExchangeHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // The connection is done for. A socket error (a reset, a broken pipe) says it was lost; anything else (TLS,
-        // an answer that is not HTTP/1.1) that the exchange itself failed.
+        // The connection is done for. A socket error (a reset, a broken pipe) says it was lost, a TLS error that TLS
+        // failed, anything else (an answer that is not HTTP/1.1) that the exchange itself failed.
         let said = String(describing: error)
-        let failure: BackendClient.Failure = error is IOError ? .connectionLost(said) : .exchange(said)
+        let failure: BackendClient.Failure =
+            switch error {
+            case is IOError: .connectionLost(said)
+            case is NIOSSLError, is NIOSSLExtraError, is BoringSSLError: .tls(said)
+            default: .exchange(said)
+            }
         if inFlight == nil, endedBy == nil { endedBy = failure }
         end(context: context, reusable: false, failure: failure)
         context.close(promise: nil)

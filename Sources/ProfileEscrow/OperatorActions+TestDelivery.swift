@@ -75,16 +75,13 @@ extension OperatorActions {
         )
     }
 
-    /// A failure without an answer, as an operator acts on it. A failure to connect or a TLS alert is classified by
-    /// its description: NIO's errors reach us as text (``BackendClient/Failure``).
+    /// A failure without an answer, as an operator acts on it (classified where it happened: ``BackendClient/Failure``).
     static func classify(_ failure: BackendClient.Failure) -> TestDelivery.Failure {
         switch failure {
-        case .deadline: return .timeout
-        case .closedBeforeAnswer, .shuttingDown: return .noAnswer
-        case .connect(let error), .exchange(let error), .connectionLost(let error):
-            if error.contains("SSL") || error.contains("TLS") || error.contains("handshake") { return .tls }
-            guard case .connect = failure else { return .noAnswer }
-            return error.localizedCaseInsensitiveContains("refused") ? .connectionRefused : .cannotConnect
+        case .deadline: .timeout
+        case .tls: .tls
+        case .connect(_, let refused): refused ? .connectionRefused : .cannotConnect
+        case .closedBeforeAnswer, .shuttingDown, .connectionLost, .exchange: .noAnswer
         }
     }
 }

@@ -309,6 +309,12 @@ struct BackendClientTests {
         let answer = await Self.deliver(client)
         #expect(answer.outcome == .retry(status: nil, retryAfter: nil) && !answer.timedOut)
         #expect(answer.failure?.hasPrefix("cannot connect to the backend: ") == true)
+        guard case .connect(_, let refused) = answer.cause else {
+            Issue.record("expected a failure to connect, got \(String(describing: answer.cause))")
+            return
+        }
+        #expect(refused, "classified where it happened: nothing listened")
+        #expect(OperatorActions.classify(try #require(answer.cause)) == .connectionRefused)
         await client.connections.shutdown()
     }
 
@@ -339,7 +345,8 @@ struct BackendClientTests {
             )
             let answer = await Self.deliver(client)
             #expect(answer.outcome == .retry(status: nil, retryAfter: nil))
-            #expect(answer.failure?.hasPrefix("the exchange with the backend failed: handshakeFailed") == true)
+            #expect(answer.failure?.hasPrefix("TLS with the backend failed: handshakeFailed") == true)
+            #expect(answer.cause.map(OperatorActions.classify) == .tls, "\(String(describing: answer.cause))")
             await client.connections.shutdown()
         }
         #expect(server.received.count == 4)
@@ -348,7 +355,9 @@ struct BackendClientTests {
         // A certificate for another name than the one dialled.
         let misnamed = try await serving("named")
         let client = try Self.client("https://127.0.0.1:\(misnamed.port)/register", tls: trusting("named"))
-        #expect(await Self.deliver(client).outcome == .retry(status: nil, retryAfter: nil))
+        let misnamedAnswer = await Self.deliver(client)
+        #expect(misnamedAnswer.outcome == .retry(status: nil, retryAfter: nil))
+        #expect(misnamedAnswer.cause.map(OperatorActions.classify) == .tls, "a name mismatch is a TLS failure")
         #expect(misnamed.received.isEmpty)
         await client.connections.shutdown()
         await misnamed.stop()
