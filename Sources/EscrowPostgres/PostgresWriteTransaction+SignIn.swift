@@ -39,7 +39,11 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         return rows.count == 1
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+    func redeemSignInTicket(
+        ticketHash: [UInt8],
+        starterHash: [UInt8]?,
+        at now: Date
+    ) async throws
         -> SignInRedemption?
     {
         let now = PostgresEscrowStore.ms(now)

@@ -20,7 +20,10 @@ struct SignInOptions: ParsableArguments {
     var callbackURL: String?
     @Option(
         name: .customLong("signin-return"),
-        help: "NAME=URL: a URL the browser may be sent back to (exact match; repeat for several)."
+        help: """
+            NAME=URL: a URL the sign-in may end at (exact match; repeat for several): https (a page or an App Link), \
+            an app's own scheme, or an Android intent:// URL.
+            """
     )
     var returns: [String] = []
     @Option(
@@ -65,7 +68,7 @@ struct SignInOptions: ParsableArguments {
             guard named[parts[0]] == nil else {
                 throw ValidationError("--signin-return: the name \(parts[0]) is given twice")
             }
-            try Self.requireWebURL(parts[1], "--signin-return \(parts[0])")
+            try Self.requireReturnURL(parts[1], "--signin-return \(parts[0])")
             named[parts[0]] = parts[1]
         }
         var configuration = AppleSignInConfiguration(clientID: clientID, callbackURL: callbackURL, returns: named)
@@ -78,6 +81,32 @@ struct SignInOptions: ParsableArguments {
         }
         return configuration
     }
+
+    /// A return URL: a web one (``requireWebURL(_:_:)``: a page, or an App Link / universal link), an Android
+    /// `intent://…#Intent;…;end` URL, or an app's own scheme (`com.example.app:/signed-in`). Never a scheme a browser
+    /// gives a meaning of its own (`javascript:`, `data:`, `file:`, …): the sign-in's `303` goes there.
+    static func requireReturnURL(_ text: String, _ option: String) throws {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+            throw ValidationError("\(option): must be an absolute URL")
+        }
+        switch scheme {
+        case "https", "http": try requireWebURL(text, option)
+        case "intent":
+            guard components.host?.isEmpty == false, let fragment = components.fragment,
+                fragment.hasPrefix("Intent;"), fragment.hasSuffix(";end")
+            else { throw ValidationError("\(option): an intent:// URL must end with #Intent;…;end") }
+        default:
+            guard !browserSchemes.contains(scheme), components.fragment == nil else {
+                throw ValidationError("\(option): must be https, intent:// or an app's own scheme, without a fragment")
+            }
+        }
+    }
+
+    /// Schemes a browser acts on itself: never an app's return.
+    static let browserSchemes: Set<String> = [
+        "about", "blob", "chrome", "data", "file", "filesystem", "ftp", "javascript", "mailto", "sms", "tel",
+        "vbscript", "view-source", "ws", "wss",
+    ]
 
     /// An absolute `https` URL without a fragment; `http` only on a loopback host (development).
     static func requireWebURL(_ text: String, _ option: String) throws {

@@ -61,6 +61,8 @@ struct OperatorConventionTests {
         for (variable, value, named) in [
             ("PROFILE_ESCROW_SIGNIN_RETURN", "", "--signin-return"),
             ("PROFILE_ESCROW_SIGNIN_RETURN", "app=http://app.example.invalid/", "--signin-return app"),
+            ("PROFILE_ESCROW_SIGNIN_RETURN", "app=javascript:alert(1)", "--signin-return app"),
+            ("PROFILE_ESCROW_SIGNIN_RETURN", "app=intent://callback#Intent;package=x.y", "--signin-return app"),
             ("PROFILE_ESCROW_SIGNIN_RETURN", "app=https://a.example.invalid/,app=https://b.example.invalid/", "twice"),
             ("PROFILE_ESCROW_SIGNIN_CALLBACK_URL", "/v1/apple/signin/callback", "--signin-callback-url"),
             ("PROFILE_ESCROW_SIGNIN_TTL", "soon", "PROFILE_ESCROW_SIGNIN_TTL"),

@@ -62,7 +62,7 @@ public enum StrictJSON {
     /// How a key appears in an error path: as itself when it is one of ``knownKeys``, otherwise as
     /// `<key>`. A key is text chosen by the sender and could itself be a name or an email
     /// (`{"fullName": {"Ana": "Ng"}}`): an unknown key is never echoed.
-    static func displayName(forKey key: String) -> String {
+    package static func displayName(forKey key: String) -> String {
         knownKeys.contains(key) ? key : "<key>"
     }
 }

@@ -67,10 +67,10 @@ public enum ProfileParser {
     }
 }
 
-// Readers shared with `EscrowPlaintext.decode(_:)`.
+// Readers shared with `EscrowPlaintext.decode(_:)` and an app's native sign-in capture.
 extension ProfileParser {
     /// Parses `body` with ``StrictJSON`` and returns the members of the top-level object.
-    static func topLevelMembers(_ body: some Collection<UInt8>) throws(ProfileValidationError) -> [StrictJSON.Member] {
+    package static func topLevelMembers(_ body: some Collection<UInt8>) throws(ProfileValidationError) -> [StrictJSON.Member] {
         let document: StrictJSON.Value
         do {
             document = try StrictJSON.parse(body)
@@ -87,7 +87,7 @@ extension ProfileParser {
         ProfileValidationError(code: .malformedJSON, field: error.path, message: error.message)
     }
 
-    static func string(_ value: StrictJSON.Value, field: String) throws(ProfileValidationError) -> String? {
+    package static func string(_ value: StrictJSON.Value, field: String) throws(ProfileValidationError) -> String? {
         switch value {
         case .null: return nil
         case .string(let string): return string
@@ -103,7 +103,7 @@ extension ProfileParser {
         }
     }
 
-    static func realUserStatus(
+    package static func realUserStatus(
         _ value: StrictJSON.Value,
         field: String
     ) throws(ProfileValidationError) -> RealUserStatus? {
@@ -115,7 +115,7 @@ extension ProfileParser {
     }
 
     /// An object with only the six name members, each a string or null; or null.
-    static func personName(_ value: StrictJSON.Value, field: String) throws(ProfileValidationError) -> PersonName? {
+    package static func personName(_ value: StrictJSON.Value, field: String) throws(ProfileValidationError) -> PersonName? {
         let members: [StrictJSON.Member]
         switch value {
         case .null: return nil

@@ -15,11 +15,11 @@ public import ProfileEscrow
 /// ```
 ///
 /// The routes are relative: `escrows`, `escrows/{userIdentifier}` and its `replay`, `confirm` and `requeue`,
-/// `apple/notifications` when a notification log is given, and `apple/signin`, `apple/signin/callback` and
-/// `apple/signin/tickets/redeem` when a sign-in store, ``EscrowHTTPConfiguration/signIn`` and
-/// ``EscrowHTTPDependencies/apple`` are (`serve` mounts them at `/v1`). Errors inside them
-/// are answered as `application/problem+json`; callers authenticate with the bearer tokens of `tokens`. The
-/// operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
+/// `apple/notifications` when a notification log is given, and `apple/signin`, `apple/signin/callback`,
+/// `apple/attempts`, `apple/native/capture` and `apple/signin/tickets/redeem` when a sign-in store,
+/// ``EscrowHTTPConfiguration/signIn`` and ``EscrowHTTPDependencies/apple`` are (`serve` mounts them at `/v1`).
+/// Errors inside them are answered as `application/problem+json`; callers authenticate with the bearer tokens of
+/// `tokens`. The operational routes (`/healthz`, `/readyz`, `/metrics`) stay your application's.
 ///
 /// `surface` splits them between two routers, as `serve --public-port` does: `.publicAPI` for the browser and Apple
 /// (web sign-in's start and callback, Apple notifications: no token), `.internalAPI` for your backend (everything
@@ -31,7 +31,8 @@ public enum EscrowRouteCollection {
         case all
         /// The token-guarded routes: escrows, the sign-in ticket's redeem.
         case internalAPI
-        /// The browser's and Apple's: web sign-in's start and callback, Apple notifications.
+        /// The browser's, the apps' and Apple's: web sign-in's start and callback, an app's attempt and native
+        /// capture, Apple notifications.
         case publicAPI
     }
 
@@ -109,6 +110,8 @@ public enum EscrowRouteCollection {
             if surface != .internalAPI {
                 routes.get("apple/signin") { _, _ -> Response in throw signInOff }
                 routes.post("apple/signin/callback") { _, _ -> Response in throw signInOff }
+                routes.post("apple/attempts") { _, _ -> Response in throw signInOff }
+                routes.post("apple/native/capture") { _, _ -> Response in throw signInOff }
             }
             if surface != .publicAPI {
                 guarded.group().add(middleware: RequireScope(.signin))

@@ -11,7 +11,8 @@ public struct AppleSignInConfiguration: Sendable {
     public var clientID: String
     /// The public URL of `POST /v1/apple/signin/callback`, as registered with Apple.
     public var callbackURL: String
-    /// Return name → the app's URL the browser is sent to at the end (exact match: never an open redirect).
+    /// Return name → the app's URL the browser is sent to at the end (exact match: never an open redirect): a web page,
+    /// an App Link, an app's own scheme or an Android `intent://` URL.
     public var returns: [String: String]
     /// Apple's authorize page (configurable for tests).
     public var authorizeURL = "https://appleid.apple.com/auth/authorize"
@@ -21,6 +22,9 @@ public struct AppleSignInConfiguration: Sendable {
     public var ticketLifetime: Duration = .seconds(300)
     /// The largest `user` form field (4 KiB).
     public var maximumUserSize = 4 * 1024
+    /// Whether a captured sign-in's authorization code is exchanged here (``AppleTokenExchanger``) instead of handed
+    /// to the app's backend: its redeem answer then says `authorizationCode: null, appleTokens: "in-escrow"`.
+    public var exchangesCodes = false
 
     public init(clientID: String, callbackURL: String, returns: [String: String]) {
         self.clientID = clientID
@@ -28,9 +32,15 @@ public struct AppleSignInConfiguration: Sendable {
         self.returns = returns
     }
 
-    /// The origins of the return URLs, sorted: the 503 page's form posts may be redirected there.
+    /// The return URLs as `form-action` sources, sorted: the 503 page's form posts may be redirected there. A web
+    /// return's origin; an app's return (its own scheme, `intent:`) by its scheme, which has no origin.
     var returnOrigins: [String] {
-        Set(returns.values.compactMap(Self.origin)).sorted()
+        Set(
+            returns.values.compactMap { url in
+                guard let scheme = URLComponents(string: url)?.scheme?.lowercased() else { return nil }
+                return scheme == "https" || scheme == "http" ? Self.origin(url) : scheme + ":"
+            }
+        ).sorted()
     }
 
     /// The origin of ``authorizeURL`` (`scheme://host[:port]`), the only `Origin` the callback accepts when one is

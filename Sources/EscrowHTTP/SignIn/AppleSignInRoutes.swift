@@ -45,6 +45,8 @@ struct AppleSignInRoutes: Sendable {
         if surface != .internalAPI {
             router.get("apple/signin") { request, context in try await start(request, context) }
             router.post("apple/signin/callback") { request, context in try await callback(request, context) }
+            router.post("apple/attempts") { request, context in try await startFromApp(request, context) }
+            router.post("apple/native/capture") { request, context in try await nativeCapture(request, context) }
             // The 503 page's script, beside the callback that answers with the page (which names it relatively).
             router.get("apple/signin/\(SignInPages.scriptName)") { _, _ in SignInPages.script() }
         }
@@ -87,15 +89,8 @@ struct AppleSignInRoutes: Sendable {
             context.logger.error("a sign-in attempt could not be stored", metadata: ["error": "\(error)"])
             return SignInPages.unavailable()
         }
-        let query = [
-            ("client_id", configuration.clientID), ("redirect_uri", configuration.callbackURL),
-            ("response_type", "code id_token"), ("response_mode", "form_post"), ("scope", "name email"),
-            ("state", state), ("nonce", nonce),
-        ]
-        .map { "\($0.0)=\(SignInForm.encode($0.1))" }.joined(separator: "&")
-        let separator = configuration.authorizeURL.contains("?") ? "&" : "?"
         var headers: HTTPFields = [
-            .location: configuration.authorizeURL + separator + query, .cacheControl: "no-store",
+            .location: authorizeURL(state: state, nonce: nonce), .cacheControl: "no-store",
             .referrerPolicy: "no-referrer",
         ]
         // The cookie outlives the attempt by the resubmission grace: a form first received in time, posted again from
@@ -104,6 +99,18 @@ struct AppleSignInRoutes: Sendable {
         headers[.setCookie] = Self.bindingCookie(Self.cookieName(state: state), binding, maxAge: Int(cookieLife))
         SignInMetrics.signIn("started")
         return Response(status: .found, headers: headers)
+    }
+
+    /// Apple's authorize URL for the web flow with this state and nonce.
+    func authorizeURL(state: String, nonce: String) -> String {
+        let query = [
+            ("client_id", configuration.clientID), ("redirect_uri", configuration.callbackURL),
+            ("response_type", "code id_token"), ("response_mode", "form_post"), ("scope", "name email"),
+            ("state", state), ("nonce", nonce),
+        ]
+        .map { "\($0.0)=\(SignInForm.encode($0.1))" }.joined(separator: "&")
+        let separator = configuration.authorizeURL.contains("?") ? "&" : "?"
+        return configuration.authorizeURL + separator + query
     }
 
     /// The registered return name asked for; without one, the only one registered.
@@ -155,11 +162,7 @@ struct AppleSignInRoutes: Sendable {
         }
         let attempt: SignInAttempt?
         do {
-            if let held = started.attempt(stateHash: stateHash, now: now) {
-                attempt = held
-            } else {
-                attempt = try await signIns.signInAttempt(stateHash: stateHash)
-            }
+            attempt = try await self.attempt(stateHash: stateHash, now: now)
         } catch {
             context.logger.error("a sign-in callback could not read its attempt", metadata: ["error": "\(error)"])
             // Whether the id_token is valid now (all but its nonce, which does not age): the resubmission is then
@@ -168,7 +171,7 @@ struct AppleSignInRoutes: Sendable {
             if stamp == nil, let idToken = form["id_token"] {
                 let valid = try? await apple.verifySignInToken(
                     idToken,
-                    clientID: configuration.clientID,
+                    audiences: [configuration.clientID],
                     nonceHash: nil,
                     authorizationCode: form["code"],
                     now: now
@@ -187,14 +190,16 @@ struct AppleSignInRoutes: Sendable {
             return SignInPages.unknownAttempt()
         }
         // This attempt's own cookie: answering it clears that one only, never another attempt's in the same browser.
-        let ownCookie = Self.cookieName(state: state)
+        // An app's attempt has none: Apple's form_post comes from a Custom Tab, not from the app that started it.
+        let ownCookie = attempt.startedByApp ? nil : Self.cookieName(state: state)
         guard attempt.isLive(at: receivedAt) else {
             started.remove(stateHash: stateHash)
             return Self.redirect(returnURL, ["error": "signin_expired"], clearCookie: ownCookie)
         }
-        let cookie = request.cookieValue(ownCookie) ?? request.cookieValue(Self.legacyCookieName)
-        let bindingHash = cookie.map(Self.hash) ?? []
-        guard Hashing.constantTimeEqual(bindingHash, attempt.bindingHash) else {
+        let bindingHash = ownCookie.map { name in
+            (request.cookieValue(name) ?? request.cookieValue(Self.legacyCookieName)).map(Self.hash) ?? []
+        }
+        guard attempt.accepts(bindingHash: bindingHash) else {
             // Never cleared here: the cookie may be the real user's, for a live attempt of their own.
             context.logger.info("sign-in callback refused: browser binding does not match")
             return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: nil)
@@ -211,7 +216,7 @@ struct AppleSignInRoutes: Sendable {
         do {
             identity = try await apple.verifySignInToken(
                 idToken,
-                clientID: configuration.clientID,
+                audiences: [configuration.clientID],
                 nonceHash: attempt.nonceHash,
                 authorizationCode: code,
                 now: stamp?.tokenVerified == true ? receivedAt : now
@@ -221,31 +226,18 @@ struct AppleSignInRoutes: Sendable {
             return Self.redirect(returnURL, ["error": "signin_invalid"], clearCookie: ownCookie)
         }
         let (profile, refusal) = profile(form["user"], identity)
-        let provenance = Self.emailProvenance(identity, profile)
-        var appState = attempt.sealedAppState.flatMap { Self.openAppState($0, state: state) }
-        defer { if appState != nil { RequestBodyReader.zero(&appState!) } }
+        let signIn = VerifiedSignIn(identity: identity, authorizationCode: code, profile: profile, refusal: refusal)
         let ticket = Self.secret()
-        let result: [String: JSONValue] = [
-            "userIdentifier": .string(identity.userIdentifier), "authorizationCode": .string(code),
-            "email": .string(provenance.email),
-            "emailVerified": provenance.verified.map { .bool($0) } ?? .null,
-            "isPrivateEmail": (identity.email == nil ? profile?.isPrivateEmail : identity.isPrivateEmail)
-                .map { .bool($0) } ?? .null,
-            "realUserStatus": .string(identity.realUserStatus.flatMap(AppleVerifier.realUserStatus)?.rawValue),
-            "return": .string(attempt.returnName), "profileRefused": .string(refusal),
-            "appState": .string(appState.map { String(decoding: $0, as: UTF8.self) }),
-        ]
         let completion: SignInCompletion
         do {
-            completion = try await complete(
-                attempt,
-                bindingHash,
-                now,
-                receivedAt,
-                ticket,
-                profile,
-                provenance.verified,
-                result
+            completion = try await captureAndIssue(
+                signIn,
+                attempt: attempt,
+                state: state,
+                bindingHash: bindingHash,
+                ticket: ticket,
+                now: now,
+                receivedAt: receivedAt
             )
         } catch {
             // Nothing acknowledged: the browser keeps the form and posts it again, stamped with this first receipt.
@@ -281,27 +273,57 @@ struct AppleSignInRoutes: Sendable {
         }
     }
 
-    /// Completes the attempt with the capture in one transaction; the ticket's result, sealed under the ticket, names
-    /// the escrow that holds the profile.
-    private func complete(
-        _ attempt: SignInAttempt,
-        _ bindingHash: [UInt8],
-        _ now: Date,
-        _ receivedAt: Date,
-        _ ticket: String,
-        _ profile: Profile?,
-        _ emailVerified: Bool?,
-        _ result: [String: JSONValue]
+    /// The attempt of this state hash: as started here when this process holds it, else as the store has it.
+    func attempt(stateHash: [UInt8], now: Date) async throws -> SignInAttempt? {
+        if let held = started.attempt(stateHash: stateHash, now: now) { return held }
+        return try await signIns.signInAttempt(stateHash: stateHash)
+    }
+
+    /// A verified sign-in's capture and ticket, for Apple's callback and an app's native capture alike (the one place
+    /// a sign-in's authorization code passes through): in one transaction the attempt is used, `signIn`'s profile
+    /// captured and the ticket stored, its result (the redeem answer) sealed under the ticket and naming the escrow
+    /// that holds the profile. Durable before it returns. When codes are exchanged here, the code is queued for its
+    /// exchange in the same transaction, for the web flow's Services ID or, for an app, `appClientID` (its bundle id).
+    func captureAndIssue(
+        _ signIn: VerifiedSignIn,
+        attempt: SignInAttempt,
+        state: String,
+        bindingHash: [UInt8]?,
+        ticket: String,
+        now: Date,
+        receivedAt: Date,
+        appClientID: String? = nil
     ) async throws -> SignInCompletion {
+        var appState = attempt.sealedAppState.flatMap { Self.openAppState($0, state: state) }
+        defer { if appState != nil { RequestBodyReader.zero(&appState!) } }
+        let result = signIn.result(
+            returnName: attempt.returnName,
+            appState: appState.map { String(decoding: $0, as: UTF8.self) }
+        )
         let expiresAt = now.addingTimeInterval(configuration.ticketLifetime.inSeconds)
+        let exchange = try signIn.authorizationCode.flatMap { code in
+            try configuration.exchangesCodes
+                ? escrow.appleExchange(
+                    code: code,
+                    clientID: appClientID ?? configuration.clientID,
+                    redirectURI: appClientID == nil ? configuration.callbackURL : nil,
+                    now: now
+                ) : nil
+        }
         let request = SignInCompletionRequest(
             stateHash: attempt.stateHash,
             bindingHash: bindingHash,
             now: now,
-            receivedAt: receivedAt
+            receivedAt: receivedAt,
+            appleExchange: exchange
         ) { id in
             var result = result
             result["escrowId"] = .string(id?.hex)
+            // Captured with its code queued: the refresh token reaches the backend in the escrow's delivery.
+            if id != nil, exchange != nil {
+                result["authorizationCode"] = .null
+                result["appleTokens"] = "in-escrow"
+            }
             var plaintext = JSONResponse.encode(result)
             defer { RequestBodyReader.zero(&plaintext) }
             return SignInTicket(
@@ -312,8 +334,8 @@ struct AppleSignInRoutes: Sendable {
         }
         return try await escrow.completeSignIn(
             request,
-            profile: profile,
-            emailVerified: emailVerified,
+            profile: signIn.profile,
+            emailVerified: signIn.email.verified,
             in: signIns,
             actor: .apple
         )
@@ -375,35 +397,30 @@ struct AppleSignInRoutes: Sendable {
         }
     }
 
-    /// The email the sign-in gives and whether Apple signed it: the id_token's `email` (verified, unless the token
-    /// itself says `email_verified: false`) wins; an email only the browser's `user` field gave is never verified.
-    static func emailProvenance(
-        _ identity: AppleSignInIdentity,
-        _ profile: Profile?
-    ) -> (email: String?, verified: Bool?) {
-        if let email = identity.email { return (email, identity.emailVerified ?? true) }
-        guard let email = profile?.email else { return (nil, nil) }
-        return (email, false)
-    }
-
     // MARK: - Redeem
 
     func redeem(_ request: Request, _ context: some RequestContext) async throws -> Response {
         _ = try await auth.authorize(request, context, scope: .signin)
         try RequestBodyReader.requireJSON(request)
         let body = try await RequestBodyReader.read(request, limit: maximumBodySize)
-        guard let ticket = (try? StrictJSON.parse(body))?["ticket"]?.stringValue, !ticket.isEmpty,
-            ticket.utf8.count <= 256
-        else {
+        let fields = try? StrictJSON.parse(body)
+        guard let ticket = fields?["ticket"]?.stringValue, !ticket.isEmpty, ticket.utf8.count <= 256 else {
             throw Problem(
                 .badRequest,
                 code: "invalid_ticket",
-                detail: "the body must be {\"ticket\": \"…\"}",
+                detail: "the body must be {\"ticket\": \"…\"}, with \"attempt\" for an app's sign-in",
                 field: "ticket"
             )
         }
+        // An app's ticket redeems only with its attempt's secret: a ticket copied out of a redirect is useless alone.
+        let starterHash = fields?["attempt"]?.stringValue.flatMap(AppAttemptSecret.init)?.bindingHash
         let now = escrow.configuration.clock.now()
-        guard let redemption = try await signIns.redeemSignInTicket(ticketHash: Self.hash(ticket), at: now),
+        guard
+            let redemption = try await signIns.redeemSignInTicket(
+                ticketHash: Self.hash(ticket),
+                starterHash: starterHash,
+                at: now
+            ),
             var plaintext = TicketSeal.open(redemption.sealedResult, ticket: Array(ticket.utf8))
         else {
             SignInMetrics.redeem("gone")
@@ -458,12 +475,15 @@ struct AppleSignInRoutes: Sendable {
         _ parameters: KeyValuePairs<String, String>,
         clearCookie: String?
     ) -> Response {
-        let separator = returnURL.contains("?") ? "&" : "?"
+        let separator = returnURL.prefix { $0 != "#" }.contains("?") ? "&" : "?"
         let query = parameters.map { "\($0.key)=\(SignInForm.encode($0.value))" }.joined(separator: "&")
         // The outcome: `completed` for a ticket, else the error code (never the ticket).
         SignInMetrics.signIn(parameters.first?.key == "ticket" ? "completed" : parameters.first?.value ?? "completed")
+        // The query goes before a fragment: an Android return (`intent://callback#Intent;…;end`) keeps its own.
+        let fragmentStart = returnURL.firstIndex(of: "#") ?? returnURL.endIndex
+        let location = returnURL[..<fragmentStart] + separator + query + returnURL[fragmentStart...]
         var headers: HTTPFields = [
-            .location: returnURL + separator + query, .cacheControl: "no-store", .referrerPolicy: "no-referrer",
+            .location: String(location), .cacheControl: "no-store", .referrerPolicy: "no-referrer",
         ]
         if let clearCookie { headers[.setCookie] = bindingCookie(clearCookie, "", maxAge: 0) }
         return Response(status: .seeOther, headers: headers)

@@ -2,19 +2,22 @@ import EscrowCrypto
 import Foundation
 import JWTKit
 
-/// The claims of an id_token from the web flow: an identity token's, plus the `nonce` the attempt sent,
-/// `email_verified`, and `c_hash` (the authorization code's hash, which ties the token to the code sent beside it).
+/// The claims of a sign-in's id_token (the web flow's or an app's): an identity token's, plus the `nonce` the attempt
+/// sent, `email_verified`, `c_hash` (the authorization code's hash, which ties the token to the code sent beside it)
+/// and `transfer_sub` (the user's identifier under the team that transferred the app, when Apple sends one).
 struct AppleSignInClaims: AppleTokenClaims {
     let identity: AppleIdentityClaims
     let nonce: String?
     let email_verified: Bool?
     let c_hash: String?
+    let transfer_sub: String?
 
     init(_ claims: AppleClaimReader) throws(AppleClaimError) {
         identity = try AppleIdentityClaims(claims)
         nonce = try claims.string("nonce")
         email_verified = try claims.boolean("email_verified")
         c_hash = try claims.string("c_hash")
+        transfer_sub = try claims.string("transfer_sub")
     }
 }
 
@@ -25,17 +28,20 @@ struct AppleSignInIdentity: Sendable {
     let emailVerified: Bool?
     let isPrivateEmail: Bool?
     let realUserStatus: Int?
+    /// Apple's `transfer_sub`: passed through to the app's backend, which matches it against its users of the team
+    /// the app was transferred from.
+    let transferSub: String?
 }
 
 extension AppleVerifier {
-    /// Checks a web flow's id_token: signature, `iss`, `aud` exactly `clientID` (the Services ID: native bundle IDs
-    /// are for the API's verified capture), `exp`, `iat`, a `nonce` whose hash is the attempt's (nil checks all
-    /// but the nonce: when the attempt cannot be read, whether the token was valid at that time), and, when the token
-    /// has a `c_hash`, that it is the hash of `authorizationCode` (so a token cannot be paired with another user's
-    /// code).
+    /// Checks a sign-in's id_token: signature, `iss`, `aud` exactly one of `audiences` (the web flow's Services ID
+    /// for Apple's callback, the native bundle IDs for an app's capture: never both), `exp`, `iat`, a `nonce` whose
+    /// hash is `nonceHash` (nil checks all but the nonce: when the attempt cannot be read, whether the token was valid
+    /// at that time), and, when the token has a `c_hash`, that it is the hash of `authorizationCode` (so a token
+    /// cannot be paired with another user's code).
     func verifySignInToken(
         _ token: String,
-        clientID: String,
+        audiences: Set<String>,
         nonceHash: [UInt8]?,
         authorizationCode: String?,
         now: Date
@@ -43,7 +49,9 @@ extension AppleVerifier {
         let signIn: AppleSignInClaims = try await verifySignature(token)
         let claims = signIn.identity
         guard claims.iss.value == Self.issuer else { throw Rejection(reason: "wrong issuer") }
-        guard claims.aud.value == [clientID] else { throw Rejection(reason: "wrong audience") }
+        guard claims.aud.value.count == 1, audiences.contains(claims.aud.value[0]) else {
+            throw Rejection(reason: "wrong audience")
+        }
         guard claims.exp.value.timeIntervalSince(now) > -leeway else { throw Rejection(reason: "expired") }
         guard claims.iat.value.timeIntervalSince(now) <= leeway else { throw Rejection(reason: "issued in the future") }
         if let nonceHash {
@@ -64,7 +72,8 @@ extension AppleVerifier {
             email: claims.email,
             emailVerified: signIn.email_verified,
             isPrivateEmail: claims.is_private_email,
-            realUserStatus: claims.real_user_status
+            realUserStatus: claims.real_user_status,
+            transferSub: signIn.transfer_sub
         )
     }
 
