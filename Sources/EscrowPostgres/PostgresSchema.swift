@@ -218,6 +218,34 @@ enum PostgresSchema {
             ]
         ),
         Migration(
+            version: 9,
+            name: "Apple token exchanges",
+            statements: [
+                // A sign-in's authorization code waits here for its exchange, sealed to a master key version; the
+                // outcome (the refresh token sealed into the escrow, or Apple's error code) stays until the escrow is
+                // purged: deleting the escrow's row deletes its exchanges.
+                """
+                CREATE TABLE apple_token_exchange (
+                    code_hash bytea PRIMARY KEY,
+                    escrow_id bytea NOT NULL REFERENCES escrow (id) ON DELETE CASCADE,
+                    client_id text NOT NULL,
+                    redirect_uri text,
+                    key_version bigint NOT NULL,
+                    sealed_code bytea NOT NULL,
+                    attempts bigint NOT NULL,
+                    next_attempt_at bigint NOT NULL,
+                    created_at bigint NOT NULL,
+                    expires_at bigint NOT NULL,
+                    sealed_tokens bytea,
+                    error text,
+                    ended_at bigint
+                )
+                """,
+                "CREATE INDEX apple_token_exchange_due ON apple_token_exchange (next_attempt_at) WHERE ended_at IS NULL",
+                "CREATE INDEX apple_token_exchange_escrow ON apple_token_exchange (escrow_id)",
+            ]
+        ),
+        Migration(
             version: 10,
             name: "delivery rate",
             statements: [

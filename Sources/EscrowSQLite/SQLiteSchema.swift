@@ -181,6 +181,36 @@ enum SQLiteSchema {
         migrator.registerMigration("v10") { db in
             try db.execute(sql: "ALTER TABLE signin_attempt ADD COLUMN started_by_app INTEGER NOT NULL DEFAULT 0")
         }
+        // v11: Apple token exchanges. A sign-in's authorization code waits here for its exchange, sealed to a master
+        // key version; the outcome (the refresh token sealed into the escrow, or Apple's error code) stays until the
+        // escrow is purged: deleting the escrow's row deletes its exchanges (a trigger: foreign keys are off).
+        migrator.registerMigration("v11") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE apple_token_exchange (
+                        code_hash BLOB PRIMARY KEY NOT NULL,
+                        escrow_id BLOB NOT NULL,
+                        client_id TEXT NOT NULL,
+                        redirect_uri TEXT,
+                        key_version INTEGER NOT NULL,
+                        sealed_code BLOB NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        sealed_tokens BLOB,
+                        error TEXT,
+                        ended_at INTEGER
+                    ) STRICT;
+                    CREATE INDEX apple_token_exchange_due ON apple_token_exchange(next_attempt_at)
+                        WHERE ended_at IS NULL;
+                    CREATE INDEX apple_token_exchange_escrow ON apple_token_exchange(escrow_id);
+                    CREATE TRIGGER apple_token_exchange_purged AFTER DELETE ON escrow BEGIN
+                        DELETE FROM apple_token_exchange WHERE escrow_id = OLD.id;
+                    END;
+                    """
+            )
+        }
         // v12: the cluster's delivery rate (`--delivery-rate`): one row every worker advances with a compare-and-set.
         // `next_slot_us` is the next free delivery slot in microseconds since 1970; `per_second` the rate last used.
         migrator.registerMigration("v12") { db in

@@ -31,17 +31,15 @@ public struct AdminOverview: Sendable, Equatable {
 
     public static let window: TimeInterval = 24 * 3600
 
-    /// The backlog over the last 24 hours, as this process published it: a point every 5 minutes or so, the newest
-    /// last (empty in a read that was not published).
+    /// The backlog over the last 24 hours, as the store keeps it (``BacklogHistoryStore``): a point every 5 minutes,
+    /// sampled by whichever node published then, the newest last (empty in a read that was not published).
     public var history: [DepthPoint] = []
 
     /// The backlog at one time: pending and dead escrows, and the oldest pending age.
-    public struct DepthPoint: Sendable, Equatable {
-        public var at: Date
-        public var pending: Int
-        public var dead: Int
-        public var oldestPendingAgeSeconds: Int?
-    }
+    public typealias DepthPoint = BacklogSample
+
+    /// The backlog history's step: one sample a slot this long is kept.
+    public static let historySlotSeconds = 300
 
     public var oldestPendingAgeSeconds: Int? {
         oldestPendingCreatedAt.map { max(0, Int(generatedAt.timeIntervalSince($0))) }
@@ -123,29 +121,36 @@ public final class AdminOverviewPublisher: Service, Sendable {
     @discardableResult
     public func refresh() async throws -> AdminOverview {
         let started = ContinuousClock.now
-        let overview = try await AdminOverview.read(from: escrow)
+        var overview = try await AdminOverview.read(from: escrow)
         let cost = started.duration(to: .now)
         lastCost.withLockedValue { $0 = Double(cost.components.seconds) + Double(cost.components.attoseconds) / 1e18 }
-        let point = AdminOverview.DepthPoint(
+        overview.history = try await history(with: overview)
+        return published.withLockedValue { current in
+            if current.map({ $0.generatedAt <= overview.generatedAt }) ?? true { current = overview }
+            return overview
+        }
+    }
+
+    /// The store's backlog history with `overview`'s sample recorded: every node shares it, and a restart keeps it.
+    /// A store that refuses the write (open read-only) still gives the history the others recorded.
+    private func history(with overview: AdminOverview) async throws -> [AdminOverview.DepthPoint] {
+        let store = escrow.store
+        let sample = BacklogSample(
             at: overview.generatedAt,
             pending: overview.live[.pending] ?? 0,
             dead: overview.live[.dead] ?? 0,
             oldestPendingAgeSeconds: overview.oldestPendingAgeSeconds
         )
-        return published.withLockedValue { current in
-            var overview = overview
-            var history = current?.history ?? []
-            // A point every 5 minutes: the newest is replaced until it is 5 minutes younger than the one before it.
-            if history.count >= 2, point.at.timeIntervalSince(history[history.count - 2].at) < 300 {
-                history[history.count - 1] = point
-            } else if history.last.map({ point.at > $0.at }) ?? true {
-                history.append(point)
-            }
-            history.removeAll { point.at.timeIntervalSince($0.at) > AdminOverview.window }
-            overview.history = history
-            if current.map({ $0.generatedAt <= overview.generatedAt }) ?? true { current = overview }
-            return overview
+        do {
+            try await store.recordBacklogSample(
+                sample,
+                slotSeconds: AdminOverview.historySlotSeconds,
+                window: AdminOverview.window
+            )
+        } catch {
+            logger.debug("recording a backlog sample failed", metadata: ["error": "\(error)"])
         }
+        return try await store.backlogSamples(since: overview.generatedAt.addingTimeInterval(-AdminOverview.window))
     }
 
     public func run() async throws {

@@ -392,7 +392,7 @@ public final class Escrow: Sendable {
 
     /// Purges every escrow past its retention as `expired` (malformed rows too, through the configured lifecycle);
     /// returns how many. Also deletes the spent web sign-in attempts of ``signIns`` and the outbox entries of
-    /// ``notifications`` past the outbox's retention, when this escrow was given them.
+    /// ``notifications`` past the outbox's retention, when this escrow was given them; and ended console sessions.
     @discardableResult
     public func sweep(
         actor: AuditActor = .library,
@@ -424,6 +424,9 @@ public final class Escrow: Sendable {
         }
         // Forwarded Apple notifications past the outbox's retention, whether a forwarder runs or not.
         if let notifications { try await notifications.sweepExpired(at: now, logger: logger) }
+        // Console sessions past their idle or absolute end (hashes only, no audit event).
+        let sessions = try await store.sweepConsoleSessions(now: now, idle: ConsoleSessionLimits.idle)
+        if sessions > 0 { logger.info("swept ended console sessions", metadata: ["count": "\(sessions)"]) }
         return purged
     }
 

@@ -30,6 +30,19 @@ extension OperatorActions {
         )
     }
 
+    /// The purge report of everything until now, its chain verified from the store's recorded checkpoint
+    /// (``PurgeReport/buildFromCheckpoint(store:retentionSeconds:now:pageSize:)``): only the events written since the
+    /// last verified report are read, and the report says from where. The console's page, which an auditor may load
+    /// often.
+    public func purgeReportFromCheckpoint() async throws -> PurgeReport {
+        let now = escrow.configuration.clock.now()
+        return try await PurgeReport.buildFromCheckpoint(
+            store: escrow.store,
+            retentionSeconds: escrow.configuration.retention,
+            now: now
+        )
+    }
+
     /// The purge report rendered in `format`.
     public func purgeReport(_ format: ReportFormat, verify: Bool) async throws -> String {
         var rendered = ""

@@ -22,6 +22,16 @@ public struct PurgeReport: Sendable, Equatable {
         public var fromSequence: Int64 = 1
         /// Problems of the archived segments read with `--archive` (each names its file and line).
         public var archiveProblems: [String] = []
+        /// Set when the report started from the store's recorded verification (the console's page): the events from
+        /// ``fromSequence`` through `recorded.through` were verified when it was recorded, and not read again; only
+        /// the later ones were verified now. `profile-escrow audit verify` reads every one again.
+        public var recorded: RecordedVerification?
+    }
+
+    /// How far an earlier report verified the chain, and when.
+    public struct RecordedVerification: Sendable, Equatable {
+        public var through: Int64
+        public var at: Date
     }
 
     /// What the report knows of the archived part of the trail.
@@ -134,7 +144,7 @@ public struct PurgeReport: Sendable, Equatable {
         while true {
             attempt += 1
             let checkpoint = try await store.auditCheckpoint()
-            let report = try await build(
+            let (report, _, _) = try await build(
                 store: store,
                 checkpoint: checkpoint,
                 since: since,
@@ -152,6 +162,116 @@ public struct PurgeReport: Sendable, Equatable {
         }
     }
 
+    /// The report of the whole trail until now, its chain verified from the store's recorded checkpoint
+    /// (``PurgeReportCheckpointStore``): the counts and the verification of the events up to it are taken as
+    /// recorded, and only the events after it are read, chained from its hash; the report says so
+    /// (``Chain/recorded``). A verified report records its head as the next checkpoint, so a page loaded again costs
+    /// the events written since. With no usable checkpoint (none yet, or one from before an archive cut) it reads
+    /// the whole trail, as ``build(store:since:until:verify:archives:retentionSeconds:now:pageSize:onPurge:)``.
+    public static func buildFromCheckpoint(
+        store: any AuditTrailStore & OperatorReadStore & PurgeReportCheckpointStore,
+        retentionSeconds: Double? = nil,
+        now: Date = Date(),
+        pageSize: Int = 20_000
+    ) async throws -> PurgeReport {
+        let archived = try await store.auditCheckpoint()
+        let head = try await store.auditHead()
+        let resume = try await store.purgeReportCheckpoint().flatMap { recorded -> Resume? in
+            guard recorded.fromSequence == (archived?.sequence ?? 0) + 1,
+                recorded.through.sequence <= head?.sequence ?? 0,
+                let tallies = try? JSONDecoder().decode(Tallies.self, from: Data(recorded.tallies))
+            else { return nil }
+            return Resume(checkpoint: recorded, tallies: tallies)
+        }
+        var (report, tallies, verifiedHead) = try await build(
+            store: store,
+            checkpoint: archived,
+            since: nil,
+            until: nil,
+            verify: true,
+            archives: [],
+            retentionSeconds: retentionSeconds,
+            now: now,
+            pageSize: pageSize,
+            onPurge: nil,
+            resume: resume
+        )
+        report.until = now
+        if report.chain?.verified == true, let verifiedHead,
+            verifiedHead.sequence > resume?.checkpoint.through.sequence ?? 0
+        {
+            try await store.recordPurgeReportCheckpoint(
+                PurgeReportCheckpoint(
+                    fromSequence: (archived?.sequence ?? 0) + 1,
+                    through: verifiedHead,
+                    verifiedAt: now,
+                    tallies: Array(try JSONEncoder().encode(tallies))
+                )
+            )
+        }
+        return report
+    }
+
+    /// Where a report starts from a recorded checkpoint: the chain after it, the counts up to it.
+    struct Resume {
+        var checkpoint: PurgeReportCheckpoint
+        var tallies: Tallies
+    }
+
+    /// What a report counts of the events it reads, kept as the checkpoint's tallies (JSON) so a later report goes on
+    /// from them.
+    struct Tallies: Codable, Sendable {
+        var captured = 0
+        var purged: [PurgeReason: Int] = [:]
+        /// Purges by hour (since 1970) and reason.
+        var hours: [Int64: [PurgeReason: Int]] = [:]
+        var distribution = Array(repeating: 0, count: PurgeReport.timeToPurgeBuckets.count + 1)
+        var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        var maximumAge: Int64 = 0
+        /// Events of the chain verified.
+        var verifiedEvents = 0
+
+        /// Counts one capture or purge at `at` (milliseconds) within the period; the purge's age, nil otherwise.
+        mutating func count(at: Int64, kind: AuditTally.Kind, since: Int64?, until: Int64?) -> Int64? {
+            if let since, at < since { return nil }
+            if let until, at > until { return nil }
+            switch kind {
+            case .captured:
+                captured += 1
+                return nil
+            case .purged(let reason, let ageMilliseconds):
+                if let reason {
+                    purged[reason, default: 0] += 1
+                    hours[at / 3_600_000, default: [:]][reason, default: 0] += 1
+                }
+                let age = max(0, ageMilliseconds)
+                let bucket = timeToPurgeBuckets.firstIndex { Double(age) <= $0 * 1000 } ?? timeToPurgeBuckets.count
+                distribution[bucket] += 1
+                _ = ages.record(UInt64(age))
+                maximumAge = max(maximumAge, age)
+                return age
+            }
+        }
+
+        /// Puts the counts in `report`.
+        func fill(_ report: inout PurgeReport) {
+            report.captured = captured
+            for (reason, count) in purged { report.purged[reason] = count }
+            report.hourly = hours.keys.sorted().map {
+                HourlyPurges(hour: Date(timeIntervalSince1970: Double($0) * 3600), purged: hours[$0]!)
+            }
+            report.timeToPurgeDistribution = distribution
+            if ages.totalCount > 0 {
+                report.timeToPurgeSeconds = Durations(
+                    median: Double(ages.valueAtPercentile(50)) / 1000,
+                    p95: Double(ages.valueAtPercentile(95)) / 1000,
+                    max: Double(maximumAge) / 1000
+                )
+            }
+        }
+    }
+
+    /// The report, its counts, and the head its chain was verified to (nil when not verified or empty).
     private static func build(
         store: any AuditTrailStore & OperatorReadStore,
         checkpoint: AuditCheckpoint?,
@@ -162,15 +282,14 @@ public struct PurgeReport: Sendable, Equatable {
         retentionSeconds: Double?,
         now: Date,
         pageSize: Int,
-        onPurge: ((Purge) -> Void)?
-    ) async throws -> PurgeReport {
+        onPurge: ((Purge) -> Void)?,
+        resume: Resume? = nil
+    ) async throws -> (PurgeReport, Tallies, AuditHead?) {
         var report = PurgeReport(since: since, until: until, generatedAt: now)
         report.retentionSeconds = retentionSeconds
-        var hours: [Int64: [PurgeReason: Int]] = [:]
-        var verifier = AuditChain.Verifier(from: checkpoint?.head)
-        var ages = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
-        var maximumAge: Int64 = 0
-        var cursor: Int64 = checkpoint?.sequence ?? 0
+        var tallies = resume?.tallies ?? Tallies()
+        var verifier = AuditChain.Verifier(from: resume?.checkpoint.through ?? checkpoint?.head)
+        var cursor: Int64 = resume?.checkpoint.through.sequence ?? checkpoint?.sequence ?? 0
         // Verified as of the head read first: writers may append while the report streams (the head and its
         // events are written in one transaction, so every event up to it is there); later events wait for the
         // next report instead of looking like a broken end.
@@ -179,24 +298,7 @@ public struct PurgeReport: Sendable, Equatable {
         let sinceMilliseconds = since.map(Timestamp.unixMilliseconds)
         let untilMilliseconds = until.map(Timestamp.unixMilliseconds)
         func count(at: Int64, kind: AuditTally.Kind) -> Int64? {
-            if let sinceMilliseconds, at < sinceMilliseconds { return nil }
-            if let untilMilliseconds, at > untilMilliseconds { return nil }
-            switch kind {
-            case .captured:
-                report.captured += 1
-                return nil
-            case .purged(let reason, let ageMilliseconds):
-                if let reason {
-                    report.purged[reason, default: 0] += 1
-                    hours[at / 3_600_000, default: [:]][reason, default: 0] += 1
-                }
-                let age = max(0, ageMilliseconds)
-                let bucket = timeToPurgeBuckets.firstIndex { Double(age) <= $0 * 1000 } ?? timeToPurgeBuckets.count
-                report.timeToPurgeDistribution[bucket] += 1
-                _ = ages.record(UInt64(age))
-                maximumAge = max(maximumAge, age)
-                return age
-            }
+            tallies.count(at: at, kind: kind, since: sinceMilliseconds, until: untilMilliseconds)
         }
         func emit(_ event: AuditEvent, age: Int64) {
             let draft = event.draft
@@ -259,33 +361,30 @@ public struct PurgeReport: Sendable, Equatable {
                 emit(event, age: age)
             }
         }
-        report.hourly = hours.keys.sorted().map {
-            HourlyPurges(hour: Date(timeIntervalSince1970: Double($0) * 3600), purged: hours[$0]!)
-        }
-        if ages.totalCount > 0 {
-            report.timeToPurgeSeconds = Durations(
-                median: Double(ages.valueAtPercentile(50)) / 1000,
-                p95: Double(ages.valueAtPercentile(95)) / 1000,
-                max: Double(maximumAge) / 1000
-            )
-        }
         if verify {
             verifier.finish(head: head)
+            tallies.verifiedEvents += verifier.eventCount
             report.chain = Chain(
                 verified: verifier.isIntact && archiveProblems.isEmpty,
-                events: verifier.eventCount,
+                events: tallies.verifiedEvents,
                 firstBrokenSequence: verifier.firstBrokenSequence,
                 headHash: verifier.eventCount > 0 ? Hex.encode(verifier.previous) : nil,
                 fromSequence: (checkpoint?.sequence ?? 0) + 1,
-                archiveProblems: archiveProblems
+                archiveProblems: archiveProblems,
+                recorded: resume.map {
+                    RecordedVerification(through: $0.checkpoint.through.sequence, at: $0.checkpoint.verifiedAt)
+                }
             )
         }
+        tallies.fill(&report)
         let summary = try await store.summary(at: now)
         report.live = summary.live.filter { $0.key != .purged }
         report.oldestLiveAgeSeconds = summary.oldestLiveCreatedAt.map { max(0, now.timeIntervalSince($0)) }
         report.overdue = summary.overdue
         report.dead = summary.dead
-        return report
+        let verifiedHead = verify && verifier.isIntact && verifier.eventCount > 0
+            ? AuditHead(sequence: verifier.expectedSequence - 1, hash: verifier.previous) : resume?.checkpoint.through
+        return (report, tallies, verifiedHead)
     }
 
     /// The archived events of the period (between `since` and `until`, milliseconds) that the segments read do not

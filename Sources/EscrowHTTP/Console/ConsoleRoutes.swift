@@ -14,6 +14,7 @@ import ProfileEscrow
 /// ``OperatorActions`` (as the admin API and the CLI do) and renders a template; actions are audited as
 /// `console:<token name>` with the reason typed. Every form a session posts is answered with POST, redirect, GET
 /// (``ConsoleSessions/hold(_:_:sessionID:now:)``): nothing typed stays in a body a reload or a restored tab posts again.
+/// Sessions and held pages live in the store (``ConsoleSessions``): any node serves any session.
 struct ConsoleRoutes: Sendable {
     let escrow: Escrow
     let tokens: any AccessTokenStore
@@ -39,10 +40,10 @@ struct ConsoleRoutes: Sendable {
         typealias Console = ConsoleRequestContext<Context>
         let console = router.group("/console", context: Console.self).add(middleware: ConsoleSession(routes: self))
         console.get { _, context in try await home(context.signedIn()) }
-        console.get("result/:resultId") { _, context in try heldResult(context) }
+        console.get("result/:resultId") { _, context in try await heldResult(context) }
         console.post("signout") { request, context in
             _ = try await form(request, context)
-            sessions.end(id: context.sessionID)
+            try await sessions.end(id: context.sessionID)
             return ConsolePages.redirect(
                 "/console/signin",
                 headers: [.setCookie: Self.cookie(Self.sessionCookie, "", maxAge: 0)]
@@ -77,7 +78,7 @@ struct ConsoleRoutes: Sendable {
             }
         console.group().add(middleware: ConsoleRole(.audit))
             .get("purge-report") { _, _ in
-                ConsolePages.response(.ok, html: try await actions.purgeReport(verify: true).html(for: .console))
+                ConsolePages.response(.ok, html: try await actions.purgeReportFromCheckpoint().html(for: .console))
             }
     }
 
@@ -92,15 +93,16 @@ struct ConsoleRoutes: Sendable {
     }
 
     /// The signed-in viewer, with the session's cookie value; nil when there is no live session or its token was
-    /// revoked (the session then ends).
+    /// revoked (the session then ends). The token is read again at every request, on whichever node: a revocation
+    /// ends its sessions everywhere at their next request.
     func viewer(_ request: Request) async throws -> (ConsolePages.Viewer, String)? {
         guard let id = request.cookieValue(Self.sessionCookie),
-            let session = sessions.session(id: id, now: Date())
+            let session = try await sessions.session(id: id, now: Date())
         else { return nil }
         guard let record = try await tokens.token(hash: session.tokenHash),
             Hashing.constantTimeEqual(record.hash, session.tokenHash), !record.isRevoked
         else {
-            sessions.end(id: id)
+            try await sessions.end(id: id)
             return nil
         }
         return (ConsolePages.Viewer(name: record.name, scopes: record.scopes, csrf: session.csrf), id)
@@ -131,18 +133,20 @@ struct ConsoleRoutes: Sendable {
             return ConsolePages.errorPage(.internalServerError, "The page could not be made; try again.", viewer: nil)
         }
         let html = collector.body.withLockedValue { String(buffer: $0) }
-        guard let resultID = sessions.hold(response.status, html, sessionID: sessionID, now: Date()) else {
-            return ConsolePages.redirect("/console/signin")
+        do {
+            let resultID = try await sessions.hold(response.status, html, sessionID: sessionID, now: Date())
+            return ConsolePages.redirect("/console/result/\(resultID)")
+        } catch {
+            return Self.failure(error, viewer: nil)
         }
-        return ConsolePages.redirect("/console/result/\(resultID)")
     }
 
     /// `GET /console/result/<id>`: the held answer to this session's form, once. A reload, another session or a
     /// result past its minute finds nothing held: `410`, with a link back (the form is never posted again by itself).
-    func heldResult(_ context: ConsoleRequestContext<some RequestContext>) throws -> Response {
+    func heldResult(_ context: ConsoleRequestContext<some RequestContext>) async throws -> Response {
         let viewer = try context.signedIn()
         guard let resultID = context.parameters.get("resultId"),
-            let held = sessions.take(resultID, sessionID: context.sessionID, now: Date())
+            let held = try await sessions.take(resultID, sessionID: context.sessionID, now: Date())
         else {
             return ConsolePages.errorPage(
                 .gone,
@@ -251,7 +255,7 @@ struct ConsoleRoutes: Sendable {
                 status: .forbidden
             )
         }
-        let session = sessions.create(tokenHash: hash, now: Date())
+        let session = try await sessions.create(tokenHash: hash, now: Date())
         context.logger.info("console sign-in", metadata: ["token": "\(record.name)"])
         var headers = HTTPFields()
         headers.append(

@@ -2,122 +2,113 @@ import EscrowCore
 import EscrowCrypto
 import Foundation
 import HTTPTypes
-import NIOConcurrencyHelpers
 
-/// The console's server-side sessions, in this process's memory: a random id in a `__Host-` cookie, kept here only as
-/// its hash, with the token's hash (each request checks the token again, so a revoked token ends its sessions), a
-/// CSRF token, an absolute and an idle expiry. A restart signs everyone out; sessions are not shared between nodes.
+/// The console's server-side sessions, kept in the store (``ConsoleSessionStore``) so that every node serves every
+/// session and a restart signs nobody out. The cookie holds a random id; the store holds its hash and the hash of the
+/// token that signed in, never a usable secret. The CSRF token is derived from the cookie's value (an HMAC under it),
+/// so it is stored nowhere and only whoever holds the cookie can compute it.
 ///
-/// A form's answer is held here too (POST, redirect, GET): the POST answers `303` to `/console/result/<id>`, whose GET
-/// shows the page once. So the browser's history and session-restore files keep a URL with a random id, never a body
-/// holding what was typed (a user identifier, a reason) that a reload or a restored tab would post again.
-final class ConsoleSessions: Sendable {
+/// A form's answer is held in the store too (POST, redirect, GET): the POST answers `303` to `/console/result/<id>`,
+/// whose GET, on whichever node, shows the page once. So the browser's history and session-restore files keep a URL
+/// with a random id, never a body holding what was typed (a user identifier, a reason) that a reload or a restored
+/// tab would post again. The held page is sealed under a key derived from the cookie's value and the result id: the
+/// store cannot open it.
+struct ConsoleSessions: Sendable {
+    /// A live session of this request's cookie.
     struct Session: Sendable {
+        /// The cookie's value.
+        var id: String
         var tokenHash: [UInt8]
         var csrf: String
-        var createdAt: Date
-        var lastSeen: Date
-        /// Pages held for their one GET, by result id.
-        var held: [String: HeldPage] = [:]
     }
 
-    /// A form's answer, waiting for the GET its redirect makes.
+    /// A form's answer, given back to the GET its redirect makes.
     struct HeldPage: Sendable {
         var status: HTTPResponse.Status
         var html: String
-        var expiresAt: Date
     }
 
-    /// How long a held page waits for its GET (a redirect is followed at once), and how many a session holds.
+    /// How long a held page waits for its GET (a redirect is followed at once).
     static let heldLifetime: TimeInterval = 60
-    static let heldPerSession = 4
+    /// A session's last request is recorded at most this often: the idle end is this much late at most, and a page
+    /// load is a read, not a write.
+    static let touchInterval: TimeInterval = 60
 
+    let store: any ConsoleSessionStore
     /// The most a session lives, and the most it may sit unused.
-    let lifetime: TimeInterval
-    let idle: TimeInterval
-    /// Past this many, the oldest sessions are dropped (a flood of sign-ins cannot fill memory).
-    let capacity: Int
-    private let sessions = NIOLockedValueBox<[[UInt8]: Session]>([:])
-
-    init(lifetime: TimeInterval = 8 * 3600, idle: TimeInterval = 30 * 60, capacity: Int = 10_000) {
-        self.lifetime = lifetime
-        self.idle = idle
-        self.capacity = capacity
-    }
+    var lifetime = ConsoleSessionLimits.lifetime
+    var idle = ConsoleSessionLimits.idle
 
     /// A new session for the token whose hash is `tokenHash`: its cookie value and CSRF token.
-    func create(tokenHash: [UInt8], now: Date) -> (id: String, csrf: String) {
+    func create(tokenHash: [UInt8], now: Date) async throws -> Session {
         let id = Base64URL.encode(Hashing.randomBytes(count: 32))
-        let csrf = Base64URL.encode(Hashing.randomBytes(count: 32))
-        let session = Session(tokenHash: tokenHash, csrf: csrf, createdAt: now, lastSeen: now)
-        sessions.withLockedValue { sessions in
-            sessions = sessions.filter { isLive($0.value, now: now) }
-            if sessions.count >= capacity,
-                let oldest = sessions.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key
-            {
-                sessions[oldest] = nil
-            }
-            sessions[Hashing.blake2b256(Array(id.utf8))] = session
-        }
-        return (id, csrf)
+        try await store.createConsoleSession(
+            ConsoleSessionRecord(
+                idHash: Self.hash(id),
+                tokenHash: tokenHash,
+                createdAt: now,
+                lastSeenAt: now,
+                expiresAt: now.addingTimeInterval(lifetime)
+            )
+        )
+        return Session(id: id, tokenHash: tokenHash, csrf: Self.csrf(id))
     }
 
-    /// The live session of cookie value `id`, touched; nil when unknown or expired (then forgotten).
-    func session(id: String, now: Date) -> Session? {
+    /// The live session of cookie value `id`, its last request recorded when the one recorded is a minute old; nil
+    /// when unknown or ended.
+    func session(id: String, now: Date) async throws -> Session? {
         guard id.utf8.count <= 64 else { return nil }
-        let key = Hashing.blake2b256(Array(id.utf8))
-        return sessions.withLockedValue { sessions in
-            guard var session = sessions[key] else { return nil }
-            guard isLive(session, now: now) else {
-                sessions[key] = nil
-                return nil
-            }
-            session.lastSeen = now
-            sessions[key] = session
-            return session
+        let idHash = Self.hash(id)
+        guard let record = try await store.consoleSession(idHash: idHash, now: now, idle: idle) else { return nil }
+        if now.timeIntervalSince(record.lastSeenAt) >= Self.touchInterval {
+            try await store.touchConsoleSession(idHash: idHash, at: now)
         }
+        return Session(id: id, tokenHash: record.tokenHash, csrf: Self.csrf(id))
     }
 
-    /// Holds `html` for one GET in the session of cookie value `id`; the result id to redirect to, or nil when the
-    /// session is gone. The oldest held page makes room past ``heldPerSession``.
-    func hold(_ status: HTTPResponse.Status, _ html: String, sessionID id: String, now: Date) -> String? {
-        let key = Hashing.blake2b256(Array(id.utf8))
+    /// Holds `html` for one GET by the session of cookie value `id`; the result id to redirect to.
+    func hold(_ status: HTTPResponse.Status, _ html: String, sessionID id: String, now: Date) async throws -> String {
         let resultID = Base64URL.encode(Hashing.randomBytes(count: 16))
-        let page = HeldPage(status: status, html: html, expiresAt: now.addingTimeInterval(Self.heldLifetime))
-        return sessions.withLockedValue { sessions -> String? in
-            guard var session = sessions[key], isLive(session, now: now) else { return nil }
-            session.held = session.held.filter { $0.value.expiresAt > now }
-            while session.held.count >= Self.heldPerSession,
-                let oldest = session.held.min(by: { $0.value.expiresAt < $1.value.expiresAt })?.key
-            {
-                session.held[oldest] = nil
-            }
-            session.held[resultID] = page
-            sessions[key] = session
-            return resultID
-        }
+        try await store.holdConsolePage(
+            HeldConsolePage(
+                status: status.code,
+                sealed: TicketSeal.seal(Array(html.utf8), ticket: Self.heldKey(sessionID: id, resultID: resultID))
+            ),
+            resultHash: Self.hash(resultID),
+            sessionHash: Self.hash(id),
+            expiresAt: now.addingTimeInterval(Self.heldLifetime)
+        )
+        return resultID
     }
 
-    /// The page held under `resultID` in the session of cookie value `id`, removed as it is given (single use); nil
+    /// The page held under `resultID` for the session of cookie value `id`, removed as it is given (single use); nil
     /// when unknown, already shown, expired, or another session's.
-    func take(_ resultID: String, sessionID id: String, now: Date) -> HeldPage? {
-        guard id.utf8.count <= 64, resultID.utf8.count <= 64 else { return nil }
-        let key = Hashing.blake2b256(Array(id.utf8))
-        return sessions.withLockedValue { sessions -> HeldPage? in
-            guard var session = sessions[key], let page = session.held.removeValue(forKey: resultID) else {
-                return nil
-            }
-            sessions[key] = session
-            return page.expiresAt > now ? page : nil
-        }
+    func take(_ resultID: String, sessionID id: String, now: Date) async throws -> HeldPage? {
+        guard id.utf8.count <= 64, resultID.utf8.count <= 64,
+            let held = try await store.takeConsolePage(
+                resultHash: Self.hash(resultID),
+                sessionHash: Self.hash(id),
+                now: now
+            ),
+            let html = TicketSeal.open(held.sealed, ticket: Self.heldKey(sessionID: id, resultID: resultID))
+        else { return nil }
+        return HeldPage(status: HTTPResponse.Status(code: held.status), html: String(decoding: html, as: UTF8.self))
     }
 
-    func end(id: String) {
-        let key = Hashing.blake2b256(Array(id.utf8))
-        _ = sessions.withLockedValue { $0.removeValue(forKey: key) }
+    func end(id: String) async throws {
+        try await store.endConsoleSession(idHash: Self.hash(id))
     }
 
-    private func isLive(_ session: Session, now: Date) -> Bool {
-        now.timeIntervalSince(session.createdAt) < lifetime && now.timeIntervalSince(session.lastSeen) < idle
+    /// What the store keeps of a cookie's value or a result id.
+    static func hash(_ value: String) -> [UInt8] { Hashing.blake2b256(Array(value.utf8)) }
+
+    /// The session's CSRF token: an HMAC under the cookie's value, so nothing stored gives it.
+    static func csrf(_ id: String) -> String {
+        Base64URL.encode(Hashing.hmacSHA256(key: Array(id.utf8), message: Array("profile-escrow console csrf v1".utf8)))
+    }
+
+    /// The key material a held page is sealed under: an HMAC under the cookie's value, bound to the result id.
+    private static func heldKey(sessionID id: String, resultID: String) -> [UInt8] {
+        Hashing.hmacSHA256(key: Array(id.utf8), message: Array("profile-escrow console held page v1 \(resultID)".utf8))
     }
 }

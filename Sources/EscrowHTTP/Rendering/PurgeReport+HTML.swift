@@ -56,6 +56,14 @@ struct PurgeReportDocument {
         var events: Int
         var headHash: String
         var brokenAt: String
+        /// Where this report took an earlier verification as recorded, and read only the events after it.
+        var recorded: Recorded?
+    }
+
+    /// The earlier report's verification this one went on from: through which event, verified when.
+    struct Recorded {
+        var through: Int64
+        var at: String
     }
 
     var stylesheet: String
@@ -121,7 +129,10 @@ struct PurgeReportDocument {
                 verified: $0.verified,
                 events: $0.events,
                 headHash: $0.headHash ?? "-",
-                brokenAt: $0.firstBrokenSequence.map(String.init) ?? "?"
+                brokenAt: $0.firstBrokenSequence.map(String.init) ?? "?",
+                recorded: $0.recorded.map { recorded in
+                    Recorded(through: recorded.through, at: Timestamp.seconds(recorded.at))
+                }
             )
         }
     }

@@ -216,7 +216,7 @@ public enum EscrowHTTPApplication {
                 escrow: escrow,
                 tokens: tokens,
                 overview: overview,
-                sessions: ConsoleSessions(),
+                sessions: ConsoleSessions(store: escrow.store),
                 anonymous: base.anonymous
             ).register(on: base.router)
         }
