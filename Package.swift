@@ -238,6 +238,8 @@ let package = Package(
                 "EscrowSQLite",
                 "ProfileEscrow",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // The stand-in Apple checks client secrets (ES256) and signs its id_tokens.
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -259,6 +261,8 @@ let package = Package(
             dependencies: [
                 "EscrowTestSupport",
                 "EscrowCustody",
+                // The Apple token exchanger, its client secrets signed in a PKCS#11 token.
+                "EscrowHTTP",
                 "EscrowCrypto",
                 "EscrowCore",
                 "EscrowSQLite",
@@ -342,6 +346,8 @@ let package = Package(
             dependencies: [
                 "EscrowTestSupport",
                 "EscrowHTTP",
+                // Apple's client secrets for the token exchange, signed with a file-kept key.
+                "EscrowCustody",
                 // Built before these tests: they run the real binary beside an in-process server.
                 "profile-escrow",
                 "ProfileEscrow",

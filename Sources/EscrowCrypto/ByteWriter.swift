@@ -34,6 +34,8 @@ enum Magic {
     static let mac: [UInt8] = Array("PEM1".utf8)
     /// Content tag input.
     static let content: [UInt8] = Array("PEC1".utf8)
+    /// Apple tokens sealed to an escrow's own key (the refresh token an exchange gave).
+    static let appleTokens: [UInt8] = Array("PEA1".utf8)
     /// Forwarded notification plaintext (the notification outbox).
     static let notification: [UInt8] = Array("PEN1".utf8)
 }

@@ -193,7 +193,7 @@ extension Keyring {
 
     /// Verifies the MAC, then opens the key box with the master key of the row's version and checks its bindings.
     /// Returns the escrow's secret key.
-    private func openKeyBox(
+    func openKeyBox(
         _ sealed: SealedEscrow,
         _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
     ) throws(CryptoError) -> SecretBytes {

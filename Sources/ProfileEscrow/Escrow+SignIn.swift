@@ -1,5 +1,6 @@
 public import EscrowCore
 import EscrowCrypto
+import Foundation
 import Logging
 
 extension Escrow {
@@ -21,7 +22,12 @@ extension Escrow {
         actor: AuditActor
     ) async throws -> SignInCompletion {
         let record = try profile.map {
-            try sealedRecord($0, verified: true, emailVerified: emailVerified, now: request.now)
+            var record = try sealedRecord($0, verified: true, emailVerified: emailVerified, now: request.now)
+            // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
+            if request.appleExchange != nil {
+                record.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
+            }
+            return record
         }
         let completion = try await signIns.completeSignIn(
             request,

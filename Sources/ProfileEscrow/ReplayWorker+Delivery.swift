@@ -57,7 +57,9 @@ extension ReplayWorker {
         let body: [UInt8]
         do {
             let plaintext = try await escrow.open(record, actor: actor)
-            body = plaintext.backendJSON(escrowId: record.id.hex, attempt: attempt)
+            // The refresh token the sign-in's code was exchanged for, when it was: only ever in this signed body.
+            let appleTokens = try await escrow.appleTokens(for: record, at: clock.now())
+            body = plaintext.backendJSON(escrowId: record.id.hex, attempt: attempt, appleTokens: appleTokens)
         } catch let error as EscrowError where error.code == .ciphertextInvalid {
             // `open` moved it to dead (ciphertext_invalid) and logged it.
             run?.update { $0.dead += 1 }

@@ -2,7 +2,7 @@ import EscrowCrypto
 package import Foundation
 
 /// The statements a store runs for web sign-in attempts, inside an ``EscrowWriteTransaction``.
-package protocol SignInWriteTransaction: EscrowWriteTransaction {
+package protocol SignInWriteTransaction: AppleTokenWriteTransaction {
     func insertSignInAttempt(_ attempt: SignInAttempt) async throws
     /// The attempt with this state hash, locked until the transaction ends where the store locks rows.
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
@@ -47,6 +47,10 @@ extension StoreEngine {
             item.detail = CaptureItem.webSignIn
             outcome = try await capture([item], in: transaction, auditing: &audit).first
             keyVersions.insert(item.record.sealed.keyVersion)
+            // The code Apple gave with the profile, queued for its exchange with the capture it belongs to.
+            if let outcome, let exchange = request.appleExchange?(outcome.record.id) {
+                _ = try await transaction.insertAppleExchange(exchange)
+            }
         }
         let ticket = request.ticket(outcome?.record.id)
         // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.

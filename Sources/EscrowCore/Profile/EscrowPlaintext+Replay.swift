@@ -6,18 +6,40 @@ extension EscrowPlaintext {
     ///
     /// with `"emailForwarding":true|false` after `verified` once an Apple notification has reported it
     /// (absent before, so bodies of escrows without one are unchanged), then `"emailVerified":true|false` when the
-    /// capture recorded whether Apple signed the email (a web or app sign-in; absent otherwise);
+    /// capture recorded whether Apple signed the email (a web or app sign-in; absent otherwise), then
+    /// `"appleTokens":{"refreshToken":…}` or `{"error":…}` when the sign-in's authorization code was exchanged here
+    /// (absent otherwise);
     /// in that order, without whitespace; `fullName`, when present, has all six members (`null` for an
     /// absent component); `capturedAt` is ISO 8601 in UTC with seconds precision. The bytes are signed
     /// (Standard Webhooks) exactly as returned.
-    public func backendJSON(escrowId: String, attempt: Int) -> [UInt8] {
-        CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: escrowId, attempt: attempt))
+    public func backendJSON(escrowId: String, attempt: Int, appleTokens: AppleTokens? = nil) -> [UInt8] {
+        CanonicalJSON.bytes(
+            of: ReplayBody(plaintext: self, escrowId: escrowId, attempt: attempt, appleTokens: appleTokens)
+        )
     }
 
     /// The decrypted profile answered by `POST /v1/escrows/{userIdentifier}/replay`: the members
     /// of ``backendJSON(escrowId:attempt:)`` without `escrowId` and `attempt`, in the same style.
-    public func profileJSON() -> [UInt8] {
-        CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: nil, attempt: nil))
+    public func profileJSON(appleTokens: AppleTokens? = nil) -> [UInt8] {
+        CanonicalJSON.bytes(of: ReplayBody(plaintext: self, escrowId: nil, attempt: nil, appleTokens: appleTokens))
+    }
+}
+
+/// The `appleTokens` member of a replay body: what the exchange of the sign-in's authorization code gave.
+public enum AppleTokens: Sendable, Equatable, Encodable {
+    /// `{"refreshToken":…}`: the credential the backend keeps to revoke the user's authorization at Apple.
+    case refreshToken(String)
+    /// `{"error":…}`: Apple's error code, or `exchange_timed_out`.
+    case error(String)
+
+    private enum Member: String, CodingKey { case refreshToken, error }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Member.self)
+        switch self {
+        case .refreshToken(let token): try container.encode(token, forKey: .refreshToken)
+        case .error(let code): try container.encode(code, forKey: .error)
+        }
     }
 }
 
@@ -26,6 +48,7 @@ private struct ReplayBody: CanonicalJSONDocument {
     let plaintext: EscrowPlaintext
     let escrowId: String?
     let attempt: Int?
+    let appleTokens: AppleTokens?
 
     func write<Sink: CanonicalJSONSink>(to writer: inout CanonicalJSONWriter<Sink>) {
         let profile = plaintext.profile
@@ -64,6 +87,19 @@ private struct ReplayBody: CanonicalJSONDocument {
         if let emailVerified = plaintext.emailVerified {
             writer.key("emailVerified")
             writer.bool(emailVerified)
+        }
+        if let appleTokens {
+            writer.key("appleTokens")
+            writer.beginObject()
+            switch appleTokens {
+            case .refreshToken(let token):
+                writer.key("refreshToken")
+                writer.string(token)
+            case .error(let code):
+                writer.key("error")
+                writer.string(code)
+            }
+            writer.endObject()
         }
         if let attempt {
             writer.key("attempt")

@@ -92,18 +92,23 @@ public struct SignInCompletionRequest: Sendable {
     /// The ticket to issue, given the id of the escrow that holds the profile (nil when none was captured); made in
     /// the transaction, after the capture.
     public var ticket: @Sendable (EscrowID?) -> SignInTicket
+    /// The exchange of the sign-in's authorization code, given the id of the escrow that holds the profile; queued in
+    /// the transaction when a profile was captured (nil: the code is not exchanged here).
+    public var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
 
     public init(
         stateHash: [UInt8],
         bindingHash: [UInt8]?,
         now: Date,
         receivedAt: Date? = nil,
+        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)? = nil,
         ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
     ) {
         self.stateHash = stateHash
         self.bindingHash = bindingHash
         self.now = now
         self.receivedAt = receivedAt ?? now
+        self.appleExchange = appleExchange
         self.ticket = ticket
     }
 }

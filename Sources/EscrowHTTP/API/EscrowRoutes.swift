@@ -98,15 +98,24 @@ struct EscrowRoutes: Sendable {
                 detail: "this node holds a public-only keyring: it captures but cannot open escrows"
             )
         }
-        let plaintext = try await escrow.replay(userIdentifier: userIdentifier, actor: .http(token: caller.name))
-        return JSONResponse.make(.ok, bytes: plaintext.profileJSON())
+        let (plaintext, appleTokens) = try await escrow.replayWithAppleTokens(
+            userIdentifier: userIdentifier,
+            actor: .http(token: caller.name)
+        )
+        return JSONResponse.make(.ok, bytes: plaintext.profileJSON(appleTokens: appleTokens))
     }
 
     func confirm(_ context: some CallerRequestContext) async throws -> Response {
         let caller = try context.requireCaller()
         let userIdentifier = try UserIdentifierParameter.require(context)
-        let purged = try await escrow.confirm(userIdentifier: userIdentifier, actor: .http(token: caller.name))
-        return JSONResponse.make(.ok, ["purged": .bool(purged)])
+        let confirmed = try await escrow.confirmWithAppleTokens(
+            userIdentifier: userIdentifier,
+            actor: .http(token: caller.name)
+        )
+        return try JSONResponse.make(
+            .ok,
+            encoding: ConfirmAnswer(purged: confirmed.purged, appleTokens: confirmed.appleTokens)
+        )
     }
 
     /// A dead escrow back to `pending` (scope `replay`: it schedules a delivery): `requeued` is false when the
@@ -126,4 +135,11 @@ struct EscrowRoutes: Sendable {
         try await escrow.erase(userIdentifier: userIdentifier, reason: .erased, actor: .http(token: caller.name))
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])
     }
+}
+
+/// The answer of a confirmation: `appleTokens` only for an escrow whose sign-in's code was exchanged here (absent
+/// otherwise), read before the purge.
+private struct ConfirmAnswer: Encodable {
+    let purged: Bool
+    let appleTokens: AppleTokens?
 }

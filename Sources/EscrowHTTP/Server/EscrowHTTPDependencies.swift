@@ -16,6 +16,9 @@ public struct EscrowHTTPDependencies: Sendable {
     public var tls: TLSCertificateFiles?
     /// The worker's delivery settings, for `POST /v1/admin/test-delivery`; nil answers it 409 `no_backend`.
     public var backend: ReplayWorker.Configuration?
+    /// Redeems the authorization codes that sign-ins queue (``AppleSignInConfiguration/exchangesCodes``): run it as a
+    /// service.
+    public var appleTokenExchanger: AppleTokenExchanger?
 
     public init(
         apple: AppleVerifier? = nil,

@@ -22,6 +22,9 @@ extension EscrowServer {
         public var apple: AppleKeys?
         /// Verified Apple notifications forwarded to the backend (signed like deliveries), when set; needs ``apple``.
         public var forwarding: NotificationForwarder.Configuration?
+        /// Sign-ins' authorization codes redeemed here at Apple's token endpoint (needs ``apple`` and a store that
+        /// keeps Apple token exchanges); nil hands each code to the app's backend in the ticket's redeem answer.
+        public var appleTokens: AppleTokenExchangeSettings?
         /// Retention, the retry schedule, the confirmation timeout, the clock and the tracer of the escrow the server
         /// builds (its ``EscrowConfiguration/sealingKeys`` are the server's own, see ``sealingKeyCapacity``).
         public var escrow = EscrowConfiguration()

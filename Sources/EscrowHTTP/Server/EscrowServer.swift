@@ -93,6 +93,16 @@ public struct EscrowServer: Sendable {
                     metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
                 )
             }
+            if let tokens = configuration.appleTokens {
+                dependencies.appleTokenExchanger = try exchanger(
+                    tokens,
+                    escrow: escrow,
+                    verifier: dependencies.apple,
+                    teardown: &teardown,
+                    logger: logger
+                )
+                http.signIn?.exchangesCodes = true
+            }
             if let signIn = http.signIn {
                 logger.notice(
                     "web sign-in on: /v1/apple/signin",
@@ -257,7 +267,9 @@ public struct EscrowServer: Sendable {
             ]
         // Last, so it hears SIGTERM first: /readyz answers 503 from then on.
         let drain = DrainService(state: draining, delay: http.drainDelay, clock: escrow.configuration.clock)
-        let forwarder: [any Service] = dependencies.notificationForwarder.map { [$0] } ?? []
+        let forwarder: [any Service] =
+            (dependencies.notificationForwarder.map { [$0] } ?? [])
+            + (dependencies.appleTokenExchanger.map { [$0] } ?? [])
         let tlsReloader: [any Service] = dependencies.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
         return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }

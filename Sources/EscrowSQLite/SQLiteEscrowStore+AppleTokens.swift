@@ -1,0 +1,48 @@
+public import EscrowCore
+public import EscrowCrypto
+public import Foundation
+import GRDB
+
+/// Apple token exchanges beside the escrows, through the store engine
+/// (``StoreEngine/claimAppleExchanges(at:limit:lease:in:)``); queued by a sign-in's capture in its own transaction.
+extension SQLiteEscrowStore: AppleTokenStore {
+    /// Not waiting for the disk: a claim lost in a power cut only makes its exchanges due again at once.
+    public func claimAppleExchanges(at now: Date, limit: Int, lease: Double) async throws -> [AppleTokenExchange] {
+        try await write(durable: false) {
+            try await StoreEngine.claimAppleExchanges(at: now, limit: limit, lease: lease, in: $0)
+        }
+    }
+
+    public func rescheduleAppleExchange(codeHash: [UInt8], attempts: Int, at next: Date) async throws -> Bool {
+        try await write(durable: false) {
+            try $0.setAppleExchange(codeHash: codeHash, expected: attempts, attempts: attempts, next: next)
+        }
+    }
+
+    public func endAppleExchange(
+        codeHash: [UInt8],
+        attempts: Int,
+        outcome: AppleTokenExchange.Outcome,
+        at now: Date
+    ) async throws -> Bool {
+        try await write { try $0.endAppleExchange(codeHash: codeHash, expected: attempts, outcome: outcome, at: now) }
+    }
+
+    public func appleExchanges(escrowID: EscrowID) async throws -> [AppleTokenExchange] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT \(SQLiteWriteTransaction.appleExchangeColumns) FROM apple_token_exchange "
+                        + "WHERE escrow_id = ? ORDER BY created_at, code_hash"
+                ),
+                arguments: [Data(escrowID.bytes)]
+            ).compactMap(SQLiteWriteTransaction.appleExchange)
+        }
+    }
+
+    public func runningAppleExchangeCount() async throws -> Int {
+        try await read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM apple_token_exchange WHERE ended_at IS NULL") ?? 0
+        }
+    }
+}

@@ -1,0 +1,214 @@
+import AsyncHTTPClient
+import Crypto
+import EscrowCore
+import EscrowCrypto
+import EscrowCustody
+import EscrowSQLite
+import EscrowTestSupport
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import ProfileEscrow
+import ServiceLifecycle
+import Testing
+
+@testable import EscrowHTTP
+
+/// The authorization code redeemed at the source: a web sign-in over a real socket queues its code with the capture,
+/// the exchanger redeems it at a stand-in Apple on loopback that verifies every client secret, and a real worker
+/// delivers the refresh token, signed, to a real backend: never in the redeem answer, a log or the store's files.
+@Suite("Apple token exchange")
+struct AppleTokenExchangeTests {
+    static let teamID = "FAKETEAM01"
+    static let keyID = "FAKEKEY001"
+
+    /// A sign-in flow whose codes are exchanged here, a stand-in Apple, and the exchanger between them (its client
+    /// secrets signed with a file-kept key).
+    struct Exchange {
+        let flow: SignInFlow
+        let apple: StandInApple
+        let exchanger: AppleTokenExchanger
+        let client: HTTPClient
+        let secrets: AppleClientSecrets
+
+        init() async throws {
+            var flow = try await SignInFlow()
+            flow.harness.configuration.signIn?.exchangesCodes = true
+            let key = P256.Signing.PrivateKey()
+            let path = flow.harness.fixture.directory.path + "/AuthKey_\(AppleTokenExchangeTests.keyID).p8"
+            try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            apple = StandInApple(
+                teamID: AppleTokenExchangeTests.teamID,
+                keyID: AppleTokenExchangeTests.keyID,
+                publicKey: key.publicKey
+            )
+            try await apple.start()
+            let secrets = AppleClientSecrets(
+                teamID: AppleTokenExchangeTests.teamID,
+                keyID: AppleTokenExchangeTests.keyID,
+                signer: try AppleKeyFileSigner(path: path)
+            )
+            self.secrets = secrets
+            client = AppleKeyFetcher.makeClient(logger: flow.harness.logger)
+            var configuration = AppleTokenExchanger.Configuration(tokenURL: apple.tokenURL)
+            configuration.maximumBackoff = 1
+            exchanger = AppleTokenExchanger(
+                configuration,
+                store: flow.harness.fixture.store,
+                escrow: flow.harness.escrow,
+                verifier: try await AppleVerifier(jwksJSON: apple.jwks, audiences: [SignInFlow.clientID]),
+                clientSecret: { try await secrets.secret(for: $0).jwt },
+                client: client,
+                logger: flow.harness.logger
+            )
+            self.flow = flow
+        }
+
+        func stop() async throws {
+            try await client.shutdown()
+            await apple.stop()
+        }
+
+        /// A web sign-in of user 1 whose form carries a code the stand-in issued; the redeem answer's JSON.
+        func signIn(_ client: some TestClientProtocol) async throws -> (code: String, redeemed: [String: Any]) {
+            let start = try await flow.start(client)
+            var form = try await flow.form(start, user: SignInFlow.userJSON(1))
+            let code = apple.issueCode(
+                user: SignInFlow.userIdentifier(1),
+                clientID: SignInFlow.clientID,
+                redirectURI: SignInFlow.callbackURL
+            )
+            form["code"] = code
+            let callback = try await flow.callback(client, form, cookie: start.cookie)
+            let ticket = try #require(SignInFlow.query(callback.headers[.location] ?? "")["ticket"])
+            let redeemed = try await flow.redeem(client, ticket)
+            #expect(redeemed.status == .ok)
+            return (code, redeemed.json)
+        }
+
+        /// The escrow's delivery by a real worker to a real backend: the body it signed.
+        func deliver() async throws -> (body: [String: Any], bytes: [UInt8]) {
+            let secret = WebhookSecret.generateText()
+            let backend = try await FakeBackend.start(secret: secret)
+            defer { Task { await backend.stop() } }
+            let configuration = try ReplayWorker.Configuration(backendURL: backend.url, webhookSecret: secret)
+            let worker = try ReplayWorker(
+                escrow: flow.harness.escrow,
+                configuration: configuration,
+                logger: flow.harness.logger
+            )
+            _ = try await worker.runOnce()
+            let request = try #require(backend.requests.first)
+            #expect(request.signatureValid, "the delivery is signed")
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+            return (body, request.body)
+        }
+
+        var running: Int { get async throws { try await flow.harness.fixture.store.runningAppleExchangeCount() } }
+    }
+
+    @Test("one exchange per code with a valid secret; the refresh token only in the signed delivery")
+    func exchangedOnceAndDeliveredSigned() async throws {
+        let exchange = try await Exchange()
+        try await exchange.flow.harness.app().test(.live) { client async throws in
+            let (code, redeemed) = try await exchange.signIn(client)
+            #expect(redeemed["authorizationCode"] is NSNull, "the code is not handed out")
+            #expect(redeemed["appleTokens"] as? String == "in-escrow")
+            #expect(try await exchange.running == 1, "queued with the capture")
+            // Held: the worker delivers nothing while the exchange runs.
+            let status = try #require(
+                try await exchange.flow.harness.escrow.status(userIdentifier: SignInFlow.userIdentifier(1))
+            )
+            #expect(
+                (status.nextAttemptAt ?? .distantPast) > Date().addingTimeInterval(200),
+                "the first delivery held for the exchange"
+            )
+
+            #expect(await exchange.exchanger.runOnce() == 1)
+            #expect(await exchange.exchanger.runOnce() == 0, "exchanged once")
+            let requests = exchange.apple.requests
+            #expect(requests.count == 1, "one request to Apple")
+            #expect(
+                requests.first?.secretValid == true,
+                "with a client secret Apple accepts: \(requests.first?.secretProblem ?? "")"
+            )
+            #expect(requests.first?.form["redirect_uri"] == SignInFlow.callbackURL)
+            #expect(requests.first?.form["grant_type"] == "authorization_code")
+            #expect(try await exchange.running == 0)
+
+            let refreshToken = try #require(exchange.apple.refreshTokens.first)
+            let delivered = try await exchange.deliver()
+            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            #expect(tokens["refreshToken"] as? String == refreshToken, "the refresh token in the signed body")
+            #expect(delivered.body["userIdentifier"] as? String == SignInFlow.userIdentifier(1))
+
+            // Nowhere else: not in the logs, not in the store's files (sealed there), nor the code or the secret.
+            let secret = try await exchange.secrets.secret(for: SignInFlow.clientID).jwt
+            let logged = exchange.flow.harness.loggedText()
+            for value in [code, refreshToken, secret] {
+                #expect(!logged.contains(value), "nothing secret logged")
+                for file in exchange.flow.harness.fixture.storeFiles() {
+                    #expect(!file.bytes.contains(bytes: Array(value.utf8)), "nothing secret in clear in \(file.name)")
+                }
+            }
+        }
+        try await exchange.stop()
+    }
+
+    @Test("Apple down, then back within the code's life: retried until exchanged")
+    func outageThenRecovery() async throws {
+        let exchange = try await Exchange()
+        try await exchange.flow.harness.app().test(.live) { client async throws in
+            _ = try await exchange.signIn(client)
+            exchange.apple.script("/auth/token", [.status(503), .status(500)])
+            let clock = exchange.flow.harness.fixture.clock
+            #expect(await exchange.exchanger.runOnce() == 1)
+            #expect(try await exchange.running == 1, "still running after a 503")
+            clock.advance(by: 2)
+            #expect(await exchange.exchanger.runOnce() == 1)
+            clock.advance(by: 2)
+            #expect(await exchange.exchanger.runOnce() == 1)
+            #expect(try await exchange.running == 0, "exchanged on the third attempt")
+            #expect(exchange.apple.requests.map(\.status) == [503, 500, 200])
+            let delivered = try await exchange.deliver()
+            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            #expect(tokens["refreshToken"] as? String == exchange.apple.refreshTokens.first)
+        }
+        try await exchange.stop()
+    }
+
+    @Test("Apple's refusal is recorded as its code and delivered as such")
+    func invalidGrantRecorded() async throws {
+        let exchange = try await Exchange()
+        try await exchange.flow.harness.app().test(.live) { client async throws in
+            _ = try await exchange.signIn(client)
+            exchange.apple.script("/auth/token", [.error("invalid_grant")])
+            #expect(await exchange.exchanger.runOnce() == 1)
+            #expect(try await exchange.running == 0, "a refusal ends the exchange")
+            let delivered = try await exchange.deliver()
+            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            #expect(tokens["error"] as? String == "invalid_grant")
+            #expect(tokens["refreshToken"] == nil)
+        }
+        try await exchange.stop()
+    }
+
+    @Test("Apple never answering within the five minutes: the delivery goes out, saying so")
+    func timedOut() async throws {
+        let exchange = try await Exchange()
+        try await exchange.flow.harness.app().test(.live) { client async throws in
+            _ = try await exchange.signIn(client)
+            exchange.apple.script("/auth/token", [.status(503)])
+            #expect(await exchange.exchanger.runOnce() == 1)
+            exchange.flow.harness.fixture.clock.advance(by: 301)
+            #expect(await exchange.exchanger.runOnce() == 1)
+            #expect(try await exchange.running == 0)
+            let delivered = try await exchange.deliver()
+            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            #expect(tokens["error"] as? String == AppleTokenExchange.timedOut)
+        }
+        try await exchange.stop()
+    }
+}
