@@ -230,6 +230,19 @@ struct NativeSignInTests {
         }
     }
 
+    @Test("the 503 page's form-action allows each return: a page by its origin, an app's return by its scheme")
+    func formAction() {
+        let configuration = AppleSignInConfiguration(
+            clientID: SignInFlow.clientID,
+            callbackURL: SignInFlow.callbackURL,
+            returns: [
+                "app": SignInFlow.returnURL, "android": NativeFlow.androidReturn,
+                "ios": "invalid.example.app:/signed-in",
+            ]
+        )
+        #expect(configuration.returnOrigins == ["https://app.example.invalid", "intent:", "invalid.example.app:"])
+    }
+
     @Test(
         "with the store down nothing is acknowledged (503); the app sends the same credential again and gets a ticket"
     )
