@@ -1,11 +1,13 @@
-"""Serve's CPU per web sign-in callback beside its CPU per `POST /v1/escrows`, whole processes, one run.
+"""Serve's CPU per web sign-in callback and per app's native capture beside its CPU per `POST /v1/escrows`, whole
+processes, one run.
 
 Two `serve --no-worker` processes on loopback, each with its own store:
   A. plain capture (no Apple configuration): N `POST /v1/escrows`;
   B. web sign-in and verified capture (a test RSA key's JWKS file, as a stand-in for Apple's):
      N verified `POST /v1/escrows` (an RS256 identity token each), N starts (`GET /v1/apple/signin`),
-     N callbacks (Apple's form_post: state, code, an RS256 id_token over the attempt's nonce, the `user` JSON), and
-     N ticket redeems; then N small malformed callbacks (an empty state: refused before any store read) and N hostile
+     N callbacks (Apple's form_post: state, code, an RS256 id_token over the attempt's nonce, the `user` JSON),
+     N ticket redeems, N app-started attempts (`POST /v1/apple/attempts`) and N native captures
+     (`POST /v1/apple/native/capture`: an RS256 identity token over the attempt's nonce hash, a name, a code); then N small malformed callbacks (an empty state: refused before any store read) and N hostile
      ones (4,000 distinct fields in 14,667 bytes, refused by the field cap), both answered 400, to show that a
      callback's cost does not grow with what an attacker packs into it.
 The phases run in ROUNDS rounds (default 3), each of every phase in turn, so that a load that comes and goes on the
@@ -78,6 +80,13 @@ def jwks() -> dict:
 def sign(claims: dict) -> str:
     signing_input = b64url(json.dumps({"alg": "RS256", "kid": KID}).encode()) + "." + b64url(json.dumps(claims).encode())
     return signing_input + "." + b64url(KEY.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()))
+
+
+def code_hash(code: str) -> str:
+    """OpenID Connect's `c_hash` of an authorization code (the left half of its SHA-256)."""
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(code.encode())
+    return b64url(digest.finalize()[:16])
 
 
 def claims(sub: str, audience: str, email: str, nonce: str | None = None) -> dict:
@@ -173,7 +182,8 @@ def main():
     (root / "a").mkdir()
     (root / "b").mkdir()
     (root / "b" / "jwks.json").write_text(json.dumps(jwks()))
-    phases = ["capture", "verified capture", "start", "callback", "redeem", "small refused", "4,000 fields"]
+    phases = ["capture", "verified capture", "start", "callback", "redeem", "app attempt", "native capture",
+              "small refused", "4,000 fields"]
     results = {name: [] for name in phases}
 
     a = Serve(root / "a")
@@ -227,6 +237,20 @@ def main():
                 tickets.append(query["ticket"])
             results["redeem"].append(run(b, [("POST", "/v1/apple/signin/tickets/redeem", json_headers,
                                               json.dumps({"ticket": t})) for t in tickets], {200})[0])
+            # An app's sign-in: the attempt, then the credential as ASAuthorizationAppleIDCredential gives it.
+            app_headers = {"Content-Type": "application/json"}
+            seconds, answers = run(b, [("POST", "/v1/apple/attempts", app_headers, "{}")] * N, {201}, "attempt")
+            results["app attempt"].append(seconds)
+            credentials = []
+            for i, (_, _, data) in enumerate(answers):
+                attempt = json.loads(data)
+                sub, email, _ = profile(i, f"native{r}x")
+                code = "c" + secrets.token_hex(16)
+                token_claims = {**claims(sub, BUNDLE_ID, email, attempt["nonceSHA256"]), "c_hash": code_hash(code)}
+                body = {"attempt": attempt["attempt"], "identityToken": sign(token_claims), "authorizationCode": code,
+                        "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"}, "email": email}
+                credentials.append(("POST", "/v1/apple/native/capture", app_headers, json.dumps(body)))
+            results["native capture"].append(run(b, credentials, {201}, "native")[0])
             form_headers = {"Content-Type": "application/x-www-form-urlencoded"}
             small = "state=&code=c0"
             hostile = "&".join(base36(i) for i in range(4000))  # 4,000 distinct names, no value: 14,667 bytes
@@ -247,6 +271,10 @@ def main():
     print(f"callback / capture:          {total['callback'] / total['capture']:.2f}  (goal <= 1.3; rounds "
           f"{rounds[0]:.2f}–{rounds[-1]:.2f})")
     print(f"callback / verified capture: {total['callback'] / total['verified capture']:.2f}")
+    natives = sorted(n / p for n, p in zip(results["native capture"], results["capture"]))
+    print(f"native capture / capture:    {total['native capture'] / total['capture']:.2f}  (goal <= 1.3; rounds "
+          f"{natives[0]:.2f}–{natives[-1]:.2f})")
+    print(f"native / verified capture:   {total['native capture'] / total['verified capture']:.2f}")
     print(f"start / capture:             {total['start'] / total['capture']:.2f}")
     print(f"redeem / capture:            {total['redeem'] / total['capture']:.2f}")
     print(f"4,000-field callback / small refused one: {total['4,000 fields'] / total['small refused']:.2f}")
