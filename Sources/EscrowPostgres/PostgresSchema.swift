@@ -247,7 +247,7 @@ enum PostgresSchema {
         ),
         Migration(
             version: 10,
-            name: "delivery rate",
+            name: "delivery rate, Apple notification events",
             statements: [
                 // The cluster's delivery rate (`--delivery-rate`): one row every worker advances with a compare-and-set.
                 // `next_slot_us` is the next free delivery slot in microseconds since 1970; `per_second` the rate
@@ -260,6 +260,16 @@ enum PostgresSchema {
                 )
                 """,
                 "INSERT INTO delivery_rate (id, next_slot_us) VALUES (1, 0)",
+                // The Apple notifications received, by type and outcome only (never a subject), for the operator. No
+                // serial key: the service role writes no sequence.
+                """
+                CREATE TABLE apple_notification_event (
+                    received_at bigint NOT NULL,
+                    event_type text NOT NULL,
+                    outcome text NOT NULL
+                )
+                """,
+                "CREATE INDEX apple_notification_event_received ON apple_notification_event (received_at)",
             ]
         ),
         Migration(

@@ -213,6 +213,7 @@ enum SQLiteSchema {
         }
         // v12: the cluster's delivery rate (`--delivery-rate`): one row every worker advances with a compare-and-set.
         // `next_slot_us` is the next free delivery slot in microseconds since 1970; `per_second` the rate last used.
+        // And the Apple notifications received, by type and outcome only (never a subject), for the operator.
         migrator.registerMigration("v12") { db in
             try db.execute(
                 sql: """
@@ -222,6 +223,12 @@ enum SQLiteSchema {
                         next_slot_us INTEGER NOT NULL
                     ) STRICT;
                     INSERT INTO delivery_rate (id, next_slot_us) VALUES (1, 0);
+                    CREATE TABLE apple_notification_event (
+                        received_at INTEGER NOT NULL,
+                        event_type TEXT NOT NULL,
+                        outcome TEXT NOT NULL
+                    ) STRICT;
+                    CREATE INDEX apple_notification_event_received ON apple_notification_event(received_at);
                     """
             )
         }

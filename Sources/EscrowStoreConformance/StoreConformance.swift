@@ -120,7 +120,7 @@ public enum StoreConformance {
     /// The checks of ``EscrowStore``, every part of it: captures, commits and claims, malformed rows, key retirement,
     /// the audit chain with its per-escrow history and archive cuts, and the operator's reads.
     public static let escrowChecks: [Check] = coreChecks + archiveChecks + adminChecks + deliveryControlChecks
-        + consoleSessionChecks + operatorHistoryChecks
+        + deliveryRateChecks + consoleSessionChecks + operatorHistoryChecks
 
     /// The checks of ``NotificationLog`` and ``NotificationOutbox``.
     public static let notificationChecks: [Check] =

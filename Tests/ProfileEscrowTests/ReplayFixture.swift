@@ -260,6 +260,19 @@ final class ObservedStore: EscrowStore {
     func escrowCount(expiringBefore date: Date) async throws -> Int {
         try await inner.escrowCount(expiringBefore: date)
     }
+    func deliveryRate() async throws -> DeliveryRate { try await inner.deliveryRate() }
+    func recordNotificationEvent(_ event: NotificationEvent) async throws {
+        try await inner.recordNotificationEvent(event)
+    }
+    func notificationEvents(limit: Int) async throws -> [NotificationEvent] {
+        try await inner.notificationEvents(limit: limit)
+    }
+    func notificationEventCounts(since: Date) async throws -> [NotificationEventCount] {
+        try await inner.notificationEventCounts(since: since)
+    }
+    func advanceDeliverySlot(from expected: Int64, to nextSlot: Int64, perSecond: Double?) async throws -> Bool {
+        try await inner.advanceDeliverySlot(from: expected, to: nextSlot, perSecond: perSecond)
+    }
     func commit(_ action: MalformedRowAction, on row: MalformedEscrowRow) async throws -> Bool {
         try await inner.commit(action, on: row)
     }

@@ -7,9 +7,11 @@
 /// - ``AuditTrailStore``: the audit hash chain, its reads and its archive cuts;
 /// - ``OperatorReadStore``: the operator's counts and pages;
 /// - ``DeliveryControlStore``: the cluster's switch that pauses and resumes deliveries;
+/// - ``DeliveryRateStore``: the cluster's delivery rate, a schedule of slots shared by every worker;
 /// - ``ConsoleSessionStore``: the console's sessions, shared by every node;
 /// - ``BacklogHistoryStore``: the overview's backlog history, sampled by any node;
-/// - ``PurgeReportCheckpointStore``: how far the purge report has verified the audit chain.
+/// - ``PurgeReportCheckpointStore``: how far the purge report has verified the audit chain;
+/// - ``NotificationEventLog``: the Apple notifications received, by type and outcome, for the operator.
 ///
 /// None has a default that stands in for a store's own work: a store implements every requirement (the few shared
 /// helpers, such as ``AuditTrailStore/auditCheckpoint()``, are derived from requirements and correct for any store).
@@ -23,5 +25,6 @@
 /// them from the store's own test target.
 public protocol EscrowStore:
     EscrowRecordStore, MalformedRowStore, KeyVersionStore, AuditTrailStore, OperatorReadStore, DeliveryControlStore,
-    ConsoleSessionStore, BacklogHistoryStore, PurgeReportCheckpointStore
+    DeliveryRateStore, ConsoleSessionStore, BacklogHistoryStore, PurgeReportCheckpointStore,
+    NotificationEventLog
 {}
