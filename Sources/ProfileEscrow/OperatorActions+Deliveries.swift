@@ -12,7 +12,8 @@ extension OperatorActions {
         public var control: DeliveryControl
         /// Escrows held now that expire within ``OperatorActions/expiringWindow``.
         public var expiringWhilePaused: Int
-        /// The cluster's delivery rate limit per second; nil when there is none.
+        /// The cluster's delivery rate limit per second, as the workers last recorded it (`--delivery-rate`); nil when
+        /// there is none.
         public var ratePerSecond: Double?
     }
 
@@ -22,7 +23,8 @@ extension OperatorActions {
         public var deliveries: DeliveriesView
     }
 
-    /// The delivery switch, read now from the store (two cheap reads: its row and a range of the expiry index).
+    /// The delivery switch, read now from the store (three cheap reads: its row, the rate's and a range of the expiry
+    /// index).
     public func deliveries() async throws -> DeliveriesView {
         let now = escrow.configuration.clock.now()
         return DeliveriesView(
@@ -30,7 +32,7 @@ extension OperatorActions {
             expiringWhilePaused: try await escrow.store.escrowCount(
                 expiringBefore: now.addingTimeInterval(Self.expiringWindow)
             ),
-            ratePerSecond: nil
+            ratePerSecond: try await escrow.store.deliveryRate().perSecond
         )
     }
 

@@ -34,6 +34,11 @@ extension ReplayWorker {
         public var pollInterval: Double = 1
         /// How often the worker purges escrows past their retention (`expired`), backend up or not.
         public var sweepInterval: Double = 60
+        /// Deliveries a second for the whole cluster: every worker sharing the store takes its slots from one schedule
+        /// (``DeliveryRateStore``), so a backlog reaches a backend at this pace however many nodes deliver. Nil: no
+        /// limit but ``concurrency``. Backoff and `Retry-After` still decide when each escrow is due. Give every node
+        /// the same rate.
+        public var deliveryRate: Double?
         /// The worker's name in leases and in the audit trail (`worker:<id>`).
         public var workerID: String = ReplayWorker.defaultWorkerID()
         /// TLS toward the backend: a CA of its own to trust instead of the system's, a client certificate (mutual
@@ -92,6 +97,14 @@ extension ReplayWorker {
                     throw EscrowError(.invalidConfiguration, "the \(name) must be a positive duration")
                 }
             }
+            if let deliveryRate {
+                guard deliveryRate.isFinite, (0.001...Self.maximumDeliveryRate).contains(deliveryRate) else {
+                    throw EscrowError(
+                        .invalidConfiguration,
+                        "the delivery rate must be between 0.001 and \(Int(Self.maximumDeliveryRate)) a second"
+                    )
+                }
+            }
             guard leaseDuration >= deliveryTimeout + leaseMargin else {
                 throw EscrowError(
                     .invalidConfiguration,
@@ -124,6 +137,9 @@ extension ReplayWorker {
             if octets.count == 4, octets[0] == "127", octets.allSatisfy({ UInt8($0) != nil }) { return nil }
             return host
         }
+
+        /// The highest ``deliveryRate``: slots are kept to the microsecond.
+        public static let maximumDeliveryRate: Double = 100_000
 
         /// `30s`, `2.5s`, `0.25s`: a duration for an error message, to the millisecond.
         static func seconds(_ value: Double) -> String {

@@ -114,6 +114,42 @@ public final class ReplayWorker: Service {
         ready = []
     }
 
+    /// The pacer of this worker's deliveries under the cluster's rate, after recording the rate in the store (what
+    /// `GET /v1/admin/deliveries` shows). A store that fails here is logged: the rate holds all the same.
+    func makePacer() async -> DeliveryPacer {
+        do {
+            try await escrow.store.recordDeliveryRate(configuration.deliveryRate)
+        } catch {
+            logger.warning("recording the delivery rate failed", metadata: ["error": "\(error)"])
+        }
+        return DeliveryPacer(store: escrow.store, perSecond: configuration.deliveryRate)
+    }
+
+    /// Starts (`start`) deliveries of `ready` escrows while slots of the worker's concurrency and of the cluster's
+    /// rate are free. Returns when the next one may start, when the rate held it back (nil otherwise). A store failure
+    /// taking slots is logged, and tried again after a poll interval.
+    private func startDeliveries(
+        _ ready: inout [EscrowRecord],
+        pacer: inout DeliveryPacer,
+        run: ReplayRun,
+        start: (EscrowRecord) -> Void
+    ) async -> Date? {
+        while !run.isShuttingDown, run.hasFreeSlot, !ready.isEmpty {
+            do {
+                let now = clock.now()
+                if let next = try await pacer.admit(wanting: min(ready.count, configuration.concurrency), at: now) {
+                    return next
+                }
+            } catch {
+                logger.error("taking delivery slots failed; trying again", metadata: ["error": "\(error)"])
+                return clock.now().addingTimeInterval(configuration.pollInterval)
+            }
+            run.started()
+            start(ready.removeFirst())
+        }
+        return nil
+    }
+
     // MARK: Service
 
     /// Delivers until graceful shutdown (or cancellation). Store errors are logged and retried
@@ -146,6 +182,7 @@ public final class ReplayWorker: Service {
                     var claimFailures = 0
                     // The delivery switch as last read, to log (and act on) its changes once.
                     var paused = false
+                    var pacer = await makePacer()
                     while !run.isShuttingDown, !Task.isCancelled {
                         var now = clock.now()
                         if now >= nextSweep {
@@ -153,18 +190,17 @@ public final class ReplayWorker: Service {
                             now = clock.now()
                             nextSweep = now.addingTimeInterval(configuration.sweepInterval)
                         }
-                        while run.hasFreeSlot, !ready.isEmpty {
-                            let record = ready.removeFirst()
-                            run.started()
+                        let nextStart = await startDeliveries(&ready, pacer: &pacer, run: run) { record in
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
                         }
                         if ready.count < claimBatch, now >= nextClaim {
-                            let want = configuration.concurrency - ready.count
+                            let want = pacer.claimLimit(configuration.concurrency - ready.count)
                             do {
                                 let pausedNow = try await deliveriesPaused()
                                 if pausedNow != paused {
                                     paused = pausedNow
                                     await switched(paused: paused, ready: &ready, run: run)
+                                    pacer.drop()
                                 }
                                 let claimed =
                                     paused ? [] : try await claim(dueAt: now, limit: want, leaseDuration: aheadLease)
@@ -197,6 +233,7 @@ public final class ReplayWorker: Service {
                         if ready.count < claimBatch {
                             wait = min(wait, nextClaim.timeIntervalSince(now))
                         }
+                        if let nextStart { wait = min(wait, nextStart.timeIntervalSince(now)) }
                         await run.wakeup.wait(seconds: max(0.001, wait))
                     }
                     await release(ready, run: run, because: "shutting down")
@@ -235,16 +272,15 @@ public final class ReplayWorker: Service {
                     // Claimed ahead of the free slots (at most `concurrency` wait), so that a slot freed by a
                     // finished delivery never waits for a claim transaction.
                     var ready: [EscrowRecord] = []
+                    var pacer = await makePacer()
                     while true {
-                        while !run.isShuttingDown, run.hasFreeSlot, !ready.isEmpty {
-                            let record = ready.removeFirst()
-                            run.started()
+                        let nextStart = await startDeliveries(&ready, pacer: &pacer, run: run) { record in
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
                         }
                         if !exhausted, !run.isShuttingDown, ready.count < claimBatch {
                             // Due as of the cutoff, so this call ends; leased from now, so a long call
                             // still gives late claims their full lease.
-                            let want = configuration.concurrency - ready.count
+                            let want = pacer.claimLimit(configuration.concurrency - ready.count)
                             let elapsed = clock.now().timeIntervalSince(cutoff)
                             guard try await !deliveriesPaused() else {
                                 logger.notice("deliveries are paused: claiming nothing")
@@ -265,7 +301,8 @@ public final class ReplayWorker: Service {
                             ready = []
                         }
                         if exhausted || run.isShuttingDown, ready.isEmpty, run.unfinished == 0 { break }
-                        await run.wakeup.wait(seconds: configuration.pollInterval)
+                        let untilStart = nextStart.map { $0.timeIntervalSince(clock.now()) } ?? .infinity
+                        await run.wakeup.wait(seconds: max(0.001, min(configuration.pollInterval, untilStart)))
                         let summary = run.summary
                         if let progress, summary.delivered != reported {
                             reported = summary.delivered

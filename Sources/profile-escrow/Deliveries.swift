@@ -81,6 +81,7 @@ struct Deliveries: AsyncParsableCommand {
         if let at = control.changedAt { print("\(control.paused ? "paused" : "resumed") at: \(Timestamp.seconds(at))") }
         if let by = control.changedBy { print("by: \(by)") }
         if let reason = control.reason { print("reason: \(reason)") }
+        print("rate: \(view.ratePerSecond.map { "\(DefaultText.number($0)) a second for the cluster" } ?? "no limit")")
         let hours = Int(OperatorActions.expiringWindow / 3600)
         print("expiring within \(hours) hours (retention is not held): \(view.expiringWhilePaused)")
     }

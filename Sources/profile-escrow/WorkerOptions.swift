@@ -81,6 +81,13 @@ struct WorkerOptions: ParsableArguments {
             "The worker's name in leases and audit events (env PROFILE_ESCROW_WORKER_ID; default <host>-<pid>-<random>)."
     )
     var workerId: String?
+    @Option(
+        help: """
+            Deliveries a second for the whole cluster: every node sharing the store takes turns from one schedule \
+            (env PROFILE_ESCROW_DELIVERY_RATE; default no limit but --concurrency). Give every node the same rate.
+            """
+    )
+    var deliveryRate: Double?
 
     @Option(
         name: .customLong("backend-ca"),
@@ -158,6 +165,7 @@ struct WorkerOptions: ParsableArguments {
             configuration.sweepInterval =
                 try Self.duration(sweepInterval, "sweep-interval", environment) ?? configuration.sweepInterval
             if let workerId = try environment.value(workerId, "worker-id") { configuration.workerID = workerId }
+            configuration.deliveryRate = try environment.value(deliveryRate, "delivery-rate")
             configuration.backendTLS = try backendTLS(environment)
             try configuration.validate()
             return configuration
