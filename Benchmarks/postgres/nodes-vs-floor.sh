@@ -6,15 +6,16 @@
 # Ours: `serve --no-worker` under wrk (`connections` in all, split over the nodes), then `replay --once` of everything
 # captured to an instant loopback backend (nginx answering 200), `--concurrency` split over the nodes the same way.
 # Two nodes are two processes sharing the store, as two machines would.
-# Floor: pgbench with `connections` clients. Its capture is one transaction an escrow: the audit head locked and
-# advanced, the escrow row (sizes as ours wrote them) and its `captured` event inserted. Its replay claims one due
-# escrow (`FOR UPDATE SKIP LOCKED`, the lease written) and commits, then deletes it and appends its `purged` event in a
-# second transaction: a delivery's two commits, without the crypto, the JSON or the HTTP. Ours batches captures and
-# outcomes into group commits; the floor does not, which is the point: the ratio says what the batching buys.
+# Floor: pgbench with `connections` clients, each transaction for BATCH escrows (default 32, about what one of our
+# group commits carries under this load), as ours batches them. Its capture: the audit head locked and advanced, the
+# escrow rows (sizes as ours wrote them) and their `captured` events inserted. Its replay: claim BATCH due escrows
+# (`FOR UPDATE SKIP LOCKED`, the leases written) and commit, then delete them and append their `purged` events in a
+# second transaction: a delivery's two commits, without the crypto, the JSON or the HTTP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-10}
 connections=${2:-64}
+batch=${BATCH:-32}
 command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
 command -v nginx >/dev/null || apt-get install -y -qq nginx-light >/dev/null
 if [ -z "${BIN:-}" ]; then
@@ -118,49 +119,57 @@ kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; pids=()
 read -r profile_bytes key_bytes < <(psql -F ' ' -c "SELECT length(sealed_profile), length(sealed_key) FROM escrow LIMIT 1")
 cat > "$work/capture.sql" <<SQL
 BEGIN;
-UPDATE floor_audit_head SET seq = seq + 1, hash = sha256(hash) WHERE singleton = 1 RETURNING seq \gset
+UPDATE floor_audit_head SET seq = seq + $batch, hash = sha256(hash) WHERE singleton = 1 RETURNING seq \gset
 INSERT INTO floor_escrow (id, blind_index, key_version, public_key, sealed_profile, sealed_key, mac, content_tag, state,
     revision, attempts, next_attempt_at, due_at, created_at, expires_at, updated_at)
-SELECT int8send(t) || substr(sha256(random()::text::bytea), 1, 8), sha256(random()::text::bytea), 1,
+SELECT int8send(t) || substr(sha256((random() + g)::text::bytea), 1, 8), sha256(random()::text::bytea), 1,
     sha256(random()::text::bytea), substr(decode(repeat(md5(random()::text), $((profile_bytes / 16 + 1))), 'hex'), 1, $profile_bytes),
     substr(decode(repeat(md5(random()::text), $((key_bytes / 16 + 1))), 'hex'), 1, $key_bytes), sha256(random()::text::bytea),
     sha256(random()::text::bytea), 'pending', 1, 0, t, t, t, t + 2592000000, t
-FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t) AS now;
+FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t) AS now, generate_series(1, $batch) AS g;
 INSERT INTO floor_audit_event (seq, at, type, escrow_id, index_prefix, actor, hash, encoding)
-VALUES (:seq, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, 'captured', md5(random()::text),
-    substr(md5(random()::text), 1, 16), 'http:load', sha256(random()::text::bytea), 3);
+SELECT :seq - $batch + g, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, 'captured', md5(random()::text),
+    substr(md5(random()::text), 1, 16), 'http:load', sha256(random()::text::bytea), 3
+FROM generate_series(1, $batch) AS g;
 COMMIT;
 SQL
-cat > "$work/replay.sql" <<'SQL'
+cat > "$work/replay.sql" <<SQL
 BEGIN;
-UPDATE floor_escrow SET state = 'leased', revision = revision + 1, lease_owner = 'floor',
-    lease_expires_at = due_at + 30000, due_at = due_at + 30000
-WHERE id = (SELECT id FROM floor_escrow WHERE due_at <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint
-            AND state = 'pending' ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING row_id AS escrow \gset
+WITH claimed AS (
+    UPDATE floor_escrow SET state = 'leased', revision = revision + 1, lease_owner = 'floor',
+        lease_expires_at = due_at + 30000, due_at = due_at + 30000
+    WHERE id IN (SELECT id FROM floor_escrow WHERE due_at <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                 AND state = 'pending' ORDER BY due_at LIMIT $batch FOR UPDATE SKIP LOCKED)
+    RETURNING row_id
+)
+SELECT COALESCE(string_agg(row_id::text, ','), '') AS claimed FROM claimed \gset
 COMMIT;
 BEGIN;
-UPDATE floor_audit_head SET seq = seq + 1, hash = sha256(hash) WHERE singleton = 1 RETURNING seq \gset
-DELETE FROM floor_escrow WHERE row_id = :escrow;
+UPDATE floor_audit_head SET seq = seq + $batch, hash = sha256(hash) WHERE singleton = 1 RETURNING seq \gset
+WITH gone AS (
+    DELETE FROM floor_escrow WHERE row_id = ANY(CAST(string_to_array(:claimed, ',') AS bigint[])) RETURNING row_id
+)
 INSERT INTO floor_audit_event (seq, at, type, escrow_id, index_prefix, detail, http_status, actor, age_ms, hash, encoding)
-VALUES (:seq, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, 'purged', md5(:escrow::text),
-    substr(md5(random()::text), 1, 16),
-    'confirmed', 200, 'worker:floor', 1000, sha256(random()::text::bytea), 3);
+SELECT :seq - $batch + row_number() OVER (), CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint), 'purged',
+    md5(CAST(row_id AS text)), substr(md5(CAST(random() AS text)), 1, 16), 'confirmed', 200, 'worker-floor', 1000,
+    sha256(decode(md5(CAST(random() AS text)), 'hex')), 3
+FROM gone;
 COMMIT;
 SQL
 pgbench -n -c "$connections" -j 2 -T "$seconds" -f "$work/capture.sql" > "$work/floor-capture.txt" 2>&1 ||
     { cat "$work/floor-capture.txt"; exit 1; }
 floor_rows=$(psql -c "SELECT COUNT(*) FROM floor_escrow")
-per_client=$((floor_rows / connections))
-pgbench -n -c "$connections" -j 2 -t "$per_client" -f "$work/replay.sql" > "$work/floor-replay.txt" 2>&1 ||
+per_client=$((floor_rows / connections / batch))
+start=$(date +%s.%N)
+pgbench -n -M extended -c "$connections" -j 2 -t "$per_client" -f "$work/replay.sql" > "$work/floor-replay.txt" 2>&1 ||
     { cat "$work/floor-replay.txt"; exit 1; }
-echo "floor: $floor_rows escrows captured, $((per_client * connections)) replayed (sealed profile $profile_bytes B, key $key_bytes B)"
-python3 - "$work" <<'PY'
-import re, sys
-work = sys.argv[1]
-def tps(name):
-    return float(re.search(r"tps = ([0-9.]+)", open(f"{work}/{name}").read()).group(1))
-floor = {"capture": tps("floor-capture.txt"), "replay": tps("floor-replay.txt")}
+end=$(date +%s.%N)
+replayed=$((floor_rows - $(psql -c "SELECT COUNT(*) FROM floor_escrow")))
+echo "floor: $floor_rows escrows captured, $replayed replayed, $batch a transaction (sealed profile $profile_bytes B, key $key_bytes B)"
+python3 - "$work" "$floor_rows" "$seconds" "$replayed" "$start" "$end" <<'PY'
+import sys
+work, rows, seconds, replayed, start, end = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+floor = {"capture": rows / seconds, "replay": replayed / (end - start)}
 print(f"floor (pgbench): {floor['capture']:.0f} captures/s, {floor['replay']:.0f} purges/s")
 for nodes in (1, 2):
     capture, replay, _ = map(float, open(f"{work}/ours-{nodes}").read().split())
