@@ -64,7 +64,7 @@ struct NativeSignInTests {
         try await flow.base.harness.app().test(.live) { client async throws in
             let started = try await flow.start(client, appState: "fake-app-state")
             let code = "c.fake-code-\(UUID().uuidString)"
-            var claims = NativeFlow.Claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
+            var claims = NativeFlow.claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
             claims.c_hash = NativeFlow.codeHash(code)
             claims.transfer_sub = "000000.faketransfer.0001"
             let token = try await AppleTestKeys.shared.sign(claims)
@@ -130,7 +130,7 @@ struct NativeSignInTests {
         try await flow.base.harness.app().test(.live) { client async throws in
             let started = try await flow.start(client)
             let other = try await flow.start(client)
-            var claims = NativeFlow.Claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
+            var claims = NativeFlow.claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
             let code = "c.fake-code"
             claims.c_hash = NativeFlow.codeHash(code)
             switch wrong {
@@ -161,7 +161,7 @@ struct NativeSignInTests {
         let flow = try await NativeFlow()
         try await flow.base.harness.app().test(.live) { client async throws in
             let started = try await flow.start(client)
-            var claims = NativeFlow.Claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
+            var claims = NativeFlow.claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
             claims.email = nil
             let answer = try await flow.capture(
                 client,
@@ -180,7 +180,7 @@ struct NativeSignInTests {
             #expect(result["emailVerified"] as? Bool == false)
 
             let returning = try await flow.start(client)
-            var returningClaims = NativeFlow.Claims(sub: SignInFlow.userIdentifier(2), nonce: returning.nonceSHA256)
+            var returningClaims = NativeFlow.claims(sub: SignInFlow.userIdentifier(2), nonce: returning.nonceSHA256)
             returningClaims.email = nil
             let signedIn = try await flow.capture(
                 client,
@@ -251,7 +251,7 @@ struct NativeSignInTests {
         let store = FailingSignInStore(flow.base.harness.store)
         try await flow.base.harness.app(signIns: store).test(.live) { client async throws in
             let started = try await flow.start(client)
-            let claims = NativeFlow.Claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
+            let claims = NativeFlow.claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
             let credential: [String: Any] = [
                 "attempt": started.attempt, "identityToken": try await AppleTestKeys.shared.sign(claims),
                 "fullName": ["givenName": "Fakegiven1"],
@@ -270,20 +270,9 @@ struct NativeSignInTests {
 struct NativeFlow {
     static let androidReturn = "intent://callback#Intent;package=invalid.example.app;scheme=signinwithapple;end"
 
-    /// An identity token's claims as Apple gives an app (the audience its bundle ID, the nonce the request's).
-    struct Claims: JWTPayload {
-        var iss = AppleVerifier.issuer
-        var aud = AppleTestKeys.audience
-        var exp = Int(Date().timeIntervalSince1970) + 600
-        var iat = Int(Date().timeIntervalSince1970)
-        var sub: String
-        var nonce: String?
-        var email: String? = SignInFlow.email(1)
-        var email_verified: String? = "true"
-        var c_hash: String?
-        var transfer_sub: String?
-
-        func verify(using _: some JWTAlgorithm) async throws {}
+    /// An identity token's claims as Apple gives an app: the audience its bundle ID, the nonce the request's.
+    static func claims(sub: String, nonce: String) -> SignInFlow.Claims {
+        SignInFlow.Claims(aud: AppleTestKeys.audience, sub: sub, nonce: nonce)
     }
 
     struct Started {

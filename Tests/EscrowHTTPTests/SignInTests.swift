@@ -424,6 +424,7 @@ struct SignInFlow {
         var email: String? = SignInFlow.email(1)
         var email_verified: String? = "true"
         var c_hash: String?
+        var transfer_sub: String?
 
         func verify(using _: some JWTAlgorithm) async throws {}
     }
@@ -576,7 +577,11 @@ final class FailingSignInStore: SignInStore {
         return try await base.completeSignIn(request, capture: record, actor: actor, lifecycle: lifecycle)
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+    func redeemSignInTicket(
+        ticketHash: [UInt8],
+        starterHash: [UInt8]?,
+        at now: Date
+    ) async throws
         -> SignInRedemption?
     {
         try check()
