@@ -45,3 +45,30 @@ struct RetryPolicyTests {
         #expect(SignInClientError(.unavailable).description == "sign-in through the escrow: unavailable")
     }
 }
+
+@Suite("ProfileEscrowClient: nothing personal printed")
+struct RedactionTests {
+    @Test("a credential, a ticket and the outcomes holding them print which fields are set, never their values")
+    func printedRedacted() {
+        let credential = AppleCredential(
+            user: "001234.feedface.0001",
+            identityToken: "eyJ.secret-token.sig",
+            authorizationCode: "c.secret-code",
+            fullName: AppleCredential.Name(givenName: "Ana", familyName: "Ng"),
+            email: "ana@example.invalid"
+        )
+        let ticket = SignInTicket(ticket: "tk-secret", attempt: "attempt-secret", escrowID: "3f00")
+        var dumped = ""
+        dump(SignInOutcome.dropped(SignInClientError(.tokenRefused, status: 401), credential), to: &dumped)
+        let printed = [
+            "\(credential)", String(reflecting: credential), "\(ticket)", "\(SignInOutcome.delivered(ticket))",
+            "\(SignInOutcome.dropped(SignInClientError(.tokenRefused), credential))", dumped,
+        ]
+        for text in printed {
+            for secret in ["001234", "secret", "Ana", "Ng", "ana@example", "3f00"] {
+                #expect(!text.contains(secret), "\(secret) printed")
+            }
+        }
+        #expect("\(credential)" == "AppleCredential(redacted; code: true, name: true, email: true)")
+    }
+}
