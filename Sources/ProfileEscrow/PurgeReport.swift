@@ -200,7 +200,9 @@ public struct PurgeReport: Sendable, Equatable {
         if report.chain?.verified == true, let verifiedHead,
             verifiedHead.sequence > resume?.checkpoint.through.sequence ?? 0
         {
-            try await store.recordPurgeReportCheckpoint(
+            // A store that refuses the write (open read-only, or busy) still gives its report: the next load goes on
+            // from the checkpoint recorded before.
+            try? await store.recordPurgeReportCheckpoint(
                 PurgeReportCheckpoint(
                     fromSequence: (archived?.sequence ?? 0) + 1,
                     through: verifiedHead,
