@@ -7,7 +7,7 @@ extension AppleCredential {
     /// Apple sends with every successful authorization).
     public init?(_ credential: ASAuthorizationAppleIDCredential) {
         guard let token = credential.identityToken.flatMap({ String(data: $0, encoding: .utf8) }) else { return nil }
-        let name = credential.fullName.map(Name.init)
+        let name = credential.fullName.map { Name($0) }
         self.init(
             user: credential.user,
             identityToken: token,

@@ -71,7 +71,10 @@ public actor SignInClient {
             attempt: answer.attempt
         )
         do {
-            try store.save(PendingSignIn(attempt: answer.attempt, attemptExpiresAt: expiresAt).encoded(), as: started.id)
+            try store.save(
+                PendingSignIn(attempt: answer.attempt, attemptExpiresAt: expiresAt).encoded(),
+                as: started.id
+            )
         } catch {
             throw SignInClientError(.storeFailed)
         }
@@ -118,7 +121,8 @@ public actor SignInClient {
                 if pending.attemptExpiresAt < Date() { try? store.remove(name) }
                 continue
             }
-            if let keptAt = pending.keptAt, Duration.seconds(Date().timeIntervalSince(keptAt)) > configuration.keepAtMost
+            if let keptAt = pending.keptAt,
+                Duration.seconds(Date().timeIntervalSince(keptAt)) > configuration.keepAtMost
             {
                 try? store.remove(name)
                 outcomes.append(SignInLog.ended(.dropped(SignInClientError(.tooOld), credential)))

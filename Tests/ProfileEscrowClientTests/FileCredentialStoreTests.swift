@@ -24,7 +24,9 @@ struct FileCredentialStoreTests {
         #expect(try store.load("signin-a") == Data("second, longer than the first".utf8))
         #expect(try store.names() == ["signin-a", "signin-b"])
         #expect(
-            try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["signin-a.item", "signin-b.item"],
+            try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == [
+                "signin-a.item", "signin-b.item",
+            ],
             "no temporary file left behind"
         )
 

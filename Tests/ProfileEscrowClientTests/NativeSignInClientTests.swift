@@ -106,7 +106,9 @@ struct NativeSignInClientTests {
         #expect(try await escrow.escrowCount() == 1)
     }
 
-    @Test("a refused identity token (the web flow's audience, another attempt's nonce) is dropped at once and given back")
+    @Test(
+        "a refused identity token (the web flow's audience, another attempt's nonce) is dropped at once and given back"
+    )
     func refusedTokenDropped() async throws {
         let escrow = try NativeSignInEscrow()
         try await escrow.up()

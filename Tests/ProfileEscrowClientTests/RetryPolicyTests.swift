@@ -40,7 +40,8 @@ struct RetryPolicyTests {
     @Test("an error's description names its code and status, nothing else")
     func errorText() {
         #expect(
-            SignInClientError(.tokenRefused, status: 401).description == "sign-in through the escrow: tokenRefused (HTTP 401)"
+            SignInClientError(.tokenRefused, status: 401).description
+                == "sign-in through the escrow: tokenRefused (HTTP 401)"
         )
         #expect(SignInClientError(.unavailable).description == "sign-in through the escrow: unavailable")
     }
