@@ -83,7 +83,8 @@ extension Escrow {
                 capturedAt: old.capturedAt,
                 emailForwarding: forwarding,
                 // A changed email comes from Apple's signed notification.
-                emailVerified: profile.email == old.profile.email ? old.emailVerified : true
+                emailVerified: profile.email == old.profile.email ? old.emailVerified : true,
+                transferSub: old.transferSub
             )
         }
     }
@@ -110,7 +111,8 @@ extension Escrow {
                 capturedAt: old.capturedAt,
                 emailForwarding: old.emailForwarding,
                 // An email changed by hand has no recorded origin.
-                emailVerified: profile.email == old.profile.email ? old.emailVerified : nil
+                emailVerified: profile.email == old.profile.email ? old.emailVerified : nil,
+                transferSub: old.transferSub
             )
         }
     }

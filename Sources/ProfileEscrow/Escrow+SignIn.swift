@@ -10,7 +10,8 @@ extension Escrow {
     /// Completes a web sign-in in `signIns` (the store that holds the escrows): seals `profile`, when given, as a
     /// verified capture, and in one transaction uses the attempt, stores its ticket and captures. Durable before it
     /// returns; nothing is captured unless the attempt was live and its binding matched. `emailVerified` records
-    /// whether Apple signed the profile's email (the identity token's claim) or only the browser or app gave it.
+    /// whether Apple signed the profile's email (the identity token's claim) or only the browser or app gave it;
+    /// `transferSub` is the token's `transfer_sub`, sealed with the profile and delivered beside it.
     ///
     /// `signIns` is the store the sign-in routes serve from (they start and redeem in it too); ``signIns`` is what
     /// this escrow's sweep cleans. A server passes the same store to both.
@@ -18,11 +19,18 @@ extension Escrow {
         _ request: SignInCompletionRequest,
         profile: Profile?,
         emailVerified: Bool? = nil,
+        transferSub: String? = nil,
         in signIns: any SignInStore,
         actor: AuditActor
     ) async throws -> SignInCompletion {
         let record = try profile.map {
-            var record = try sealedRecord($0, verified: true, emailVerified: emailVerified, now: request.now)
+            var record = try sealedRecord(
+                $0,
+                verified: true,
+                emailVerified: emailVerified,
+                transferSub: transferSub,
+                now: request.now
+            )
             // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
             if request.appleExchange != nil {
                 record.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)

@@ -206,6 +206,7 @@ public final class Escrow: Sendable {
         _ profile: Profile,
         verified: Bool,
         emailVerified: Bool? = nil,
+        transferSub: String? = nil,
         now: Date
     ) throws -> EscrowRecord {
         let keyring = self.keyring  // one keyring for the whole capture, even across a reload
@@ -214,7 +215,8 @@ public final class Escrow: Sendable {
             profile: profile,
             verified: verified,
             capturedAt: now,
-            emailVerified: emailVerified
+            emailVerified: emailVerified,
+            transferSub: transferSub
         ).encoded()
         let sealed = try keyring.seal(
             plaintext: plaintext,
@@ -226,7 +228,7 @@ public final class Escrow: Sendable {
             sealed: sealed,
             contentTag: keyring.contentTag(
                 blindIndex: blindIndex,
-                plaintext: Self.contentPlaintext(profile, verified, emailVerified)
+                plaintext: Self.contentPlaintext(profile, verified, emailVerified, transferSub)
             ),
             createdAt: now,
             expiresAt: now.addingTimeInterval(configuration.retention)
@@ -235,12 +237,18 @@ public final class Escrow: Sendable {
 
     /// The content fingerprint ignores the capture time, so that the same profile captured twice
     /// is recognised as the same content.
-    static func contentPlaintext(_ profile: Profile, _ verified: Bool, _ emailVerified: Bool? = nil) -> SecretBytes {
+    static func contentPlaintext(
+        _ profile: Profile,
+        _ verified: Bool,
+        _ emailVerified: Bool? = nil,
+        _ transferSub: String? = nil
+    ) -> SecretBytes {
         EscrowPlaintext(
             profile: profile,
             verified: verified,
             capturedAt: Date(timeIntervalSince1970: 0),
-            emailVerified: emailVerified
+            emailVerified: emailVerified,
+            transferSub: transferSub
         ).encoded()
     }
 

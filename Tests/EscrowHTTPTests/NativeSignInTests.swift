@@ -84,6 +84,9 @@ struct NativeSignInTests {
             #expect(plaintext.profile.fullName?.givenName == "Fakegiven1")
             #expect(plaintext.profile.email == SignInFlow.email(1), "the token's email wins")
             #expect(plaintext.emailVerified == true)
+            #expect(plaintext.transferSub == "000000.faketransfer.0001", "sealed with the profile")
+            let delivery = String(decoding: plaintext.backendJSON(escrowId: escrowID, attempt: 1), as: UTF8.self)
+            #expect(delivery.contains(#""emailVerified":true,"transferSub":"000000.faketransfer.0001","attempt":1}"#))
 
             let again = try await flow.capture(client, credential)
             #expect(again.status == .ok, "the same request again: answered again")

@@ -30,6 +30,7 @@ extension EscrowPlaintext {
         var capturedAt: Int64?
         var emailForwarding: Bool?
         var emailVerified: Bool?
+        var transferSub: String?
         for member in members {
             switch PlaintextKey(exactly: member.key) {
             case .v: break
@@ -43,6 +44,7 @@ extension EscrowPlaintext {
             case .capturedAt: capturedAt = try integer(member.value, field: "capturedAt")
             case .emailForwarding: emailForwarding = try ProfileParser.bool(member.value, field: "emailForwarding")
             case .emailVerified: emailVerified = try ProfileParser.bool(member.value, field: "emailVerified")
+            case .transferSub: transferSub = try ProfileParser.string(member.value, field: "transferSub")
             case nil: throw .unknownField(StrictJSON.displayName(forKey: member.key))
             }
         }
@@ -62,7 +64,8 @@ extension EscrowPlaintext {
             verified: verified,
             capturedAt: Date(timeIntervalSince1970: TimeInterval(capturedAt)),
             emailForwarding: emailForwarding,
-            emailVerified: emailVerified
+            emailVerified: emailVerified,
+            transferSub: transferSub
         )
     }
 
@@ -75,7 +78,7 @@ extension EscrowPlaintext {
 
     private enum PlaintextKey: String, CaseIterable {
         case v, userIdentifier, fullName, email, isPrivateEmail, realUserStatus, verified, capturedAt, emailForwarding,
-            emailVerified
+            emailVerified, transferSub
 
         init?(exactly key: String) {
             guard let match = Self.allCases.first(where: { $0.rawValue.utf8.elementsEqual(key.utf8) }) else {

@@ -7,6 +7,7 @@ extension EscrowPlaintext {
     /// with `"emailForwarding":true|false` after `verified` once an Apple notification has reported it
     /// (absent before, so bodies of escrows without one are unchanged), then `"emailVerified":true|false` when the
     /// capture recorded whether Apple signed the email (a web or app sign-in; absent otherwise), then
+    /// `"transferSub":…` when the sign-in's token carried Apple's `transfer_sub` (absent otherwise), then
     /// `"appleTokens":{"refreshToken":…}` or `{"error":…}` when the sign-in's authorization code was exchanged here
     /// (absent otherwise);
     /// in that order, without whitespace; `fullName`, when present, has all six members (`null` for an
@@ -87,6 +88,10 @@ private struct ReplayBody: CanonicalJSONDocument {
         if let emailVerified = plaintext.emailVerified {
             writer.key("emailVerified")
             writer.bool(emailVerified)
+        }
+        if let transferSub = plaintext.transferSub {
+            writer.key("transferSub")
+            writer.string(transferSub)
         }
         if let appleTokens {
             writer.key("appleTokens")

@@ -21,6 +21,7 @@ public import Foundation
 /// | 8 | `capturedAt`     | integer: Unix time in seconds (UTC), rounded down    | always            |
 /// | 9 | `emailForwarding`| `true` or `false`: whether Apple's private relay forwards to `email` | when an Apple notification reported it |
 /// | 10 | `emailVerified` | `true`: Apple signed `email` (an identity token's claim, or a notification); `false`: only the browser's or app's words gave it | when a sign-in or a notification recorded where `email` came from |
+/// | 11 | `transferSub`   | string: Apple's `transfer_sub` claim (the user under the team the app was transferred from) | when a sign-in's token carried it |
 ///
 /// `fullName` is an object whose members appear in the order `givenName`, `familyName`, `middleName`,
 /// `namePrefix`, `nameSuffix`, `nickname`, each a string, each omitted when absent; it is never empty (a name
@@ -46,7 +47,8 @@ public import Foundation
 ///
 /// `emailForwarding` was added without a version change: it is absent until an Apple `email-disabled` or
 /// `email-enabled` notification sets it, so every plaintext written before it (and every capture's content
-/// tag) is unchanged, and a decoder of this version reads both. `emailVerified` was added the same way.
+/// tag) is unchanged, and a decoder of this version reads both. `emailVerified` and `transferSub` were added the
+/// same way.
 public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
@@ -63,6 +65,9 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
     /// notification), `false` when only the browser's `user` field or the app gave it; nil when not recorded (a
     /// capture without an identity token says nothing of its email's origin).
     public let emailVerified: Bool?
+    /// Apple's `transfer_sub` claim of the sign-in that captured it: the user's identifier under the team the app was
+    /// transferred from, for the backend to find its existing account; nil when the token had none.
+    public let transferSub: String?
 
     /// - Parameter capturedAt: rounded down to a whole second, so that ``encoded()`` and
     ///   ``decode(_:)`` give back an equal value.
@@ -71,7 +76,8 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
         verified: Bool,
         capturedAt: Date,
         emailForwarding: Bool? = nil,
-        emailVerified: Bool? = nil
+        emailVerified: Bool? = nil,
+        transferSub: String? = nil
     ) {
         self.profile = profile
         self.verified = verified
@@ -79,6 +85,7 @@ public struct EscrowPlaintext: Sendable, Equatable, CustomStringConvertible, Cus
         self.emailForwarding = emailForwarding
         // Without an email there is no origin to tell.
         self.emailVerified = profile.email == nil ? nil : emailVerified
+        self.transferSub = transferSub
     }
 
     /// The canonical encoding (see above), written straight into a `sodium_malloc`'ed buffer: the length
@@ -152,6 +159,10 @@ private struct CanonicalPlaintext: CanonicalJSONDocument {
         if let emailVerified = plaintext.emailVerified {
             writer.key("emailVerified")
             writer.bool(emailVerified)
+        }
+        if let transferSub = plaintext.transferSub {
+            writer.key("transferSub")
+            writer.string(transferSub)
         }
         writer.endObject()
     }

@@ -336,6 +336,7 @@ struct AppleSignInRoutes: Sendable {
             request,
             profile: signIn.profile,
             emailVerified: signIn.email.verified,
+            transferSub: signIn.identity.transferSub,
             in: signIns,
             actor: .apple
         )
