@@ -1,3 +1,4 @@
+public import EscrowCore
 public import EscrowCrypto
 public import Foundation
 
@@ -10,6 +11,8 @@ extension OperatorActions {
         public var custody: Custody?
         /// The delivery switch and what expires while deliveries are paused, read live.
         public var deliveries: DeliveriesView
+        /// Apple notifications over the overview's window, by type and outcome, read live.
+        public var appleNotifications: [NotificationEventCount] = []
 
         /// The keyring's custody engine: whether it unwrapped the keyring at the last start or reload and, when not,
         /// since when, whether this node opens nothing because of it, the error's code and its message (the engine's

@@ -38,7 +38,12 @@ public struct OperatorActions: Sendable {
         let overview = try await latestOverview()
         // The custody engine's state, live: where it is and why it failed are for operators, never for `/readyz`.
         let custody = escrow.keyring.custody == nil ? nil : Overview.Custody(problem: escrow.custodyHealth.problem)
-        return Overview(overview: overview, custody: custody, deliveries: try await deliveries())
+        return Overview(
+            overview: overview,
+            custody: custody,
+            deliveries: try await deliveries(),
+            appleNotifications: try await notificationCounts()
+        )
     }
 
     /// Parses a list's filters and page at the escrow's clock (see ``Query/init(_:now:allowed:emptyIsAbsent:)``).

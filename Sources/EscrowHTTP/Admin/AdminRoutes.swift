@@ -216,10 +216,15 @@ struct OverviewBody: Encodable {
     var custody: Custody?
     /// The delivery switch, as `GET /v1/admin/deliveries` answers it: what expires while deliveries are paused.
     var deliveries: DeliveriesBody
+    /// Apple notifications over the window, `{type: {outcome: count}}`.
+    var appleNotifications: [String: [String: Int]]
     init(_ answer: OperatorActions.Overview) {
         overview = answer.overview
         custody = answer.custody.map { Custody(problem: $0.problem) }
         deliveries = DeliveriesBody(answer.deliveries)
+        appleNotifications = answer.appleNotifications.reduce(into: [:]) { byType, count in
+            byType[count.type, default: [:]][count.outcome] = count.count
+        }
     }
 
     /// `custody`: whether the engine unwrapped the keyring at the last start or reload; when not, since when, whether
@@ -245,7 +250,7 @@ struct OverviewBody: Encodable {
         case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history, custody, deliveries
     }
     enum PointKeys: String, CodingKey { case at, pending, dead, oldestPendingAgeSeconds }
-    enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued }
+    enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued, appleNotifications }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Keys.self)
@@ -261,6 +266,7 @@ struct OverviewBody: Encodable {
         try window.encode(overview.deliveries, forKey: .deliveries)
         try window.encode(overview.purges, forKey: .purges)
         try window.encode(overview.died, forKey: .dead)
+        try window.encode(appleNotifications, forKey: .appleNotifications)
         try window.encode(overview.requeued, forKey: .requeued)
         var history = container.nestedUnkeyedContainer(forKey: .history)
         for point in overview.history {

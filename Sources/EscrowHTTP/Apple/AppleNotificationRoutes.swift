@@ -67,6 +67,7 @@ struct AppleNotificationRoutes: Sendable {
         let idHash = Hashing.blake2b256(Array(claims.jti.value.utf8))
         guard try await !log.hasNotification(idHash: idHash) else {
             context.logger.info("Apple notification ignored: duplicate", metadata: ["event": "\(event.kind.name)"])
+            await escrow.noteNotification(type: event.kind.name, outcome: "duplicate")
             return JSONResponse.make(.ok, ["outcome": "duplicate"])
         }
         // Apply, then record: a crash in between makes Apple's retry apply it again (idempotent),
@@ -92,6 +93,7 @@ struct AppleNotificationRoutes: Sendable {
             "Apple notification handled",
             metadata: ["event": "\(event.kind.name)", "outcome": "\(outcome)"]
         )
+        await escrow.noteNotification(type: event.kind.name, outcome: outcome)
         return JSONResponse.make(.ok, ["outcome": .string(outcome)])
     }
 

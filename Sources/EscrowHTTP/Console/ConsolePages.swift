@@ -60,6 +60,7 @@ enum ConsolePages {
                 links += [
                     Link(href: "/console/", text: "Overview"), Link(href: "/console/escrows", text: "Escrows"),
                     Link(href: "/console/keys", text: "Keys"),
+                    Link(href: "/console/notifications", text: "Notifications"),
                 ]
             }
             if audits { links.append(Link(href: "/console/purge-report", text: "Purge report")) }

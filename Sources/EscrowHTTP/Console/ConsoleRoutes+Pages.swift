@@ -28,6 +28,8 @@ extension ConsoleRoutes {
             var kind: String
             var state: String
             var expiring: String
+            /// The cluster's delivery rate limit, as the workers recorded it.
+            var rate: String
             var action: String
             var buttonID: String
             var button: String
@@ -42,6 +44,9 @@ extension ConsoleRoutes {
                 expiring =
                     "\(view.expiringWhilePaused) escrows expire within \(hours) hours, delivered or not: retention is "
                     + "not held while deliveries are paused."
+                rate =
+                    view.ratePerSecond.map { "At most \($0.formatted()) deliveries a second, for every node together." }
+                    ?? "No delivery rate limit (each worker's concurrency only)."
                 if control.paused {
                     kind = "error"
                     state = "Paused\(since)\(by)\(why)"
@@ -97,6 +102,13 @@ extension ConsoleRoutes {
                 .init(
                     heading: "Purges, 24 h",
                     chart: Chart.bars("purges by reason", ConsolePages.colored(overview.purges))
+                ),
+                .init(
+                    heading: "Apple notifications, 24 h",
+                    chart: Chart.bars(
+                        "Apple notifications by type and outcome",
+                        ConsolePages.colored(Self.notificationBars(answer.appleNotifications))
+                    )
                 ),
             ],
             backlog: Chart.lines(

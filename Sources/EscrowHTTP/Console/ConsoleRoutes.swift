@@ -21,12 +21,14 @@ struct ConsoleRoutes: Sendable {
     let overview: AdminOverviewPublisher
     let sessions: ConsoleSessions
     let anonymous: ClientRateLimiter
+    /// The worker's delivery settings, for the test delivery; nil on a node without a worker.
+    var backend: ReplayWorker.Configuration? = nil
 
     static let sessionCookie = "__Host-pe_session"
     static let signInCookie = "__Host-pe_signin"
 
     /// The operator's actions, on this console's escrow and overview.
-    var actions: OperatorActions { OperatorActions(escrow: escrow, overviews: overview) }
+    var actions: OperatorActions { OperatorActions(escrow: escrow, overviews: overview, backend: backend) }
 
     /// The console's routes: the stylesheet and the sign-in on `router`; every other page in one group whose
     /// ``ConsoleSession`` finds the viewer, each scope declared on its own group (``ConsoleRole``).
@@ -55,6 +57,7 @@ struct ConsoleRoutes: Sendable {
                 try await escrowPage(id: try Self.escrowID(context), context.signedIn())
             }
             .get("keys") { _, context in try await keys(context.signedIn()) }
+            .get("notifications") { _, context in try await notifications(context.signedIn()) }
             .post("lookup") { request, context in try await lookup(try await form(request, context), context.signedIn())
             }
         // Every token's name and scopes: an operator's view (`operate`), not a viewer's or an auditor's.
@@ -71,6 +74,10 @@ struct ConsoleRoutes: Sendable {
             }
             .post("deliveries/resume") { request, context in
                 try await switchDeliveries(paused: false, try await form(request, context), context.signedIn())
+            }
+            .post("deliveries/test") { request, context in
+                _ = try await form(request, context)
+                return try await testDelivery(context.signedIn())
             }
         console.group().add(middleware: ConsoleRole(.erase))
             .post("escrows/:escrowId/erase") { request, context in

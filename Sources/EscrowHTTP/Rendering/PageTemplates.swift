@@ -48,6 +48,7 @@ public struct PageTemplates: Sendable {
         "document", "chart", "cards", "csrf", "console", "console-signin", "console-overview", "console-escrows",
         "console-escrow",
         "console-keys", "console-tokens", "console-message", "purge-report", "signin-message", "signin-retry",
+        "console-test-delivery", "console-notifications",
     ]
 
     /// Renders `data` (a plain struct, read by property name) with the template `name`, escaping every `{{value}}`.

@@ -217,7 +217,8 @@ public enum EscrowHTTPApplication {
                 tokens: tokens,
                 overview: overview,
                 sessions: ConsoleSessions(store: escrow.store),
-                anonymous: base.anonymous
+                anonymous: base.anonymous,
+                backend: dependencies.backend
             ).register(on: base.router)
         }
         OperationalRoutes(
