@@ -76,6 +76,11 @@ panel("Forwarded Apple notifications by outcome",
 panel("Notification outbox", [f"max(profile_escrow_notification_outbox_entries{{{J}}})"],
       legend=["waiting"],
       desc="Apple notifications waiting to be forwarded (one outbox per store: every node counts the same rows).")
+panel("Apple notifications by type and outcome",
+      [f"sum by (type, outcome) (increase(profile_escrow_apple_notifications_total{{{J}}}[1h]))"],
+      legend=["{{type}} {{outcome}}"],
+      desc="Verified notifications from Apple over the last hour (consent-revoked, account-delete, email-disabled, "
+           "email-enabled) by what they did; the console's Notifications page lists the last ones.")
 panel("Key custody", [f"min by (instance) (profile_escrow_custody_up{{{J}}})"], kind="stat",
       legend=["{{instance}}"],
       desc="1 when the custody engine unwrapped the keyring at the last start or reload. Alerts on 0 for 5 minutes.")

@@ -47,6 +47,8 @@ public enum EscrowPrometheus {
         "profile_escrow_signin_redeems_total": "Web sign-in ticket redeems, by outcome (redeemed or gone).",
         "profile_escrow_notifications_forwarded_total":
             "Apple notifications forwarded to the backend, by outcome (full: not queued, the outbox was full).",
+        "profile_escrow_apple_notifications_total":
+            "Verified Apple notifications received, by type and outcome (duplicate: Apple's retry of one handled).",
         "profile_escrow_notification_outbox_entries":
             "Apple notifications waiting in the outbox to be forwarded, as the forwarder last counted them.",
     ]
