@@ -1,5 +1,6 @@
 import EscrowCore
 import EscrowCrypto
+import EscrowSQLite
 import EscrowTestSupport
 import Foundation
 import HTTPTypes
@@ -230,6 +231,34 @@ struct NativeSignInTests {
             let browserForm = try await flow.base.form(browser, user: nil)
             let refused = try await flow.base.callback(client, browserForm, cookie: nil)
             #expect(refused.headers[.location] == SignInFlow.returnURL + "?error=signin_invalid")
+        }
+    }
+
+    @Test("with codes exchanged here, a native capture queues its code for the app's bundle ID, no redirect URI")
+    func codeExchangedForTheApp() async throws {
+        var exchanging = try await NativeFlow()
+        exchanging.base.harness.configuration.signIn?.exchangesCodes = true
+        let flow = exchanging
+        try await flow.base.harness.app().test(.live) { client async throws in
+            let started = try await flow.start(client)
+            let code = "c.fake-code-\(UUID().uuidString)"
+            var claims = NativeFlow.claims(sub: SignInFlow.userIdentifier(1), nonce: started.nonceSHA256)
+            claims.c_hash = NativeFlow.codeHash(code)
+            let answer = try await flow.capture(
+                client,
+                [
+                    "attempt": started.attempt, "identityToken": try await AppleTestKeys.shared.sign(claims),
+                    "authorizationCode": code, "fullName": ["givenName": "Fakegiven1"],
+                ]
+            )
+            #expect(answer.status == .created)
+            let escrowID = try #require((answer.json["escrowId"] as? String).flatMap(EscrowID.init(hex:)))
+            let exchanges = try await flow.base.harness.store.appleExchanges(escrowID: escrowID)
+            #expect(exchanges.map(\.clientID) == [AppleTestKeys.audience], "the token's audience: the app's")
+            #expect(exchanges.first?.redirectURI == nil, "a native code has no redirect URI")
+            let ticket = try #require(answer.json["ticket"] as? String)
+            let redeemed = try await flow.redeem(client, ticket, attempt: started.attempt).json
+            #expect(redeemed["authorizationCode"] is NSNull && redeemed["appleTokens"] as? String == "in-escrow")
         }
     }
 

@@ -169,7 +169,8 @@ extension AppleSignInRoutes {
             bindingHash: secret.bindingHash,
             ticket: ticket,
             now: now,
-            receivedAt: now
+            receivedAt: now,
+            appClientID: identity.audience
         )
         switch completion {
         case .completed(_, let outcome):

@@ -24,6 +24,8 @@ struct AppleSignInClaims: AppleTokenClaims {
 /// Who signed in, as a verified id_token says.
 struct AppleSignInIdentity: Sendable {
     let userIdentifier: String
+    /// The client the token was issued to (its one `aud`): the Services ID, or the app's bundle ID.
+    let audience: String
     let email: String?
     let emailVerified: Bool?
     let isPrivateEmail: Bool?
@@ -69,6 +71,7 @@ extension AppleVerifier {
         }
         return AppleSignInIdentity(
             userIdentifier: claims.sub.value,
+            audience: claims.aud.value[0],
             email: claims.email,
             emailVerified: signIn.email_verified,
             isPrivateEmail: claims.is_private_email,
