@@ -16,9 +16,7 @@ struct NativeSignInClientTests {
         "the escrow down while the app launches three times: the credential is kept and tried each time; once it is up, captured once, the ticket handed over and redeemed with the attempt, the credential deleted"
     )
     func escrowDownAcrossLaunches() async throws {
-        let escrow = try NativeSignInEscrow()
-        try await escrow.up()
-        let app = try TestApp(escrow.escrowURL, directory: escrow.directory.path + "/app")
+        let (escrow, app) = try await Self.escrowAndApp()
         let started = try await app.launch().startAttempt(appState: "hash-of-the-app-session")
         #expect(started.nonceSHA256.count == 64)
         #expect(started.authorizeURL.absoluteString.hasPrefix("https://apple.example.invalid/auth/authorize?"))
@@ -87,9 +85,7 @@ struct NativeSignInClientTests {
 
     @Test("the app's backend down when the ticket comes: kept; the next launch hands over the same ticket")
     func backendDownAtHandOver() async throws {
-        let escrow = try NativeSignInEscrow()
-        try await escrow.up()
-        let app = try TestApp(escrow.escrowURL, directory: escrow.directory.path + "/app", tries: 1)
+        let (escrow, app) = try await Self.escrowAndApp(tries: 1)
         let client = app.launch()
         let started = try await client.startAttempt()
         app.inbox.refuseNext()
@@ -110,9 +106,7 @@ struct NativeSignInClientTests {
         "a refused identity token (the web flow's audience, another attempt's nonce) is dropped at once and given back"
     )
     func refusedTokenDropped() async throws {
-        let escrow = try NativeSignInEscrow()
-        try await escrow.up()
-        let app = try TestApp(escrow.escrowURL, directory: escrow.directory.path + "/app")
+        let (escrow, app) = try await Self.escrowAndApp()
         let client = app.launch()
         let other = try await client.startAttempt()
         for nonceAndAudience in [(nil, TestAppleSigner.webAudience), (other.nonceSHA256, TestAppleSigner.appAudience)] {
@@ -136,9 +130,7 @@ struct NativeSignInClientTests {
 
     @Test("an escrow that takes the connection and never answers: each try ends at the request timeout, the round ends")
     func silentEscrowBounded() async throws {
-        let escrow = try NativeSignInEscrow()
-        try await escrow.up()
-        let app = try TestApp(escrow.escrowURL, directory: escrow.directory.path + "/app", timeout: .seconds(1))
+        let (escrow, app) = try await Self.escrowAndApp(timeout: .seconds(1))
         let client = app.launch()
         let started = try await client.startAttempt()
         escrow.proxy.blackhole()
@@ -148,6 +140,19 @@ struct NativeSignInClientTests {
         #expect(outcome.keptCode == .unavailable)
         #expect(clock.now - begun < .seconds(15), "three tries of one second each, and short waits")
         #expect(try app.store.names().count == 1)
+    }
+
+    /// A running escrow, and an app configured to reach it.
+    static func escrowAndApp(
+        tries: Int = 3,
+        timeout: Duration = .seconds(10)
+    ) async throws -> (NativeSignInEscrow, TestApp) {
+        let escrow = try NativeSignInEscrow()
+        try await escrow.up()
+        return (
+            escrow,
+            try TestApp(escrow.escrowURL, directory: escrow.directory.path + "/app", tries: tries, timeout: timeout)
+        )
     }
 
     static func credential(nonce: String, audience: String = TestAppleSigner.appAudience) throws -> AppleCredential {
