@@ -243,6 +243,23 @@ enum PostgresSchema {
                 """,
                 "CREATE INDEX apple_token_exchange_due ON apple_token_exchange (next_attempt_at) WHERE ended_at IS NULL",
                 "CREATE INDEX apple_token_exchange_escrow ON apple_token_exchange (escrow_id)",
+                // Revocations the backend asked for, the token sealed until Apple took it.
+                """
+                CREATE TABLE apple_revocation (
+                    id text PRIMARY KEY,
+                    client_id text NOT NULL,
+                    token_type_hint text NOT NULL,
+                    key_version bigint NOT NULL,
+                    sealed_token bytea NOT NULL,
+                    attempts bigint NOT NULL,
+                    next_attempt_at bigint NOT NULL,
+                    created_at bigint NOT NULL,
+                    outcome text,
+                    error text,
+                    ended_at bigint
+                )
+                """,
+                "CREATE INDEX apple_revocation_due ON apple_revocation (next_attempt_at) WHERE ended_at IS NULL",
             ]
         ),
         Migration(

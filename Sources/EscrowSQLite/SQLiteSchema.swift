@@ -184,6 +184,7 @@ enum SQLiteSchema {
         // v11: Apple token exchanges. A sign-in's authorization code waits here for its exchange, sealed to a master
         // key version; the outcome (the refresh token sealed into the escrow, or Apple's error code) stays until the
         // escrow is purged: deleting the escrow's row deletes its exchanges (a trigger: foreign keys are off).
+        // Revocations the backend asked for wait in `apple_revocation`, the token sealed until Apple took it.
         migrator.registerMigration("v11") { db in
             try db.execute(
                 sql: """
@@ -208,6 +209,21 @@ enum SQLiteSchema {
                     CREATE TRIGGER apple_token_exchange_purged AFTER DELETE ON escrow BEGIN
                         DELETE FROM apple_token_exchange WHERE escrow_id = OLD.id;
                     END;
+
+                    CREATE TABLE apple_revocation (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        client_id TEXT NOT NULL,
+                        token_type_hint TEXT NOT NULL,
+                        key_version INTEGER NOT NULL,
+                        sealed_token BLOB NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        outcome TEXT,
+                        error TEXT,
+                        ended_at INTEGER
+                    ) STRICT;
+                    CREATE INDEX apple_revocation_due ON apple_revocation(next_attempt_at) WHERE ended_at IS NULL;
                     """
             )
         }

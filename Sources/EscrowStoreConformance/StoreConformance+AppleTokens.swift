@@ -12,6 +12,7 @@ extension StoreConformance {
         Check(name: "Apple token exchanges are claimed with a lease and ended once", run: appleExchangeClaimAndEnd),
         Check(name: "concurrent Apple token exchange claims never share a code", run: appleExchangeConcurrentClaims),
         Check(name: "an escrow's Apple token exchanges are purged with it", run: appleExchangePurged),
+        Check(name: "Apple token revocations are claimed with a lease and ended once, audited", run: appleRevocations),
     ]
 
     static func appleExchangeQueuedOnce(_ make: MakeSubject) async throws {
@@ -129,6 +130,69 @@ extension StoreConformance {
         try expect(try await tokens.appleExchanges(escrowID: record.id).isEmpty, "purged with the escrow")
         try expect(try await tokens.appleExchanges(escrowID: kept.id).count == 1, "another escrow's kept")
         try expect(try await tokens.runningAppleExchangeCount() == 1, "one running left")
+    }
+}
+
+extension StoreConformance {
+    static func appleRevocations(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        guard let store = subject.signIns as? any AppleRevocationStore else {
+            throw ConformanceFailure(
+                "the subject's sign-in store is no AppleRevocationStore: leave appleTokenChecks out"
+            )
+        }
+        let start = SignInFixture().start
+        let revocation = AppleRevocation(
+            id: "rev_0001",
+            clientID: "com.example.web",
+            tokenTypeHint: "refresh_token",
+            keyVersion: 1,
+            sealedToken: Array("sealed-token".utf8),
+            nextAttemptAt: start,
+            createdAt: start
+        )
+        try await store.queueAppleRevocation(revocation)
+        try expect(try await store.appleRevocation(id: revocation.id) == revocation, "read back as stored")
+        var failed = false
+        do { try await store.queueAppleRevocation(revocation) } catch { failed = true }
+        try expect(failed, "one revocation an id")
+        let claimed = try await store.claimAppleRevocations(at: start, limit: 10, lease: 30)
+        try expect(claimed.map(\.attempts) == [1], "claimed, an attempt counted")
+        try expect(try await store.claimAppleRevocations(at: start, limit: 10, lease: 30).isEmpty, "leased")
+        try expect(
+            try await store.rescheduleAppleRevocation(id: revocation.id, attempts: 1, at: start),
+            "rescheduled by its claim"
+        )
+        let again = try await store.claimAppleRevocations(at: start, limit: 10, lease: 30)
+        try expect(again.map(\.attempts) == [2], "due again")
+        try expect(
+            try await !store.endAppleRevocation(
+                id: revocation.id,
+                attempts: 1,
+                outcome: .revoked,
+                at: start,
+                actor: .apple
+            ),
+            "a stale claim cannot end it"
+        )
+        try expect(
+            try await store.endAppleRevocation(
+                id: revocation.id,
+                attempts: 2,
+                outcome: .revoked,
+                at: start,
+                actor: .apple
+            ),
+            "ended by its claim"
+        )
+        let ended = try await store.appleRevocation(id: revocation.id)
+        try expect(ended?.outcome == .revoked && ended?.sealedToken.isEmpty == true, "revoked, its token erased")
+        let events = try await subject.escrows.auditEvents(after: 0, limit: 10)
+        try expect(
+            events.map(\.draft.type) == [.appleTokenRevoked] && events[0].draft.detail == "revocation rev_0001",
+            "one audit event naming the revocation"
+        )
+        try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with a revocation")
     }
 }
 

@@ -121,3 +121,38 @@ extension Escrow {
         return (try await confirm(userIdentifier: userIdentifier, actor: actor), tokens)
     }
 }
+
+extension Escrow {
+    /// Queues the revocation of `token` at Apple for `clientID`: the token sealed to the active master key version,
+    /// due at once. Durable before it returns; answers the revocation's id.
+    public func queueAppleRevocation(token: String, tokenTypeHint: String, clientID: String) async throws -> String {
+        guard let store = signIns as? any AppleRevocationStore else {
+            throw EscrowError(.invalidConfiguration, "this store keeps no Apple token revocations")
+        }
+        let id = "rev_" + Hex.encode(Hashing.randomBytes(count: 16))
+        let (keyVersion, sealed) = try keyring.sealNotification(Array(token.utf8), webhookID: "apple-revocation-" + id)
+        let now = clock.now()
+        try await store.queueAppleRevocation(
+            AppleRevocation(
+                id: id,
+                clientID: clientID,
+                tokenTypeHint: tokenTypeHint,
+                keyVersion: keyVersion,
+                sealedToken: sealed,
+                nextAttemptAt: now,
+                createdAt: now
+            )
+        )
+        return id
+    }
+
+    /// The token a revocation sealed, opened with this keyring.
+    public func openAppleRevocationToken(_ revocation: AppleRevocation) throws -> String {
+        let token = try keyring.openNotification(
+            revocation.sealedToken,
+            keyVersion: revocation.keyVersion,
+            webhookID: "apple-revocation-" + revocation.id
+        )
+        return String(decoding: token, as: UTF8.self)
+    }
+}

@@ -23,6 +23,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var scheduler: SchedulingOptions
     @OptionGroup(title: "Rate limits") var limits: RateLimitOptions
     @OptionGroup(title: "Apple") var apple: AppleOptions
+    @OptionGroup(title: "Apple tokens") var appleTokens: AppleTokenOptions
     @OptionGroup(title: "TLS") var tls: TLSOptions
     @OptionGroup(title: "Web sign-in") var signIn: SignInOptions
 
@@ -73,6 +74,7 @@ struct Serve: AsyncParsableCommand {
             }
         }
         configuration.keyringPath = options.keyringPath
+        configuration.appleTokens = try appleTokens.settings(environment, keyringPath: options.keyringPath, apple: apple)
         return configuration
     }
 

@@ -211,4 +211,119 @@ struct AppleTokenExchangeTests {
         }
         try await exchange.stop()
     }
+
+    @Test("a revocation queued by the backend is sent until Apple takes it, with a valid secret, audit-chained")
+    func revocationRetriedUntilTaken() async throws {
+        let exchange = try await Exchange()
+        let harness = exchange.flow.harness
+        try await harness.app().test(.live) { client async throws in
+            // A refresh token Apple issued (through a first sign-in's exchange).
+            _ = try await exchange.signIn(client)
+            await exchange.exchanger.runOnce()
+            let refreshToken = try #require(exchange.apple.refreshTokens.first)
+            let body = Fake.body(["token": refreshToken, "tokenTypeHint": "refresh_token"])
+            let refused = try await client.execute(
+                uri: "/v1/apple/revocations",
+                method: .post,
+                headers: harness.headers("signin", json: true),
+                body: body
+            )
+            #expect(refused.status == .forbidden, "scope revoke only")
+            let queued = try await client.execute(
+                uri: "/v1/apple/revocations",
+                method: .post,
+                headers: harness.headers("revoke", json: true),
+                body: body
+            )
+            #expect(queued.status == .accepted)
+            let id = try #require(queued.json["revocationId"] as? String)
+
+            var configuration = AppleRevoker.Configuration(revokeURL: exchange.apple.revokeURL)
+            configuration.maximumBackoff = 1
+            let revoker = AppleRevoker(
+                configuration,
+                store: harness.fixture.store,
+                escrow: harness.escrow,
+                clientSecret: { [secrets = exchange.secrets] in try await secrets.secret(for: $0).jwt },
+                client: exchange.client,
+                logger: harness.logger
+            )
+            exchange.apple.script("/auth/revoke", [.status(503), .error("invalid_client")])
+            let read = {
+                try await client.execute(
+                    uri: "/v1/apple/revocations/\(id)",
+                    method: .get,
+                    headers: harness.headers("revoke")
+                )
+            }
+            for _ in 0..<3 {
+                #expect(await revoker.runOnce() == 1)
+                harness.fixture.clock.advance(by: 2)
+            }
+            #expect(await revoker.runOnce() == 0, "ended")
+            let revokes = exchange.apple.requests.filter { $0.path == "/auth/revoke" }
+            #expect(revokes.map(\.status) == [503, 400, 200], "retried until 200")
+            #expect(revokes.allSatisfy { $0.secretValid == true }, "every attempt with a valid client secret")
+            #expect(revokes.last?.form["token_type_hint"] == "refresh_token")
+            #expect(exchange.apple.isRevoked(refreshToken))
+            let state = try await read()
+            #expect(state.json["state"] as? String == "revoked")
+            #expect(state.json["attempts"] as? Int == 3)
+            #expect(
+                try await client.execute(
+                    uri: "/v1/apple/revocations/rev_unknown",
+                    method: .get,
+                    headers: harness.headers("revoke")
+                ).status == .notFound
+            )
+
+            let events = try await harness.auditEvents()
+            let revoked = events.filter { $0.draft.type == .appleTokenRevoked }
+            #expect(revoked.map(\.draft.detail) == ["revocation \(id)"], "one audit event, naming the revocation")
+            #expect(try await auditChainIsIntact(harness.fixture.store), "chained")
+            // The token and the secret in no log, audit event or store file.
+            let secret = try await exchange.secrets.secret(for: SignInFlow.clientID).jwt
+            let audit = events.map { "\($0.draft)" }.joined()
+            for value in [refreshToken, secret] {
+                #expect(!harness.loggedText().contains(value))
+                #expect(!audit.contains(value))
+                for file in harness.fixture.storeFiles() {
+                    #expect(!file.bytes.contains(bytes: Array(value.utf8)), "not in clear in \(file.name)")
+                }
+            }
+        }
+        try await exchange.stop()
+    }
+
+    @Test("a revocation Apple keeps refusing is given up after its last attempt, with Apple's code")
+    func revocationGivenUp() async throws {
+        let exchange = try await Exchange()
+        let harness = exchange.flow.harness
+        let id = try await harness.escrow.queueAppleRevocation(
+            token: "r.fake-token",
+            tokenTypeHint: "refresh_token",
+            clientID: SignInFlow.clientID
+        )
+        var configuration = AppleRevoker.Configuration(revokeURL: exchange.apple.revokeURL)
+        configuration.maximumAttempts = 2
+        configuration.maximumBackoff = 1
+        let revoker = AppleRevoker(
+            configuration,
+            store: harness.fixture.store,
+            escrow: harness.escrow,
+            clientSecret: { [secrets = exchange.secrets] in try await secrets.secret(for: $0).jwt },
+            client: exchange.client,
+            logger: harness.logger
+        )
+        exchange.apple.script("/auth/revoke", [.error("invalid_request"), .error("invalid_request")])
+        #expect(await revoker.runOnce() == 1)
+        harness.fixture.clock.advance(by: 2)
+        #expect(await revoker.runOnce() == 1)
+        let revocation = try await harness.fixture.store.appleRevocation(id: id)
+        #expect(revocation?.outcome == .failed("invalid_request"))
+        #expect(revocation?.sealedToken.isEmpty == true, "the token erased once ended")
+        let failed = try await harness.auditEvents().filter { $0.draft.type == .appleRevocationFailed }
+        #expect(failed.map(\.draft.detail) == ["revocation \(id): invalid_request"])
+        try await exchange.stop()
+    }
 }

@@ -29,4 +29,8 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, Codable, Cus
     /// never the state, code or ticket. Written by earlier versions only: a web sign-in's capture is now one
     /// `captured` event whose detail is `web-signin`. Still read, and verified, in existing chains.
     public static let signinCaptured = AuditEventType(rawValue: "signin-captured")
+    /// Apple answered `200` to a revocation (its id in the detail, never the token).
+    public static let appleTokenRevoked = AuditEventType(rawValue: "apple-token-revoked")
+    /// A revocation was given up after its last attempt (its id and Apple's last error code in the detail).
+    public static let appleRevocationFailed = AuditEventType(rawValue: "apple-revocation-failed")
 }

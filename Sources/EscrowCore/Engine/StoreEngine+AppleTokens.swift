@@ -47,3 +47,69 @@ extension StoreEngine {
         return claimed
     }
 }
+
+/// The statements a store runs for Apple token revocations, inside an ``EscrowWriteTransaction``.
+package protocol AppleRevocationWriteTransaction: EscrowWriteTransaction {
+    /// Up to `limit` running revocations due at `now`, the longest due first, locked where the store locks rows.
+    func dueAppleRevocations(at now: Date, limit: Int) async throws -> [AppleRevocation]
+    /// Sets a running revocation's attempts and next due time when its attempts are `expected`.
+    func setAppleRevocation(id: String, expected: Int, attempts: Int, next: Date) async throws -> Bool
+    /// Ends a running revocation whose attempts are `expected`, erasing its sealed token.
+    func endAppleRevocation(
+        id: String,
+        expected: Int,
+        outcome: AppleRevocation.Outcome,
+        at now: Date
+    ) async throws -> Bool
+}
+
+extension StoreEngine {
+    /// Claims due revocations in the caller's transaction, as ``claimAppleExchanges(at:limit:lease:in:)`` does.
+    package static func claimAppleRevocations(
+        at now: Date,
+        limit: Int,
+        lease: Double,
+        in transaction: some AppleRevocationWriteTransaction
+    ) async throws -> [AppleRevocation] {
+        let until = now.addingTimeInterval(max(0, lease))
+        var claimed: [AppleRevocation] = []
+        for var revocation in try await transaction.dueAppleRevocations(at: now, limit: max(0, limit)) {
+            let attempts = revocation.attempts + 1
+            guard
+                try await transaction.setAppleRevocation(
+                    id: revocation.id,
+                    expected: revocation.attempts,
+                    attempts: attempts,
+                    next: until
+                )
+            else { continue }
+            revocation.attempts = attempts
+            revocation.nextAttemptAt = until
+            claimed.append(revocation)
+        }
+        return claimed
+    }
+
+    /// Ends a revocation and chains its audit event in the caller's transaction: `apple-token-revoked`, or
+    /// `apple-revocation-failed` with Apple's code; the detail names the revocation, never its token.
+    package static func endAppleRevocation(
+        id: String,
+        attempts: Int,
+        outcome: AppleRevocation.Outcome,
+        at now: Date,
+        actor: AuditActor,
+        in transaction: some AppleRevocationWriteTransaction
+    ) async throws -> Bool {
+        guard try await transaction.endAppleRevocation(id: id, expected: attempts, outcome: outcome, at: now) else {
+            return false
+        }
+        let draft =
+            switch outcome {
+            case .revoked: AuditDraft(type: .appleTokenRevoked, at: now, detail: "revocation \(id)", actor: actor)
+            case .failed(let code):
+                AuditDraft(type: .appleRevocationFailed, at: now, detail: "revocation \(id): \(code)", actor: actor)
+            }
+        try await append([draft], transaction)
+        return true
+    }
+}

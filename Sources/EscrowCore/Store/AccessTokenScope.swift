@@ -7,6 +7,8 @@ public enum AccessTokenScope: String, Sendable, Hashable, Codable, CaseIterable,
     case operate
     /// Reads the purge report through the admin API and the console (`/v1/admin/purge-report`).
     case audit
+    /// Queues and reads revocations of Apple tokens (`/v1/apple/revocations`): an app backend's, at account deletion.
+    case revoke
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!

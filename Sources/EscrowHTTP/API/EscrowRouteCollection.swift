@@ -83,6 +83,11 @@ public enum EscrowRouteCollection {
                 apple: dependencies.apple,
                 maximumBodySize: configuration.maximumBodySize
             ).register(on: guarded)
+            AppleRevocationRoutes(
+                escrow: escrow,
+                defaultClientID: configuration.signIn?.clientID,
+                maximumBodySize: configuration.maximumBodySize
+            ).register(on: guarded)
         }
         if let notifications, surface != .internalAPI {
             AppleNotificationRoutes(

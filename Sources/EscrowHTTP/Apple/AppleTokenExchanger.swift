@@ -277,4 +277,9 @@ enum AppleTokenMetrics {
     static func exchanged(_ outcome: String) {
         Counter(label: "profile_escrow_apple_exchanges_total", dimensions: [("outcome", outcome)]).increment()
     }
+
+    /// `profile_escrow_apple_revocations_total{outcome}`: `revoked`, `failed` (given up), `retried`.
+    static func revoked(_ outcome: String) {
+        Counter(label: "profile_escrow_apple_revocations_total", dimensions: [("outcome", outcome)]).increment()
+    }
 }

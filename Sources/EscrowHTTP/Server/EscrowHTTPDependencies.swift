@@ -19,6 +19,8 @@ public struct EscrowHTTPDependencies: Sendable {
     /// Redeems the authorization codes that sign-ins queue (``AppleSignInConfiguration/exchangesCodes``): run it as a
     /// service.
     public var appleTokenExchanger: AppleTokenExchanger?
+    /// Sends the revocations queued at `POST /v1/apple/revocations` to Apple: run it as a service.
+    public var appleRevoker: AppleRevoker?
 
     public init(
         apple: AppleVerifier? = nil,

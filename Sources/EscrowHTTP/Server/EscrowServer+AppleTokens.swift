@@ -3,10 +3,11 @@ import EscrowCore
 import Logging
 import ProfileEscrow
 
-/// What `serve` needs to redeem sign-ins' authorization codes at Apple: the token endpoint and timing, and the
-/// team's client secrets (minted with the key in custody, cached an hour per client id).
+/// What `serve` needs to redeem sign-ins' authorization codes and revoke tokens at Apple: the endpoints and timing,
+/// and the team's client secrets (minted with the key in custody, cached an hour per client id).
 public struct AppleTokenExchangeSettings: Sendable {
     public var exchange: AppleTokenExchanger.Configuration
+    public var revoke = AppleRevoker.Configuration()
     /// The client secret (the JWT) for a client id.
     public var clientSecret: @Sendable (String) async throws -> String
 
@@ -20,13 +21,15 @@ public struct AppleTokenExchangeSettings: Sendable {
 }
 
 extension EscrowServer {
-    /// The exchanger of `settings` over the escrow's store, with an HTTP client shut down when the server ends.
-    /// Refused without Apple's keys (the answer's id_token is verified) or a store that keeps the exchanges.
+    /// The exchanger of `settings` over the escrow's store, with an HTTP client shut down when the server ends, and the
+    /// revoker beside it (in `revoker`). Refused without Apple's keys (the answer's id_token is verified) or a store
+    /// that keeps the exchanges.
     static func exchanger(
         _ settings: AppleTokenExchangeSettings,
         escrow: Escrow,
         verifier: AppleVerifier?,
         teardown: inout Teardown,
+        revoker: inout AppleRevoker?,
         logger: Logger
     ) throws -> AppleTokenExchanger {
         guard let verifier else {
@@ -44,6 +47,16 @@ extension EscrowServer {
             "Apple's authorization codes are redeemed here; the refresh token is delivered in the escrow",
             metadata: ["apple.token.url": "\(settings.exchange.tokenURL)"]
         )
+        if let store = escrow.signIns as? any AppleRevocationStore {
+            revoker = AppleRevoker(
+                settings.revoke,
+                store: store,
+                escrow: escrow,
+                clientSecret: settings.clientSecret,
+                client: client,
+                logger: logger
+            )
+        }
         return AppleTokenExchanger(
             settings.exchange,
             store: store,

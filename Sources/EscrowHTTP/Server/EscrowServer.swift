@@ -99,6 +99,7 @@ public struct EscrowServer: Sendable {
                     escrow: escrow,
                     verifier: dependencies.apple,
                     teardown: &teardown,
+                    revoker: &dependencies.appleRevoker,
                     logger: logger
                 )
                 http.signIn?.exchangesCodes = true
@@ -270,6 +271,7 @@ public struct EscrowServer: Sendable {
         let forwarder: [any Service] =
             (dependencies.notificationForwarder.map { [$0] } ?? [])
             + (dependencies.appleTokenExchanger.map { [$0] } ?? [])
+            + (dependencies.appleRevoker.map { [$0] } ?? [])
         let tlsReloader: [any Service] = dependencies.tls.map { [TLSReloader(files: $0, logger: logger)] } ?? []
         return telemetry + services + gauges + forwarder + tlsReloader + [overview, app] + publicApp + [drain]
     }

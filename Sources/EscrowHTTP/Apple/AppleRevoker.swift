@@ -1,0 +1,155 @@
+public import AsyncHTTPClient
+public import EscrowCore
+import EscrowCrypto
+import Foundation
+public import Logging
+import Metrics
+public import ProfileEscrow
+public import ServiceLifecycle
+
+/// Sends queued revocations to Apple's `/auth/revoke` until Apple answers `200`: claims due revocations with a lease
+/// (any node, one at a time each), posts the token with a fresh client secret, and ends each with its audit event
+/// (`apple-token-revoked`, or `apple-revocation-failed` with Apple's last error code once the attempts ran out).
+/// The token and the client secret are never logged, counted or put in an error.
+public final class AppleRevoker: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// Apple's revoke endpoint (`--apple-revoke-url`).
+        public var revokeURL: String
+        /// The longest wait for Apple's answer (seconds).
+        public var timeout: Double = 10
+        /// Attempts before a revocation is given up (about 12 hours of retries with the default backoff).
+        public var maximumAttempts = 48
+        /// The longest wait between two attempts (seconds).
+        public var maximumBackoff: Double = 900
+        /// How often the store is asked for due revocations when none were due (seconds).
+        public var poll: Double = 1
+
+        public init(revokeURL: String = "https://appleid.apple.com/auth/revoke") {
+            self.revokeURL = revokeURL
+        }
+
+        static let batch = 4
+        var lease: Double { Double(Self.batch) * (timeout + 2) + 10 }
+    }
+
+    public let configuration: Configuration
+    let store: any AppleRevocationStore
+    let escrow: Escrow
+    let clientSecret: @Sendable (String) async throws -> String
+    let client: HTTPClient
+    let logger: Logger
+
+    public init(
+        _ configuration: Configuration,
+        store: any AppleRevocationStore,
+        escrow: Escrow,
+        clientSecret: @escaping @Sendable (String) async throws -> String,
+        client: HTTPClient,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.escrow = escrow
+        self.clientSecret = clientSecret
+        self.client = client
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let keyring = self.escrow.keyring
+                let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await self.runOnce()
+                if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(self.configuration.poll * 1000))) }
+            }
+        }
+    }
+
+    /// Claims a batch of due revocations and sends them; returns how many were claimed.
+    @discardableResult
+    public func runOnce() async -> Int {
+        let now = escrow.configuration.clock.now()
+        let claimed: [AppleRevocation]
+        do {
+            claimed = try await store.claimAppleRevocations(
+                at: now,
+                limit: Configuration.batch,
+                lease: configuration.lease
+            )
+        } catch {
+            logger.error("cannot claim Apple token revocations", metadata: ["error": "\(error)"])
+            return 0
+        }
+        for revocation in claimed { await send(revocation) }
+        return claimed.count
+    }
+
+    private func send(_ revocation: AppleRevocation) async {
+        var metadata: Logger.Metadata = ["revocation.id": "\(revocation.id)", "attempt": "\(revocation.attempts)"]
+        let failure = await attempt(revocation)
+        let now = escrow.configuration.clock.now()
+        do {
+            if let failure, revocation.attempts < configuration.maximumAttempts {
+                metadata["reason"] = "\(failure)"
+                AppleTokenMetrics.revoked("retried")
+                let backoff = min(configuration.maximumBackoff, pow(2, Double(min(revocation.attempts, 30))))
+                _ = try await store.rescheduleAppleRevocation(
+                    id: revocation.id,
+                    attempts: revocation.attempts,
+                    at: now.addingTimeInterval(backoff * Double.random(in: 0.5...1))
+                )
+                logger.warning("Apple token revocation not taken; tried again", metadata: metadata)
+                return
+            }
+            let outcome: AppleRevocation.Outcome = failure.map { .failed($0) } ?? .revoked
+            AppleTokenMetrics.revoked(failure == nil ? "revoked" : "failed")
+            if try await store.endAppleRevocation(
+                id: revocation.id,
+                attempts: revocation.attempts,
+                outcome: outcome,
+                at: now,
+                actor: .apple
+            ) {
+                metadata["outcome"] = "\(failure ?? "revoked")"
+                logger.log(level: failure == nil ? .info : .error, "Apple token revocation ended", metadata: metadata)
+            }
+        } catch {
+            logger.error(
+                "cannot record an Apple token revocation's outcome",
+                metadata: metadata.merging(["error": "\(error)"]) { $1 }
+            )
+        }
+    }
+
+    /// One request to Apple's revoke endpoint: nil when Apple answered `200`, else Apple's error code or what
+    /// kept the request from being answered.
+    private func attempt(_ revocation: AppleRevocation) async -> String? {
+        let token: String
+        do {
+            token = try escrow.openAppleRevocationToken(revocation)
+        } catch {
+            return "unopenable"
+        }
+        let secret: String
+        do {
+            secret = try await clientSecret(revocation.clientID)
+        } catch {
+            return "client_secret_unavailable"
+        }
+        do {
+            let answer = try await AppleFormAnswer.post(
+                [
+                    ("client_id", revocation.clientID), ("client_secret", secret), ("token", token),
+                    ("token_type_hint", revocation.tokenTypeHint),
+                ],
+                to: configuration.revokeURL,
+                timeout: configuration.timeout,
+                client: client
+            )
+            guard answer.status == 200 else { return answer.errorCode ?? "http_\(answer.status)" }
+            return nil
+        } catch {
+            return "unavailable"
+        }
+    }
+}
