@@ -48,19 +48,22 @@ def pause(browser, reason: str):
     assert browser.find_element("id", "notice").text == "Deliveries paused on every node."
 
 
-def postgres_database() -> str:
+@pytest.fixture
+def postgres_database():
+    """A new database on the test server, dropped after the test."""
     server = os.environ.get("PROFILE_ESCROW_TEST_POSTGRES_URL")
     if not server:
         pytest.skip("no PostgreSQL server: eval \"$(scripts/postgres.sh start)\"")
     name = "browser_" + random.token_hex(6)
-    psql = Path(os.environ.get("PROFILE_ESCROW_TEST_POSTGRES_BIN", "/usr/bin")) / "psql"
-    subprocess.run([str(psql), server, "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True, timeout=30)
+    psql = str(Path(os.environ.get("PROFILE_ESCROW_TEST_POSTGRES_BIN", "/usr/bin")) / "psql")
+    subprocess.run([psql, server, "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True, timeout=30)
     base, _, query = server.partition("?")
-    return base.rsplit("/", 1)[0] + "/" + name + ("?" + query if query else "")
+    yield base.rsplit("/", 1)[0] + "/" + name + ("?" + query if query else "")
+    subprocess.run([psql, server, "-c", f"DROP DATABASE {name} WITH (FORCE)"], capture_output=True, timeout=30)
 
 
-def test_session_across_two_nodes_on_postgres(folder, nodes, browser):
-    database = postgres_database()
+def test_session_across_two_nodes_on_postgres(folder, nodes, browser, postgres_database):
+    database = postgres_database
     folder.env["PROFILE_ESCROW_DATABASE"] = database
     operator = folder.token("operator", "read", "operate")
     one, two = Node(folder, "--no-worker", name="one"), Node(folder, "--no-worker", name="two")
