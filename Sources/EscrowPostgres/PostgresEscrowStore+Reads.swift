@@ -167,21 +167,23 @@ extension PostgresEscrowStore {
                     )
                     var live: [EscrowState: Int] = [:]
                     for state in EscrowState.live { live[state] = 0 }
-                    for try await (state, count) in try await connection.query(
-                        "SELECT state, COUNT(*) FROM escrow GROUP BY state",
+                    var oldest: Int64?
+                    var oldestPending: Int64?
+                    var overdue: Int64 = 0
+                    // One scan of the table for the counts, the oldest and the overdue (a scan is most of a summary's
+                    // cost at a million escrows).
+                    for try await (state, count, oldestOfState, overdueOfState) in try await connection.query(
+                        """
+                        SELECT state, COUNT(*), MIN(created_at), COUNT(*) FILTER (WHERE expires_at <= \(Self.ms(now)))
+                        FROM escrow GROUP BY state
+                        """,
                         logger: logger
-                    ).decode((String, Int64).self) {
-                        if let state = EscrowState(rawValue: state) { live[state] = Int(count) }
+                    ).decode((String, Int64, Int64, Int64).self) {
+                        if let known = EscrowState(rawValue: state) { live[known] = Int(count) }
+                        oldest = min(oldest ?? oldestOfState, oldestOfState)
+                        if state == pending { oldestPending = oldestOfState }
+                        overdue += overdueOfState
                     }
-                    let (oldest, oldestPending, overdue) =
-                        try await connection.query(
-                            """
-                            SELECT MIN(created_at), MIN(created_at) FILTER (WHERE state = \(pending)),
-                                COUNT(*) FILTER (WHERE expires_at <= \(Self.ms(now)))
-                            FROM escrow
-                            """,
-                            logger: logger
-                        ).collect().map { try $0.decode((Int64?, Int64?, Int64).self) }.first ?? (nil, nil, Int64(0))
                     var deadEscrows: [DeadEscrow] = []
                     for try await (id, code) in try await connection.query(
                         "SELECT id, dead_code FROM escrow WHERE state = \(dead) ORDER BY created_at",
