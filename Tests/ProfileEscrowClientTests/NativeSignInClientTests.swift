@@ -128,6 +128,32 @@ struct NativeSignInClientTests {
         #expect(try await escrow.escrowCount() == 0)
     }
 
+    @Test("a 429 whose Retry-After is past the longest wait ends the round at once (kept); a later launch is captured")
+    func rateLimited() async throws {
+        // Half a request a second for each client and route: a burst of one, then a 429 with Retry-After: 2.
+        let (escrow, app) = try await Self.escrowAndApp(environment: ["PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT": "0.5"])
+        let client = app.launch()
+        let started = try await client.startAttempt()
+        // Another request of this client spends the capture route's burst.
+        _ = try await escrow.request("POST", "/v1/apple/native/capture", body: Data("{}".utf8))
+        let clock = ContinuousClock()
+        let begun = clock.now
+        let first = await client.complete(started, with: try Self.credential(nonce: started.nonceSHA256))
+        guard case .kept(let error) = first else {
+            Issue.record("expected the credential kept")
+            return
+        }
+        #expect(error == SignInClientError(.unavailable, status: 429))
+        #expect(clock.now - begun < .seconds(1), "no wait shorter than the escrow asked for, no second request")
+        #expect(try app.store.names().count == 1)
+
+        try await eventually("a later launch to capture", within: 20, every: .seconds(1)) {
+            await app.launch().resumePending().first?.ticket != nil
+        }
+        #expect(try app.store.names().isEmpty)
+        #expect(try await escrow.escrowCount() == 1)
+    }
+
     @Test("an escrow that takes the connection and never answers: each try ends at the request timeout, the round ends")
     func silentEscrowBounded() async throws {
         let (escrow, app) = try await Self.escrowAndApp(timeout: .seconds(1))
@@ -142,12 +168,13 @@ struct NativeSignInClientTests {
         #expect(try app.store.names().count == 1)
     }
 
-    /// A running escrow, and an app configured to reach it.
+    /// A running escrow (`environment` adding to its options), and an app configured to reach it.
     static func escrowAndApp(
         tries: Int = 3,
-        timeout: Duration = .seconds(10)
+        timeout: Duration = .seconds(10),
+        environment: [String: String] = [:]
     ) async throws -> (NativeSignInEscrow, TestApp) {
-        let escrow = try NativeSignInEscrow()
+        let escrow = try NativeSignInEscrow(environment: environment)
         try await escrow.up()
         return (
             escrow,

@@ -19,7 +19,8 @@ final class NativeSignInEscrow: Sendable {
 
     var escrowURL: URL { URL(string: "http://127.0.0.1:\(proxy.port)")! }
 
-    init() throws {
+    /// `environment` adds to (or overrides) the `serve` options of native sign-in.
+    init(environment extra: [String: String] = [:]) throws {
         let path = directory.path
         let jwks = path + "/apple-jwks.json"
         try TestAppleSigner.shared.jwks.write(to: URL(fileURLWithPath: jwks))
@@ -30,7 +31,7 @@ final class NativeSignInEscrow: Sendable {
             "PROFILE_ESCROW_SIGNIN_CALLBACK_URL": "https://escrow.example.invalid/v1/apple/signin/callback",
             "PROFILE_ESCROW_SIGNIN_RETURN": "app=https://app.example.invalid/signed-in",
             "PROFILE_ESCROW_APPLE_AUTHORIZE_URL": "https://apple.example.invalid/auth/authorize",
-        ]
+        ].merging(extra) { $1 }
         processes = ProfileEscrowProcesses(directory: path, environment: environment)
         let initialized = try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: path)
         let added = try ProfileEscrowCLI.run(
@@ -83,7 +84,8 @@ final class NativeSignInEscrow: Sendable {
         return (answer["escrows"] as? [Any])?.count ?? -1
     }
 
-    private func request(_ method: String, _ path: String, body: Data?) async throws -> (Int, [String: Any]) {
+    /// One request to `serve` (with the backend's token), its status and JSON answer.
+    func request(_ method: String, _ path: String, body: Data?) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: escrowURL.absoluteString + path)!, timeoutInterval: 30)
         request.httpMethod = method
         request.setValue("Bearer \(backendToken)", forHTTPHeaderField: "Authorization")
