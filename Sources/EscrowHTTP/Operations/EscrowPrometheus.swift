@@ -51,6 +51,10 @@ public enum EscrowPrometheus {
             "Verified Apple notifications received, by type and outcome (duplicate: Apple's retry of one handled).",
         "profile_escrow_notification_outbox_entries":
             "Apple notifications waiting in the outbox to be forwarded, as the forwarder last counted them.",
+        "profile_escrow_apple_exchanges_total":
+            "Authorization code exchanges at Apple, by outcome (tokens, Apple's error code, timed out, retried).",
+        "profile_escrow_apple_revocations_total":
+            "Token revocations sent to Apple, by outcome (revoked, retried, failed: given up at the last attempt).",
     ]
 
     /// The factory to bootstrap `MetricsSystem` with: Hummingbird's names and labels renamed.
