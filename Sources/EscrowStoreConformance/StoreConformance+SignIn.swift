@@ -332,31 +332,16 @@ extension StoreConformance {
         )
         var noCookie = fixture.request(browser, at: fixture.start, ticket: 2)
         noCookie.bindingHash = nil
-        let refused = try await store.completeSignIn(
-            noCookie,
-            capture: nil,
-            actor: .http(token: "signin"),
-            lifecycle: EscrowLifecycle()
-        )
+        let refused = try await fixture.complete(store, noCookie)
         try expect(refused == .bindingMismatch(browser), "a browser's attempt needs its cookie: \(refused)")
         var otherSecret = fixture.request(app, at: fixture.start, ticket: 1)
         otherSecret.bindingHash = fixture.hash("binding-other")
-        let mismatch = try await store.completeSignIn(
-            otherSecret,
-            capture: nil,
-            actor: .http(token: "signin"),
-            lifecycle: EscrowLifecycle()
-        )
+        let mismatch = try await fixture.complete(store, otherSecret)
         try expect(mismatch == .bindingMismatch(app), "an app's attempt refuses another secret: \(mismatch)")
         var callback = fixture.request(app, at: fixture.start, ticket: 1)
         callback.bindingHash = nil
         let record = try Fixture().record(user: 1, at: fixture.start)
-        let completion = try await store.completeSignIn(
-            callback,
-            capture: record,
-            actor: .http(token: "signin"),
-            lifecycle: EscrowLifecycle()
-        )
+        let completion = try await fixture.complete(store, callback, capture: record)
         guard case .completed(let used, .created) = completion, used.startedByApp else {
             throw ConformanceFailure("Apple's callback of an app's attempt completes without a cookie: \(completion)")
         }
@@ -369,12 +354,7 @@ extension StoreConformance {
         var app = fixture.attempt(1)
         app.startedByApp = true
         try await store.createSignInAttempt(app)
-        _ = try await store.completeSignIn(
-            fixture.request(app, at: fixture.start, ticket: 1),
-            capture: nil,
-            actor: .http(token: "signin"),
-            lifecycle: EscrowLifecycle()
-        )
+        _ = try await fixture.complete(store, fixture.request(app, at: fixture.start, ticket: 1))
         let ticket = fixture.ticket(1, at: fixture.start)
         try expect(
             try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
@@ -439,6 +419,20 @@ struct SignInFixture {
             ticketHash: hash("ticket-\(number)"),
             sealedResult: Array("sealed-result-\(number)".utf8),
             expiresAt: now.addingTimeInterval(300)
+        )
+    }
+
+    /// Completes `request` as a callback does, capturing `record` when given.
+    func complete(
+        _ store: any SignInStore,
+        _ request: SignInCompletionRequest,
+        capture record: EscrowRecord? = nil
+    ) async throws -> SignInCompletion {
+        try await store.completeSignIn(
+            request,
+            capture: record,
+            actor: .http(token: "signin"),
+            lifecycle: EscrowLifecycle()
         )
     }
 
