@@ -98,6 +98,20 @@ def claims(sub: str, audience: str, email: str, nonce: str | None = None) -> dic
     return result
 
 
+def apple_exchange(root: Path, env: dict) -> tuple[str, ...]:
+    """APPLE_EXCHANGE=1: every sign-in's code is queued for its exchange at Apple (a .p8 made here, kept as a file;
+    the token URL a closed loopback port, so the exchanges only retry in the background): the options to add."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    p8 = root / "AuthKey_BENCHKEY01.p8"
+    p8.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    p8.chmod(0o600)
+    subprocess.run([BIN, "apple", "key", "import", "--p8", str(p8), "--key-id", "BENCHKEY01", "--team-id",
+                    "BENCHTEAM1", "--custody", "file"], env=env, check=True, capture_output=True)
+    return ("--apple-team-id", "BENCHTEAM1", "--apple-token-url", f"http://127.0.0.1:{free_port()}/auth/token")
+
+
 class Serve:
     def __init__(self, root: Path, *args: str, port: int | None = None):
         self.root = root
@@ -107,6 +121,8 @@ class Serve:
         subprocess.run([BIN, "keys", "init"], env=self.env, check=True, capture_output=True)
         self.token = subprocess.run([BIN, "tokens", "add", "bench", "--scope", "capture", "signin"], env=self.env,
                                     check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        if os.environ.get("APPLE_EXCHANGE") == "1" and "--apple-audience" in args:
+            args = (*args, *apple_exchange(root, self.env))
         self.log = open(root / "serve.log", "wb")
         self.process = subprocess.Popen(
             [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--no-worker", "--rate-limit", "1000000",
