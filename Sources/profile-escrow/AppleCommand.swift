@@ -2,14 +2,49 @@ import ArgumentParser
 import EscrowCrypto
 import EscrowCustody
 import Foundation
+import ProfileEscrow
 
 /// `apple …`: the team's Sign in with Apple key, which signs the client secrets of Apple's token and revoke calls.
 struct AppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
-        abstract: "Apple's side: the team's Sign in with Apple key (.p8) in custody.",
-        subcommands: [AppleKeyCommand.self]
+        abstract: "Apple's side: the team's Sign in with Apple key (.p8) in custody; token revocations.",
+        subcommands: [AppleKeyCommand.self, AppleRevokeCommand.self]
     )
+}
+
+/// `apple revoke`: queues a token's revocation at Apple, as `POST /v1/apple/revocations` does; a `serve` with
+/// `--apple-team-id` sends it. The token is read from standard input (never an argument: those show in `ps`).
+struct AppleRevokeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke",
+        abstract: "Queue the revocation of a user's Apple token (read from standard input); prints its id.",
+        discussion: """
+            The token is stored sealed and sent to Apple by a serve running with --apple-team-id, retried until \
+            Apple takes it; its outcome is audited (apple-token-revoked, apple-revocation-failed).
+            """
+    )
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "The client id the token was issued to (the Services ID or the app's bundle id).")
+    var clientID: String
+    @Option(help: "refresh_token (default) or access_token.")
+    var tokenTypeHint = "refresh_token"
+
+    func validate() throws {
+        guard ["refresh_token", "access_token"].contains(tokenTypeHint) else {
+            throw ValidationError("--token-type-hint is refresh_token or access_token")
+        }
+    }
+
+    func run() async throws {
+        let token = (readLine(strippingNewline: true) ?? "").trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty, token.utf8.count <= 4096 else {
+            throw ValidationError("give the token on standard input (one line)")
+        }
+        let escrow = try await options.openEscrow(owner: "profile-escrow apple revoke", opensEscrows: false)
+        let id = try await escrow.queueAppleRevocation(token: token, tokenTypeHint: tokenTypeHint, clientID: clientID)
+        print(id)
+    }
 }
 
 /// `apple key import | show`.
