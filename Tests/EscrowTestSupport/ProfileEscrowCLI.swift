@@ -84,6 +84,7 @@ public enum ProfileEscrowCLI {
 
     public struct SetUpFailed: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// A file's bytes, empty when it is empty or absent. `FileManager.contents(atPath:)` of the Swift 6.3

@@ -45,6 +45,11 @@ struct DiskFaultTests {
                 "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
             ]
             token = try ProfileEscrowCLI.setUpCaptureNode(token: "disk.fault", environment: environment, in: data)
+            // The store's schema made before the faults start, so that they meet captures, not its migrations.
+            let opened = try ProfileEscrowCLI.run(["sweep"], environment: environment, in: data)
+            guard opened.status == 0 else {
+                throw ProfileEscrowCLI.SetUpFailed(description: "sweep: \(opened.stderr)")
+            }
             shim = try FaultShim(directory: data, scratch: scratch.path)
             try shim.snapshot()
             port = try freePort()
@@ -52,15 +57,24 @@ struct DiskFaultTests {
                 directory: scratch.path,
                 environment: environment.merging(shim.environment(fail: fault)) { $1 }
             )
-            client = HTTPClient(eventLoopGroupProvider: .singleton)
-            try processes.start(
-                "serve",
-                [
-                    "serve", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst",
-                    "100000",
-                ] + extraArguments
-            )
-            try await waitUntilHealthy(client, port: port)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                try processes.start(
+                    "serve",
+                    [
+                        "serve", "--host", "127.0.0.1", "--port", "\(port)", "--rate-limit", "100000", "--rate-burst",
+                        "100000",
+                    ] + extraArguments
+                )
+                try await waitUntilHealthy(client, port: port)
+            } catch {
+                // A node that never came up: its process and client stopped, its log in the failure.
+                processes.killAll()
+                try? await client.shutdown()
+                let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
+                throw ProfileEscrowCLI.SetUpFailed(description: "serve did not come up (\(error)): \(log.suffix(2000))")
+            }
+            self.client = client
         }
 
         func stop() {
