@@ -51,7 +51,7 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
         outcome: AppleTokenExchange.Outcome,
         at now: Date
     ) async throws -> Bool {
-        let (tokens, error) = PostgresEscrowStore.stored(outcome)
+        let (tokens, error) = outcome.stored
         let ms = PostgresEscrowStore.ms(now)
         let ended = try await connection.query(
             """
@@ -81,14 +81,6 @@ extension PostgresEscrowStore {
         code_hash, escrow_id, client_id, redirect_uri, key_version, sealed_code, attempts, next_attempt_at, \
         created_at, expires_at, sealed_tokens, error, ended_at
         """
-
-    /// The stored columns of an outcome: the sealed tokens, or the error code.
-    static func stored(_ outcome: AppleTokenExchange.Outcome) -> (tokens: [UInt8]?, error: String?) {
-        switch outcome {
-        case .tokens(let sealed): (sealed, nil)
-        case .refused(let code): (nil, code)
-        }
-    }
 
     /// A row as an exchange; nil for a row that breaks the schema's rules (an escrow id of the wrong length, a key
     /// version outside 32 bits), which no exchanger can use.

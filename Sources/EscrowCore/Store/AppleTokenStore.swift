@@ -104,3 +104,13 @@ public protocol AppleTokenStore: Sendable {
     /// How many exchanges are running.
     func runningAppleExchangeCount() async throws -> Int
 }
+
+extension AppleTokenExchange.Outcome {
+    /// The stored columns of an outcome: the sealed tokens, or the error code.
+    package var stored: (tokens: [UInt8]?, error: String?) {
+        switch self {
+        case .tokens(let sealed): (sealed, nil)
+        case .refused(let code): (nil, code)
+        }
+    }
+}

@@ -1,6 +1,5 @@
 public import AsyncHTTPClient
 public import EscrowCore
-import EscrowCrypto
 import Foundation
 public import Logging
 import Metrics
@@ -56,13 +55,7 @@ public final class AppleRevoker: Service, Sendable {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let keyring = self.escrow.keyring
-                let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await self.runOnce()
-                if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(self.configuration.poll * 1000))) }
-            }
-        }
+        await AppleClaimLoop.run(escrow: escrow, poll: configuration.poll) { await self.runOnce() }
     }
 
     /// Claims a batch of due revocations and sends them; returns how many were claimed.

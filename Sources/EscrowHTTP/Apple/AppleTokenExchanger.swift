@@ -74,15 +74,7 @@ public final class AppleTokenExchanger: Service, Sendable {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                // A node that cannot open the codes (public-only keyring, or keys still wrapped) leaves them to one
-                // that can.
-                let keyring = self.escrow.keyring
-                let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await self.runOnce()
-                if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(self.configuration.poll * 1000))) }
-            }
-        }
+        await AppleClaimLoop.run(escrow: escrow, poll: configuration.poll) { await self.runOnce() }
     }
 
     /// Claims a batch of due exchanges and works through them; returns how many were claimed.
@@ -267,6 +259,21 @@ struct AppleFormAnswer: Sendable {
             status: Int(response.status.code),
             strings: (object ?? [:]).compactMapValues { $0 as? String }
         )
+    }
+}
+
+/// The loop of Apple's background work (exchanges, revocations) until graceful shutdown: a batch at a time while
+/// there is work, a poll's wait when there is none. A node that cannot open what is queued (public-only keyring, or
+/// keys still wrapped) claims nothing and leaves it to one that can.
+enum AppleClaimLoop {
+    static func run(escrow: Escrow, poll: Double, _ runOnce: @escaping @Sendable () async -> Int) async {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let keyring = escrow.keyring
+                let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await runOnce()
+                if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(poll * 1000))) }
+            }
+        }
     }
 }
 
