@@ -10,6 +10,7 @@ import HTTPTypes
 import HummingbirdTesting
 import Logging
 import ProfileEscrow
+import Prometheus
 import ServiceLifecycle
 import Testing
 
@@ -31,6 +32,8 @@ struct AppleTokenExchangeTests {
         let exchanger: AppleTokenExchanger
         let client: HTTPClient
         let secrets: AppleClientSecrets
+        /// The exchanger's metrics (and a test's revoker's), read as `/metrics` would print them.
+        let registry = PrometheusCollectorRegistry()
 
         init() async throws {
             var flow = try await SignInFlow()
@@ -61,7 +64,8 @@ struct AppleTokenExchangeTests {
                 verifier: try await AppleVerifier(jwksJSON: apple.jwks, audiences: [SignInFlow.clientID]),
                 clientSecret: { try await secrets.secret(for: $0).jwt },
                 client: client,
-                logger: flow.harness.logger
+                logger: flow.harness.logger,
+                factory: EscrowPrometheus.factory(registry: registry)
             )
             self.flow = flow
         }
@@ -147,8 +151,11 @@ struct AppleTokenExchangeTests {
             // Nowhere else: not in the logs, not in the store's files (sealed there), nor the code or the secret.
             let secret = try await exchange.secrets.secret(for: SignInFlow.clientID).jwt
             let logged = exchange.flow.harness.loggedText()
+            let metrics = String(decoding: EscrowPrometheus.emit(exchange.registry), as: UTF8.self)
+            #expect(metrics.contains("profile_escrow_apple_exchanges_total{outcome=\"tokens\"} 1"))
             for value in [code, refreshToken, secret] {
                 #expect(!logged.contains(value), "nothing secret logged")
+                #expect(!metrics.contains(value), "nor in a metric")
                 for file in exchange.flow.harness.fixture.storeFiles() {
                     #expect(!file.bytes.contains(bytes: Array(value.utf8)), "nothing secret in clear in \(file.name)")
                 }
@@ -246,7 +253,8 @@ struct AppleTokenExchangeTests {
                 escrow: harness.escrow,
                 clientSecret: { [secrets = exchange.secrets] in try await secrets.secret(for: $0).jwt },
                 client: exchange.client,
-                logger: harness.logger
+                logger: harness.logger,
+                factory: EscrowPrometheus.factory(registry: exchange.registry)
             )
             exchange.apple.script("/auth/revoke", [.status(503), .error("invalid_client")])
             let read = {
@@ -281,12 +289,17 @@ struct AppleTokenExchangeTests {
             let revoked = events.filter { $0.draft.type == .appleTokenRevoked }
             #expect(revoked.map(\.draft.detail) == ["revocation \(id)"], "one audit event, naming the revocation")
             #expect(try await auditChainIsIntact(harness.fixture.store), "chained")
-            // The token and the secret in no log, audit event or store file.
+            // The token and the secret in no log, audit event, metric or store file.
             let secret = try await exchange.secrets.secret(for: SignInFlow.clientID).jwt
             let audit = events.map { "\($0.draft)" }.joined()
+            let metrics = String(decoding: EscrowPrometheus.emit(exchange.registry), as: UTF8.self)
+            #expect(metrics.contains("profile_escrow_apple_revocations_total{outcome=\"revoked\"} 1"))
+            #expect(metrics.contains("profile_escrow_apple_revocations_total{outcome=\"retried\"} 2"))
+            #expect(metrics.contains("profile_escrow_apple_exchanges_total{outcome=\"tokens\"} 1"))
             for value in [refreshToken, secret] {
                 #expect(!harness.loggedText().contains(value))
                 #expect(!audit.contains(value))
+                #expect(!metrics.contains(value))
                 for file in harness.fixture.storeFiles() {
                     #expect(!file.bytes.contains(bytes: Array(value.utf8)), "not in clear in \(file.name)")
                 }

@@ -2,7 +2,7 @@ public import AsyncHTTPClient
 public import EscrowCore
 import Foundation
 public import Logging
-import Metrics
+public import Metrics
 public import ProfileEscrow
 public import ServiceLifecycle
 
@@ -37,6 +37,7 @@ public final class AppleRevoker: Service, Sendable {
     let clientSecret: @Sendable (String) async throws -> String
     let client: HTTPClient
     let logger: Logger
+    let factory: any MetricsFactory
 
     public init(
         _ configuration: Configuration,
@@ -44,8 +45,10 @@ public final class AppleRevoker: Service, Sendable {
         escrow: Escrow,
         clientSecret: @escaping @Sendable (String) async throws -> String,
         client: HTTPClient,
-        logger: Logger
+        logger: Logger,
+        factory: any MetricsFactory = MetricsSystem.factory
     ) {
+        self.factory = factory
         self.configuration = configuration
         self.store = store
         self.escrow = escrow
@@ -84,7 +87,7 @@ public final class AppleRevoker: Service, Sendable {
         do {
             if let failure, revocation.attempts < configuration.maximumAttempts {
                 metadata["reason"] = "\(failure)"
-                AppleTokenMetrics.revoked("retried")
+                AppleTokenMetrics.revoked("retried", factory: factory)
                 let backoff = min(configuration.maximumBackoff, pow(2, Double(min(revocation.attempts, 30))))
                 _ = try await store.rescheduleAppleRevocation(
                     id: revocation.id,
@@ -95,7 +98,7 @@ public final class AppleRevoker: Service, Sendable {
                 return
             }
             let outcome: AppleRevocation.Outcome = failure.map { .failed($0) } ?? .revoked
-            AppleTokenMetrics.revoked(failure == nil ? "revoked" : "failed")
+            AppleTokenMetrics.revoked(failure == nil ? "revoked" : "failed", factory: factory)
             if try await store.endAppleRevocation(
                 id: revocation.id,
                 attempts: revocation.attempts,

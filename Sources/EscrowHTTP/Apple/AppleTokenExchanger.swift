@@ -3,7 +3,7 @@ public import EscrowCore
 import EscrowCrypto
 import Foundation
 public import Logging
-import Metrics
+public import Metrics
 import NIOCore
 import NIOHTTP1
 public import ProfileEscrow
@@ -54,6 +54,7 @@ public final class AppleTokenExchanger: Service, Sendable {
     let clientSecret: @Sendable (String) async throws -> String
     let client: HTTPClient
     let logger: Logger
+    let factory: any MetricsFactory
 
     public init(
         _ configuration: Configuration,
@@ -62,8 +63,10 @@ public final class AppleTokenExchanger: Service, Sendable {
         verifier: AppleVerifier,
         clientSecret: @escaping @Sendable (String) async throws -> String,
         client: HTTPClient,
-        logger: Logger
+        logger: Logger,
+        factory: any MetricsFactory = MetricsSystem.factory
     ) {
+        self.factory = factory
         self.configuration = configuration
         self.store = store
         self.escrow = escrow
@@ -123,7 +126,7 @@ public final class AppleTokenExchanger: Service, Sendable {
             case .end(let outcome):
                 let name = Self.name(outcome)
                 metadata["outcome"] = "\(name)"
-                AppleTokenMetrics.exchanged(name)
+                AppleTokenMetrics.exchanged(name, factory: factory)
                 if try await store.endAppleExchange(
                     codeHash: exchange.codeHash,
                     attempts: exchange.attempts,
@@ -134,7 +137,7 @@ public final class AppleTokenExchanger: Service, Sendable {
                 }
             case .retry(let reason):
                 metadata["reason"] = "\(reason)"
-                AppleTokenMetrics.exchanged("retried")
+                AppleTokenMetrics.exchanged("retried", factory: factory)
                 let next = configuration.retry(after: exchange.attempts, now: ended, expiresAt: exchange.expiresAt)
                 _ = try await store.rescheduleAppleExchange(
                     codeHash: exchange.codeHash,
@@ -281,12 +284,14 @@ enum AppleClaimLoop {
 enum AppleTokenMetrics {
     /// `profile_escrow_apple_exchanges_total{outcome}`: `tokens`, Apple's error code, `exchange_timed_out`,
     /// `retried`.
-    static func exchanged(_ outcome: String) {
-        Counter(label: "profile_escrow_apple_exchanges_total", dimensions: [("outcome", outcome)]).increment()
+    static func exchanged(_ outcome: String, factory: any MetricsFactory) {
+        Counter(label: "profile_escrow_apple_exchanges_total", dimensions: [("outcome", outcome)], factory: factory)
+            .increment()
     }
 
     /// `profile_escrow_apple_revocations_total{outcome}`: `revoked`, `failed` (given up), `retried`.
-    static func revoked(_ outcome: String) {
-        Counter(label: "profile_escrow_apple_revocations_total", dimensions: [("outcome", outcome)]).increment()
+    static func revoked(_ outcome: String, factory: any MetricsFactory) {
+        Counter(label: "profile_escrow_apple_revocations_total", dimensions: [("outcome", outcome)], factory: factory)
+            .increment()
     }
 }
