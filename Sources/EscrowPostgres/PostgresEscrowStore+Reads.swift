@@ -127,21 +127,21 @@ extension PostgresEscrowStore {
         return try rows.map { try events($0) }
     }
 
-    /// Reads only the columns the report counts, of captures and purges only.
+    /// Reads only the columns the report counts, of the counted types only.
     public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
         let rows = try await database.rows(
             "read failed",
             """
             SELECT seq, at, type, detail, age_ms FROM audit_event
-            WHERE seq > \(sequence) AND type IN ('captured', 'purged') ORDER BY seq LIMIT \(limit)
+            WHERE seq > \(sequence) AND type IN (\(unescaped: AuditTally.Kind.countedTypesSQL))
+            ORDER BY seq LIMIT \(limit)
             """
         )
-        return try rows.map { row in
+        return try rows.compactMap { row in
             let (sequence, at, type, detail, age) = try decode(row, (Int64, Int64, String, String?, Int64?).self)
-            let kind: AuditTally.Kind =
-                type == "captured"
-                ? .captured : .purged(detail.flatMap(PurgeReason.init(rawValue:)), ageMilliseconds: age ?? 0)
-            return AuditTally(sequence: sequence, at: at, kind: kind)
+            return AuditTally.Kind(type: type, detail: detail, ageMilliseconds: age).map {
+                AuditTally(sequence: sequence, at: at, kind: $0)
+            }
         }
     }
 

@@ -109,7 +109,7 @@ extension SQLiteEscrowStore {
         }
     }
 
-    /// Reads only the columns the report counts, of captures and purges only: no id, index, actor or hash
+    /// Reads only the columns the report counts, of the counted types only: no id, index, actor or hash
     /// strings are made (a report over a million events made four heap strings per event for nothing).
     public func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally] {
         try await read { db in
@@ -117,7 +117,7 @@ extension SQLiteEscrowStore {
                 db.cachedStatement(
                     sql: """
                         SELECT seq, at, type, detail, age_ms FROM audit_event
-                        WHERE seq > ? AND type IN ('captured', 'purged') ORDER BY seq LIMIT ?
+                        WHERE seq > ? AND type IN (\(AuditTally.Kind.countedTypesSQL)) ORDER BY seq LIMIT ?
                         """
                 ),
                 arguments: [sequence, limit]
@@ -125,11 +125,9 @@ extension SQLiteEscrowStore {
             var tallies: [AuditTally] = []
             tallies.reserveCapacity(min(limit, 65_536))
             while let row = try cursor.next() {
-                let type: String = row[2] ?? ""
-                let kind: AuditTally.Kind =
-                    type == "captured"
-                    ? .captured
-                    : .purged((row[3] as String?).flatMap(PurgeReason.init(rawValue:)), ageMilliseconds: row[4] ?? 0)
+                guard let kind = AuditTally.Kind(type: row[2] ?? "", detail: row[3], ageMilliseconds: row[4]) else {
+                    continue
+                }
                 tallies.append(AuditTally(sequence: row[0], at: row[1], kind: kind))
             }
             return tallies

@@ -14,7 +14,7 @@ extension PurgeReport: Encodable {
 
     private enum Keys: String, CodingKey {
         case since, until, generatedAt, captured, purged, timeToPurgeSeconds, live, oldestLiveAgeSeconds, overdue
-        case dead, chain, retentionSeconds, timeToPurgeDistribution, purgesByHour, archive
+        case dead, chain, retentionSeconds, timeToPurgeDistribution, purgesByHour, archive, appleRevocations
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -23,6 +23,7 @@ extension PurgeReport: Encodable {
         try container.encode(until.map(Timestamp.milliseconds), forKey: .until)
         try container.encode(Timestamp.milliseconds(generatedAt), forKey: .generatedAt)
         try container.encode(captured, forKey: .captured)
+        try container.encode(appleRevocations, forKey: .appleRevocations)
         let purged = Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0.rawValue, self.purged[$0] ?? 0) })
         try container.encode(purged, forKey: .purged)
         try container.encode(SecondsJSON(timeToPurgeSeconds), forKey: .timeToPurgeSeconds)
@@ -181,6 +182,7 @@ extension PurgeReport {
                 "    \(reason.rawValue.padding(toLength: 16, withPad: " ", startingAt: 0))\(purged[reason] ?? 0)"
             )
         }
+        lines.append("  apple revocations \(appleRevocations.revoked) revoked, \(appleRevocations.failed) failed")
         lines.append(
             "  time to purge     median \(seconds(timeToPurgeSeconds?.median)), "
                 + "p95 \(seconds(timeToPurgeSeconds?.p95)), max \(seconds(timeToPurgeSeconds?.max))"
@@ -231,6 +233,8 @@ extension PurgeReport {
             "captured: \(captured)",
         ]
         lines += PurgeReason.allCases.map { "purged.\($0.rawValue): \(purged[$0] ?? 0)" }
+        lines.append("appleRevocations.revoked: \(appleRevocations.revoked)")
+        lines.append("appleRevocations.failed: \(appleRevocations.failed)")
         lines.append("timeToPurgeSeconds.median: \(seconds(timeToPurgeSeconds?.median))")
         lines.append("timeToPurgeSeconds.p95: \(seconds(timeToPurgeSeconds?.p95))")
         lines.append("timeToPurgeSeconds.max: \(seconds(timeToPurgeSeconds?.max))")

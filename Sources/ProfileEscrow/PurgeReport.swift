@@ -66,6 +66,18 @@ public struct PurgeReport: Sendable, Equatable {
         public var purged: [PurgeReason: Int]
     }
 
+    /// The Apple token revocations that ended in the period (`apple-token-revoked`, `apple-revocation-failed`): what
+    /// the backend asked to revoke at an account's deletion, and whether Apple took it.
+    public struct AppleRevocations: Sendable, Equatable, Codable {
+        public var revoked: Int
+        public var failed: Int
+
+        public init(revoked: Int = 0, failed: Int = 0) {
+            self.revoked = revoked
+            self.failed = failed
+        }
+    }
+
     /// Upper bounds (seconds, inclusive) of the time-to-purge distribution's buckets; the last bucket is open.
     public static let timeToPurgeBuckets: [Double] = [1, 10, 60, 600, 3600, 86_400, 7 * 86_400, 30 * 86_400]
 
@@ -73,6 +85,7 @@ public struct PurgeReport: Sendable, Equatable {
     public var until: Date?
     public var generatedAt: Date
     public var captured = 0
+    public var appleRevocations = AppleRevocations()
     public var purged: [PurgeReason: Int] = Dictionary(uniqueKeysWithValues: PurgeReason.allCases.map { ($0, 0) })
     public var timeToPurgeSeconds: Durations?
     public var live: [EscrowState: Int] = [:]
@@ -221,9 +234,11 @@ public struct PurgeReport: Sendable, Equatable {
     }
 
     /// What a report counts of the events it reads, kept as the checkpoint's tallies (JSON) so a later report goes on
-    /// from them.
+    /// from them. A checkpoint recorded without a count added since does not decode, so the next report reads the
+    /// whole trail once rather than start that count from zero.
     struct Tallies: Codable, Sendable {
         var captured = 0
+        var appleRevocations = AppleRevocations()
         var purged: [PurgeReason: Int] = [:]
         /// Purges by hour (since 1970) and reason.
         var hours: [Int64: [PurgeReason: Int]] = [:]
@@ -240,6 +255,9 @@ public struct PurgeReport: Sendable, Equatable {
             switch kind {
             case .captured:
                 captured += 1
+                return nil
+            case .appleRevocation(let revoked):
+                if revoked { appleRevocations.revoked += 1 } else { appleRevocations.failed += 1 }
                 return nil
             case .purged(let reason, let ageMilliseconds):
                 if let reason {
@@ -258,6 +276,7 @@ public struct PurgeReport: Sendable, Equatable {
         /// Puts the counts in `report`.
         func fill(_ report: inout PurgeReport) {
             report.captured = captured
+            report.appleRevocations = appleRevocations
             for (reason, count) in purged { report.purged[reason] = count }
             report.hourly = hours.keys.sorted().map {
                 HourlyPurges(hour: Date(timeIntervalSince1970: Double($0) * 3600), purged: hours[$0]!)

@@ -1,10 +1,33 @@
 public import Foundation
 
-/// What the purge report counts of one audit event: a capture, or a purge with its reason and age.
+/// What the purge report counts of one audit event: a capture, a purge with its reason and age, or the end of an
+/// Apple token revocation.
 public struct AuditTally: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case captured
         case purged(PurgeReason?, ageMilliseconds: Int64)
+        /// An `apple-token-revoked` (`true`) or `apple-revocation-failed` (`false`) event.
+        case appleRevocation(revoked: Bool)
+
+        /// The kind of a stored event's type and columns; nil for a type the report does not count.
+        public init?(type: String, detail: String?, ageMilliseconds: Int64?) {
+            switch AuditEventType(rawValue: type) {
+            case .captured: self = .captured
+            case .purged:
+                self = .purged(detail.flatMap(PurgeReason.init(rawValue:)), ageMilliseconds: ageMilliseconds ?? 0)
+            case .appleTokenRevoked: self = .appleRevocation(revoked: true)
+            case .appleRevocationFailed: self = .appleRevocation(revoked: false)
+            default: return nil
+            }
+        }
+
+        /// The event types counted.
+        public static let countedTypes: [AuditEventType] = [
+            .captured, .purged, .appleTokenRevoked, .appleRevocationFailed,
+        ]
+
+        /// ``countedTypes`` quoted for a store's `type IN (…)`: constants, never input.
+        public static let countedTypesSQL = countedTypes.map { "'\($0.rawValue)'" }.joined(separator: ", ")
     }
 
     public var sequence: Int64
@@ -18,22 +41,16 @@ public struct AuditTally: Sendable, Equatable {
         self.kind = kind
     }
 
-    /// The tally of a capture or purge event; nil for any other event.
+    /// The tally of an event the report counts; nil for any other event.
     public init?(_ event: AuditEvent) {
-        let at = Timestamp.unixMilliseconds(event.draft.at)
-        switch event.draft.type {
-        case .captured:
-            self.init(sequence: event.sequence, at: at, kind: .captured)
-        case .purged:
-            let reason = event.draft.detail.flatMap(PurgeReason.init(rawValue:))
-            self.init(
-                sequence: event.sequence,
-                at: at,
-                kind: .purged(reason, ageMilliseconds: event.draft.ageMilliseconds ?? 0)
+        guard
+            let kind = Kind(
+                type: event.draft.type.rawValue,
+                detail: event.draft.detail,
+                ageMilliseconds: event.draft.ageMilliseconds
             )
-        default:
-            return nil
-        }
+        else { return nil }
+        self.init(sequence: event.sequence, at: Timestamp.unixMilliseconds(event.draft.at), kind: kind)
     }
 }
 
@@ -50,8 +67,8 @@ public protocol AuditTrailStore: Sendable {
     /// Audit events with a sequence number above `sequence`, in order, at most `limit`.
     func auditEvents(after sequence: Int64, limit: Int) async throws -> [AuditEvent]
 
-    /// What the purge report counts of the events with a sequence above `sequence` (captures and purges only; the
-    /// cursor is the last one returned), in order, at most `limit`. A store reads just these columns; one that
+    /// What the purge report counts of the events with a sequence above `sequence` (the types of
+    /// ``AuditTally/Kind/countedTypes`` only; the cursor is the last one returned), in order, at most `limit`. A store reads just these columns; one that
     /// cannot may map ``auditEvents(after:limit:)`` through ``AuditTally/init(_:)``, paging until it has `limit`
     /// tallies or the trail ends.
     func auditTallies(after sequence: Int64, limit: Int) async throws -> [AuditTally]

@@ -80,6 +80,8 @@ struct PurgeReportDocument {
     var live: [Count]
     var oldestLive: String
     var overdue: Int
+    /// The Apple token revocations that ended in the period: revoked, failed.
+    var appleRevocations: PurgeReport.AppleRevocations
     var deadCount: Int
     var hasDead: Bool
     var dead: [Dead]
@@ -112,6 +114,7 @@ struct PurgeReportDocument {
         live = EscrowState.live.map { Count(name: $0.rawValue, count: report.live[$0] ?? 0) }
         oldestLive = report.oldestLiveAgeSeconds.map(PurgeReport.human) ?? "-"
         overdue = report.overdue
+        appleRevocations = report.appleRevocations
         deadCount = report.dead.count
         hasDead = !report.dead.isEmpty
         dead = report.dead.prefix(Self.deadShown).map { Dead(escrowID: $0.idHex, code: $0.code?.rawValue ?? "-") }
