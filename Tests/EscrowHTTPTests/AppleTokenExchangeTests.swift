@@ -111,6 +111,23 @@ struct AppleTokenExchangeTests {
         }
 
         var running: Int { get async throws { try await flow.harness.fixture.store.runningAppleExchangeCount() } }
+
+        /// A revoker posting to the stand-in Apple with this exchange's secrets, its metrics in ``registry``.
+        func revoker(maximumAttempts: Int? = nil) -> AppleRevoker {
+            var configuration = AppleRevoker.Configuration(revokeURL: apple.revokeURL)
+            configuration.maximumBackoff = 1
+            if let maximumAttempts { configuration.maximumAttempts = maximumAttempts }
+            let harness = flow.harness
+            return AppleRevoker(
+                configuration,
+                store: harness.fixture.store,
+                escrow: harness.escrow,
+                clientSecret: { [secrets] in try await secrets.secret(for: $0).jwt },
+                client: client,
+                logger: harness.logger,
+                factory: EscrowPrometheus.factory(registry: registry)
+            )
+        }
     }
 
     @Test("one exchange per code with a valid secret; the refresh token only in the signed delivery")
@@ -245,17 +262,7 @@ struct AppleTokenExchangeTests {
             #expect(queued.status == .accepted)
             let id = try #require(queued.json["revocationId"] as? String)
 
-            var configuration = AppleRevoker.Configuration(revokeURL: exchange.apple.revokeURL)
-            configuration.maximumBackoff = 1
-            let revoker = AppleRevoker(
-                configuration,
-                store: harness.fixture.store,
-                escrow: harness.escrow,
-                clientSecret: { [secrets = exchange.secrets] in try await secrets.secret(for: $0).jwt },
-                client: exchange.client,
-                logger: harness.logger,
-                factory: EscrowPrometheus.factory(registry: exchange.registry)
-            )
+            let revoker = exchange.revoker()
             exchange.apple.script("/auth/revoke", [.status(503), .error("invalid_client")])
             let read = {
                 try await client.execute(
@@ -317,17 +324,7 @@ struct AppleTokenExchangeTests {
             tokenTypeHint: "refresh_token",
             clientID: SignInFlow.clientID
         )
-        var configuration = AppleRevoker.Configuration(revokeURL: exchange.apple.revokeURL)
-        configuration.maximumAttempts = 2
-        configuration.maximumBackoff = 1
-        let revoker = AppleRevoker(
-            configuration,
-            store: harness.fixture.store,
-            escrow: harness.escrow,
-            clientSecret: { [secrets = exchange.secrets] in try await secrets.secret(for: $0).jwt },
-            client: exchange.client,
-            logger: harness.logger
-        )
+        let revoker = exchange.revoker(maximumAttempts: 2)
         exchange.apple.script("/auth/revoke", [.error("invalid_request"), .error("invalid_request")])
         #expect(await revoker.runOnce() == 1)
         harness.fixture.clock.advance(by: 2)
