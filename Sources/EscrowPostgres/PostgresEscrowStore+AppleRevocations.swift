@@ -60,6 +60,19 @@ extension PostgresEscrowStore: AppleRevocationStore {
         ).first.flatMap(Self.revocation)
     }
 
+    public func appleRevocationCounts() async throws -> AppleRevocationCounts {
+        let rows = try await database.rows(
+            "counting Apple token revocations failed",
+            "\(unescaped: AppleRevocationCounts.sql)"
+        )
+        return AppleRevocationCounts(
+            rows: try rows.map {
+                let (outcome, count) = try $0.decode((String?, Int64).self)
+                return (outcome, Int(count))
+            }
+        )
+    }
+
     static let revocationColumns = """
         id, client_id, token_type_hint, key_version, sealed_token, attempts, next_attempt_at, created_at, outcome, \
         error, ended_at

@@ -63,6 +63,16 @@ extension SQLiteEscrowStore: AppleRevocationStore {
     }
 }
 
+extension SQLiteEscrowStore {
+    public func appleRevocationCounts() async throws -> AppleRevocationCounts {
+        try await read { db in
+            AppleRevocationCounts(
+                rows: try Row.fetchAll(db, sql: AppleRevocationCounts.sql).map { ($0[0], $0[1]) }
+            )
+        }
+    }
+}
+
 extension SQLiteWriteTransaction: AppleRevocationWriteTransaction {
     func dueAppleRevocations(at now: Date, limit: Int) throws -> [AppleRevocation] {
         try Row.fetchAll(

@@ -153,6 +153,7 @@ extension StoreConformance {
         )
         try await store.queueAppleRevocation(revocation)
         try expect(try await store.appleRevocation(id: revocation.id) == revocation, "read back as stored")
+        try expect(try await store.appleRevocationCounts() == AppleRevocationCounts(pending: 1), "one pending")
         var failed = false
         do { try await store.queueAppleRevocation(revocation) } catch { failed = true }
         try expect(failed, "one revocation an id")
@@ -187,6 +188,7 @@ extension StoreConformance {
         )
         let ended = try await store.appleRevocation(id: revocation.id)
         try expect(ended?.outcome == .revoked && ended?.sealedToken.isEmpty == true, "revoked, its token erased")
+        try expect(try await store.appleRevocationCounts() == AppleRevocationCounts(revoked: 1), "counted revoked")
         let events = try await subject.escrows.auditEvents(after: 0, limit: 10)
         try expect(
             events.map(\.draft.type) == [.appleTokenRevoked] && events[0].draft.detail == "revocation rev_0001",

@@ -13,6 +13,8 @@ extension OperatorActions {
         public var deliveries: DeliveriesView
         /// Apple notifications over the overview's window, by type and outcome, read live.
         public var appleNotifications: [NotificationEventCount] = []
+        /// Apple token revocations held by the store, by state, read live; nil when the store keeps none.
+        public var appleRevocations: AppleRevocationCounts?
 
         /// The keyring's custody engine: whether it unwrapped the keyring at the last start or reload and, when not,
         /// since when, whether this node opens nothing because of it, the error's code and its message (the engine's

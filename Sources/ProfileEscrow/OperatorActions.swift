@@ -42,7 +42,8 @@ public struct OperatorActions: Sendable {
             overview: overview,
             custody: custody,
             deliveries: try await deliveries(),
-            appleNotifications: try await notificationCounts()
+            appleNotifications: try await notificationCounts(),
+            appleRevocations: try await (escrow.signIns as? any AppleRevocationStore)?.appleRevocationCounts()
         )
     }
 

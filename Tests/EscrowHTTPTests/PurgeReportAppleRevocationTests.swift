@@ -62,4 +62,41 @@ struct PurgeReportAppleRevocationTests {
         }
         try await exchange.stop()
     }
+
+    @Test("the console's overview shows the revocations pending, revoked and failed, never a token")
+    func consoleOverview() async throws {
+        let exchange = try await AppleTokenExchangeTests.Exchange()
+        let harness = exchange.flow.harness
+        let tokens = (1...4).map { "r.fake-token-\($0)" }
+        func queue(_ token: String) async throws {
+            _ = try await harness.escrow.queueAppleRevocation(
+                token: token,
+                tokenTypeHint: "refresh_token",
+                clientID: SignInFlow.clientID
+            )
+        }
+        for token in tokens.prefix(3) { try await queue(token) }
+        exchange.apple.script("/auth/revoke", [.error("invalid_request")])
+        #expect(await exchange.revoker(maximumAttempts: 1).runOnce() == 3)
+        try await queue(tokens[3])
+        let counts = try await OperatorActions(escrow: harness.escrow).overview().appleRevocations
+        #expect(counts == AppleRevocationCounts(pending: 1, revoked: 2, failed: 1))
+
+        try await harness.app().test(.router) { client async throws in
+            let (_, home) = try await ConsoleTests.signIn("all", harness, client)
+            #expect(home.status == .ok)
+            let page = home.text
+            #expect(page.contains("<h2>Apple token revocations</h2>"))
+            let chart = try #require(
+                page.components(separatedBy: #"aria-label="Apple token revocations by state""#).last?
+                    .components(separatedBy: "</svg>").first
+            )
+            let texts = chart.components(separatedBy: "</text>").dropLast().compactMap {
+                $0.components(separatedBy: ">").last
+            }
+            #expect(texts == ["pending", "1", "revoked", "2", "failed", "1"])
+            for token in tokens { #expect(!page.contains(token)) }
+        }
+        try await exchange.stop()
+    }
 }

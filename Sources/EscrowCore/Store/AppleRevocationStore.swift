@@ -78,6 +78,38 @@ public protocol AppleRevocationStore: Sendable {
 
     /// The revocation with this id; nil when none is stored.
     func appleRevocation(id: String) async throws -> AppleRevocation?
+
+    /// How many revocations the store holds by state: still being sent, revoked, failed (one grouped read).
+    func appleRevocationCounts() async throws -> AppleRevocationCounts
+}
+
+/// The store's revocations by state, for the console: counts only, never a token or a client id.
+public struct AppleRevocationCounts: Sendable, Equatable {
+    /// Queued or being retried: not yet taken or given up.
+    public var pending: Int
+    public var revoked: Int
+    public var failed: Int
+
+    public init(pending: Int = 0, revoked: Int = 0, failed: Int = 0) {
+        self.pending = pending
+        self.revoked = revoked
+        self.failed = failed
+    }
+
+    /// Counts from `(stored outcome, count)` rows: a nil outcome is a pending revocation.
+    package init(rows: [(outcome: String?, count: Int)]) {
+        self.init()
+        for (outcome, count) in rows {
+            switch outcome {
+            case nil: pending += count
+            case "revoked": revoked += count
+            default: failed += count
+            }
+        }
+    }
+
+    /// The grouped read both stores make.
+    package static let sql = "SELECT outcome, COUNT(*) FROM apple_revocation GROUP BY outcome"
 }
 
 extension AppleRevocation {

@@ -110,7 +110,7 @@ extension ConsoleRoutes {
                         ConsolePages.colored(Self.notificationBars(answer.appleNotifications))
                     )
                 ),
-            ],
+            ] + Self.revocationSection(answer.appleRevocations),
             backlog: Chart.lines(
                 "pending and dead escrows over time",
                 times: overview.history.map(\.at),
@@ -119,6 +119,13 @@ extension ConsoleRoutes {
             deliveries: Overview.Deliveries(answer.deliveries)
         )
         return ConsolePages.render("console-overview", title: "Overview", viewer: viewer, Overview(summary: summary))
+    }
+
+    /// The Apple token revocations the store holds, by state (none when the store keeps none): counts only.
+    static func revocationSection(_ counts: AppleRevocationCounts?) -> [Overview.Section] {
+        guard let counts else { return [] }
+        let bars = [("pending", counts.pending, 0), ("revoked", counts.revoked, 1), ("failed", counts.failed, 3)]
+        return [.init(heading: "Apple token revocations", chart: Chart.bars("Apple token revocations by state", bars))]
     }
 
     /// `console-escrows`' values: the filter form as given, one page of escrows, the links on, and the filter again
