@@ -9,7 +9,7 @@ extension PostgresEscrowStore: NotificationOutbox {
     public func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry?,
+        forward: [OutboxEntry],
         capacity: Int
     ) async throws -> NotificationRecording {
         try requireWritable()

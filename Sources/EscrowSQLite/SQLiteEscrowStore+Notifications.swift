@@ -8,7 +8,7 @@ extension SQLiteEscrowStore: NotificationOutbox {
     public func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry?,
+        forward: [OutboxEntry],
         capacity: Int
     ) async throws -> NotificationRecording {
         try await write {

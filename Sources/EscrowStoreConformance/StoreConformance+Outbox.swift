@@ -7,6 +7,7 @@ import Foundation
 extension StoreConformance {
     static let outboxChecks: [Check] = [
         Check(name: "outbox queues a notification once, with its record, up to its capacity", run: outboxQueuesOnce),
+        Check(name: "outbox queues one entry for each URL, each sent on its own", run: outboxQueuesOneEntryEachURL),
         Check(name: "outbox claims due entries with a lease", run: outboxClaimsWithLease),
         Check(name: "concurrent outbox claims never share an entry", run: outboxConcurrentClaims),
         Check(name: "outbox sweep deletes entries past the retention", run: outboxSweep),
@@ -21,7 +22,7 @@ extension StoreConformance {
             try await outbox.recordNotification(
                 idHash: fixture.idHash(number),
                 at: fixture.start,
-                forward: forward,
+                forward: [forward],
                 capacity: 2
             )
         }
@@ -44,6 +45,40 @@ extension StoreConformance {
         let stored = claimed.first { $0.webhookID == entry.webhookID }
         try expect(stored?.sealedBody == entry.sealedBody, "the sealed body read back as stored")
         try expect(stored?.keyVersion == entry.keyVersion && stored?.createdAt == entry.createdAt, "metadata kept")
+    }
+
+    /// A notification forwarded to two URLs: both entries queued in one record, each claimed, retried and deleted on
+    /// its own; a record that would take the outbox past its capacity queues neither.
+    static func outboxQueuesOneEntryEachURL(_ make: MakeSubject) async throws {
+        let outbox = try await make().outbox
+        let fixture = OutboxFixture()
+        var second = try fixture.entry(1)
+        second.webhookID += "~second"
+        let recorded = try await outbox.recordNotification(
+            idHash: fixture.idHash(1),
+            at: fixture.start,
+            forward: [try fixture.entry(1), second],
+            capacity: 3
+        )
+        try expect(recorded == .queued, "queued: \(recorded)")
+        try expect(try await outbox.outboxCount() == 2, "one entry a URL")
+        let full = try await outbox.recordNotification(
+            idHash: fixture.idHash(2),
+            at: fixture.start,
+            forward: [try fixture.entry(2), try fixture.entry(3)],
+            capacity: 3
+        )
+        try expect(full == .full, "two more would pass the capacity: \(full)")
+        try expect(try await outbox.outboxCount() == 2, "neither queued")
+        let claimed = try await outbox.claimOutbox(at: fixture.start, limit: 10, lease: 60)
+        try expect(Set(claimed.map(\.webhookID)) == [fixture.webhookID(1), second.webhookID], "both claimed")
+        try expect(try await outbox.deleteOutbox(webhookID: second.webhookID), "one URL took it")
+        try expect(
+            try await outbox.rescheduleOutbox(webhookID: fixture.webhookID(1), attempts: 1, at: fixture.start),
+            "the other is retried on its own"
+        )
+        let again = try await outbox.claimOutbox(at: fixture.start, limit: 10, lease: 60)
+        try expect(again.map(\.webhookID) == [fixture.webhookID(1)], "only the one not taken: \(again)")
     }
 
     static func outboxClaimsWithLease(_ make: MakeSubject) async throws {
@@ -136,7 +171,7 @@ struct OutboxFixture {
         let recorded = try await outbox.recordNotification(
             idHash: idHash(number),
             at: start,
-            forward: try entry(number, due: due, createdAt: createdAt),
+            forward: [try entry(number, due: due, createdAt: createdAt)],
             capacity: 1_000
         )
         try expect(recorded == .queued, "queued: \(recorded)")

@@ -20,14 +20,19 @@ public import ServiceLifecycle
 /// (a day), or sealed to a key version the keyring no longer has, is given up. Every give-up is logged with its webhook id,
 /// never its content.
 ///
+/// Several URLs (``Configuration/urls``): each gets its own copy, queued in the same transaction as its own outbox
+/// entry and sent, retried and given up on its own, so a staging backend that is down never holds production's. The
+/// first URL's entry is keyed by the webhook id, every other's by the webhook id, `~` and a tag of its URL; every
+/// copy is sent with the webhook id itself, so each receiver can tell Apple's retries from new notifications.
+///
 /// Metrics (labels are outcomes only): `profile_escrow_notifications_forwarded_total{outcome}` (`delivered`,
 /// `rejected`, `given_up`, `unopenable`, and `full` for one the outbox had no room for), and the gauge
 /// `profile_escrow_notification_outbox_entries`, counted through the store by the running forwarder at most every
 /// ``outboxCountInterval`` seconds, never on a request's path.
 public final class NotificationForwarder: Service, Sendable {
     public struct Configuration: Sendable {
-        /// Where notifications are POSTed.
-        public var url: URL
+        /// Where notifications are POSTed: every URL gets its own copy.
+        public var urls: [URL]
         /// The webhook secrets the requests are signed with (the deliveries' own).
         public var secrets: [WebhookSecret]
         /// The most entries the outbox holds: past it, a notification is still handled and answered, but its copy is
@@ -42,9 +47,20 @@ public final class NotificationForwarder: Service, Sendable {
         /// TLS toward the backend, as the deliveries' (``ReplayWorker/Configuration/backendTLS``).
         public var tls: TLSConfiguration?
 
-        public init(url: URL, secrets: [WebhookSecret]) {
-            self.url = url
+        public init(urls: [URL], secrets: [WebhookSecret]) {
+            self.urls = urls
             self.secrets = secrets
+        }
+
+        public init(url: URL, secrets: [WebhookSecret]) {
+            self.init(urls: [url], secrets: secrets)
+        }
+
+        /// The key of `url`'s entries beside the webhook id: none for the first URL (whose entries are keyed by the
+        /// webhook id alone, as when there is one), a tag of the URL for the others, so that a URL keeps its entries
+        /// when another is added or removed.
+        func destination(of url: URL) -> String {
+            url == urls.first ? "" : Hex.encode(Hashing.blake2b256(Array(url.absoluteString.utf8)).prefix(6))
         }
 
         /// Entries claimed at once.
@@ -103,17 +119,20 @@ public final class NotificationForwarder: Service, Sendable {
     @discardableResult
     public func record(idHash: [UInt8], id: String, body: [UInt8], at now: Date) async throws -> NotificationRecording {
         let (version, sealed) = try keyring().sealNotification(body, webhookID: id)
-        let entry = OutboxEntry(
-            webhookID: id,
-            keyVersion: version,
-            sealedBody: sealed,
-            nextAttemptAt: now,
-            createdAt: now
-        )
+        let entries = configuration.urls.map { url in
+            let destination = configuration.destination(of: url)
+            return OutboxEntry(
+                webhookID: destination.isEmpty ? id : id + "~" + destination,
+                keyVersion: version,
+                sealedBody: sealed,
+                nextAttemptAt: now,
+                createdAt: now
+            )
+        }
         let recorded = try await outbox.recordNotification(
             idHash: idHash,
             at: now,
-            forward: entry,
+            forward: entries,
             capacity: configuration.capacity
         )
         switch recorded {
@@ -130,13 +149,9 @@ public final class NotificationForwarder: Service, Sendable {
     }
 
     public func run() async throws {
-        var settings = ReplayWorker.Configuration(backendURL: configuration.url, webhookSecrets: configuration.secrets)
-        settings.concurrency = 1
-        settings.deliveryTimeout = configuration.timeout
-        settings.backendTLS = configuration.tls
-        try await BackendClient.with(settings) { client in
+        try await withClients(configuration.urls[...], opened: [:]) { clients in
             await cancelWhenGracefulShutdown {
-                await self.loop(client)
+                await self.loop(clients)
             }
         }
         let left = await countOutbox()
@@ -148,7 +163,26 @@ public final class NotificationForwarder: Service, Sendable {
         }
     }
 
-    private func loop(_ client: BackendClient) async {
+    /// Runs `body` with a client for each URL, keyed by its ``Configuration/destination(of:)``; each is shut down
+    /// when `body` returns.
+    private func withClients(
+        _ urls: ArraySlice<URL>,
+        opened: [String: BackendClient],
+        _ body: ([String: BackendClient]) async -> Void
+    ) async throws {
+        guard let url = urls.first else { return await body(opened) }
+        var settings = ReplayWorker.Configuration(backendURL: url, webhookSecrets: configuration.secrets)
+        settings.concurrency = 1
+        settings.deliveryTimeout = configuration.timeout
+        settings.backendTLS = configuration.tls
+        try await BackendClient.with(settings) { client in
+            var opened = opened
+            opened[configuration.destination(of: url)] = client
+            try await withClients(urls.dropFirst(), opened: opened, body)
+        }
+    }
+
+    private func loop(_ clients: [String: BackendClient]) async {
         var nextSweep = clock.now()
         var nextCount = nextSweep
         var warnedPublicOnly = false
@@ -194,7 +228,7 @@ public final class NotificationForwarder: Service, Sendable {
                     for left in claimed[index...] { await reschedule(left, at: clock.now()) }
                     break
                 }
-                await send(entry, client)
+                await send(entry, clients)
             }
         }
     }
@@ -215,13 +249,19 @@ public final class NotificationForwarder: Service, Sendable {
         return count
     }
 
-    private func send(_ entry: OutboxEntry, _ client: BackendClient) async {
+    private func send(_ entry: OutboxEntry, _ clients: [String: BackendClient]) async {
+        let parts = entry.webhookID.split(separator: "~", maxSplits: 1)
+        let webhookID = String(parts.first ?? "")
+        guard let client = clients[parts.count > 1 ? String(parts[1]) : ""] else {
+            await delete(entry, .givenUp, "an Apple notification was not forwarded: its URL is no longer configured")
+            return
+        }
         let body: [UInt8]
         do {
             body = try keyring().openNotification(
                 entry.sealedBody,
                 keyVersion: entry.keyVersion,
-                webhookID: entry.webhookID
+                webhookID: webhookID
             )
         } catch {
             await delete(
@@ -233,7 +273,7 @@ public final class NotificationForwarder: Service, Sendable {
         }
         let answer = await client.deliver(
             body: body,
-            escrowID: entry.webhookID,
+            escrowID: webhookID,
             within: configuration.timeout,
             now: clock.now()
         )

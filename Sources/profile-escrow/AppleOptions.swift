@@ -30,11 +30,12 @@ struct AppleOptions: ParsableArguments {
     @Option(
         name: .customLong("forward-notifications"),
         help: """
-            Forward verified Apple notifications to this backend URL, signed like deliveries with the webhook secret \
-            (env PROFILE_ESCROW_FORWARD_NOTIFICATIONS).
+            Forward verified Apple notifications to this backend URL, signed like deliveries with the webhook secret; \
+            repeated or comma-separated, each URL gets its own copy, retried on its own \
+            (env PROFILE_ESCROW_FORWARD_NOTIFICATIONS, comma-separated).
             """
     )
-    var forwardNotifications: String?
+    var forwardNotifications: [String] = []
 
     /// The audiences and the source of Apple's keys; nil without an audience.
     func keys(_ environment: OptionEnvironment) throws -> EscrowServer.AppleKeys? {
@@ -61,16 +62,24 @@ struct AppleOptions: ParsableArguments {
         return keys
     }
 
-    /// `--forward-notifications`: the URL, signed with the deliveries' webhook secrets and over their TLS; nil when
+    /// `--forward-notifications`: the URLs, signed with the deliveries' webhook secrets and over their TLS; nil when
     /// not asked for.
     func forwarding(
         _ environment: OptionEnvironment,
         apple: EscrowServer.AppleKeys?,
         signedBy worker: WorkerOptions
     ) throws -> NotificationForwarder.Configuration? {
-        guard let text = try environment.value(forwardNotifications, "forward-notifications") else { return nil }
-        guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil
-        else { throw ValidationError("--forward-notifications: must be an absolute http(s) URL") }
+        let texts = environment.list(forwardNotifications, "forward-notifications")
+        guard !texts.isEmpty else { return nil }
+        let urls = try texts.map { text in
+            guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                url.host != nil
+            else { throw ValidationError("--forward-notifications: each must be an absolute http(s) URL") }
+            return url
+        }
+        guard Set(urls).count == urls.count else {
+            throw ValidationError("--forward-notifications: a URL is given twice")
+        }
         guard apple != nil else {
             throw ValidationError("--forward-notifications forwards verified notifications: it needs --apple-audience")
         }
@@ -80,7 +89,7 @@ struct AppleOptions: ParsableArguments {
         } catch let error as ValidationError {
             throw ValidationError("--forward-notifications signs like deliveries: \(error.message)")
         }
-        var forwarding = NotificationForwarder.Configuration(url: url, secrets: secrets)
+        var forwarding = NotificationForwarder.Configuration(urls: urls, secrets: secrets)
         forwarding.tls = try worker.backendTLS(environment)
         return forwarding
     }

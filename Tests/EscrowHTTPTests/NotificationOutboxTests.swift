@@ -8,6 +8,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Metrics
+import NIOConcurrencyHelpers
 import ProfileEscrow
 import Testing
 
@@ -160,6 +161,61 @@ struct NotificationOutboxTests {
         #expect(logged.contains(try #require(backend.requests.first?.webhookID)))
         #expect(!logged.contains(Fake.userIdentifier(7)), "no user identifier logged")
         await backend.stop()
+    }
+
+    @Test("several URLs: each gets the notification with the same webhook id, retried on its own; a URL dropped later")
+    func severalURLs() async throws {
+        let secret = WebhookSecret.generateText()
+        let production = try await FakeBackend.start(secret: secret)
+        production.respond { _, _ in .status(204) }
+        let staging = try await FakeBackend.start(secret: secret)
+        let stagingAnswers = NIOLockedValueBox(0)
+        // Staging is down for its first two attempts; production takes the notification at once.
+        staging.respond { _, _ in
+            let answered = stagingAnswers.withLockedValue { count in
+                count += 1
+                return count
+            }
+            return answered <= 2 ? .status(503) : .status(204)
+        }
+        var harness = try await HTTPHarness(apple: try await keys.verifier())
+        let forwarder = try harness.forwarder(to: production) {
+            $0.urls.append(URL(string: staging.url)!)
+            $0.maximumBackoff = 0.3
+        }
+        harness.dependencies.notificationForwarder = forwarder
+        let task = running(forwarder)
+        let jws = try await notify(harness)
+        try await eventually("production took it", within: 20) { production.answered.map(\.status) == [204] }
+        try await eventually("staging took it on its third attempt", within: 20) {
+            staging.answered.map(\.status) == [503, 503, 204]
+        }
+        try await eventually("both entries deleted", within: 10) { try await harness.store.outboxCount() == 0 }
+        #expect(production.requests.count == 1, "production's copy was not sent again while staging's was retried")
+        let ids = Set((production.requests + staging.requests).compactMap(\.webhookID))
+        #expect(ids.count == 1 && ids.first?.hasPrefix("apple-") == true, "one webhook id for every copy: \(ids)")
+        for request in production.requests + staging.requests {
+            #expect(request.signatureValid)
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+            #expect(body["payload"] as? String == jws)
+        }
+        await stop(task)
+
+        // Staging removed from the configuration while its copy of a second notification waits: that copy is given
+        // up (logged by id), production's is sent.
+        staging.respond { _, _ in .status(503) }
+        let both = try harness.forwarder(to: production) { $0.urls.append(URL(string: staging.url)!) }
+        harness.dependencies.notificationForwarder = both
+        try await notify(harness, number: 2)
+        #expect(try await harness.store.outboxCount() == 2, "one entry a URL, queued with the record")
+        let productionOnly = try harness.forwarder(to: production)
+        let again = running(productionOnly)
+        try await eventually("production took the second", within: 20) { production.answered.count == 2 }
+        try await eventually("staging's copy given up", within: 20) { try await harness.store.outboxCount() == 0 }
+        #expect(harness.loggedText().contains("its URL is no longer configured"))
+        await stop(again)
+        await production.stop()
+        await staging.stop()
     }
 
     @Test("two forwarders on one store never send the same notification at once")

@@ -44,7 +44,7 @@ struct SQLiteOutboxMigrationTests {
         let recorded = try await store.recordNotification(
             idHash: Hashing.blake2b256(Array("fake-v7-jti".utf8)),
             at: now,
-            forward: entry,
+            forward: [entry],
             capacity: 10
         )
         #expect(recorded == .queued)

@@ -22,20 +22,20 @@ package protocol OutboxWriteTransaction: EscrowWriteTransaction {
 }
 
 extension StoreEngine {
-    /// Records a handled notification and queues its forwarded copy in the caller's transaction: nothing is queued
-    /// for a duplicate, nor past `capacity` entries.
+    /// Records a handled notification and queues its forwarded copies (one for each URL) in the caller's
+    /// transaction: nothing is queued for a duplicate, nor when they would take the outbox past `capacity` entries.
     package static func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry?,
+        forward: [OutboxEntry],
         capacity: Int,
         in transaction: some OutboxWriteTransaction
     ) async throws -> NotificationRecording {
         guard try await transaction.insertNotification(idHash: idHash, at: now) else { return .duplicate }
-        guard let forward else { return .recorded }
-        guard try await transaction.outboxCount() < capacity else { return .full }
+        guard !forward.isEmpty else { return .recorded }
+        guard try await transaction.outboxCount() + forward.count <= capacity else { return .full }
         // An entry with this webhook id already queued (the id is the jti's hash) is the same notification.
-        _ = try await transaction.insertOutbox(forward)
+        for entry in forward { _ = try await transaction.insertOutbox(entry) }
         return .queued
     }
 

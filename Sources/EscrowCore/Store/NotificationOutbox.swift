@@ -58,12 +58,12 @@ public enum NotificationRecording: Sendable, Equatable {
 /// The `EscrowStoreConformance` module holds the checks every implementation must pass.
 public protocol NotificationOutbox: NotificationLog {
     /// In one transaction: records the notification id as handled and, when it was not recorded before, queues
-    /// `forward` (when given) unless the outbox already holds `capacity` entries. Queueing is idempotent on the
-    /// webhook id.
+    /// `forward` (one entry for each URL it goes to; none: nothing to forward) unless the outbox already holds
+    /// `capacity` entries. Queueing is idempotent on each entry's webhook id.
     func recordNotification(
         idHash: [UInt8],
         at now: Date,
-        forward: OutboxEntry?,
+        forward: [OutboxEntry],
         capacity: Int
     ) async throws -> NotificationRecording
 
@@ -87,8 +87,8 @@ public protocol NotificationOutbox: NotificationLog {
 
 extension NotificationOutbox {
     /// The log's record: nothing to forward. Shared by every outbox, and correct for each: a record with no entry to
-    /// queue is what ``recordNotification(idHash:at:forward:capacity:)`` does with `forward` nil.
+    /// queue is what ``recordNotification(idHash:at:forward:capacity:)`` does with `forward` empty.
     public func recordNotification(idHash: [UInt8], at now: Date) async throws -> Bool {
-        try await recordNotification(idHash: idHash, at: now, forward: nil, capacity: 0) == .recorded
+        try await recordNotification(idHash: idHash, at: now, forward: [], capacity: 0) == .recorded
     }
 }

@@ -90,7 +90,7 @@ public struct EscrowServer: Sendable {
                 )
                 logger.notice(
                     "Apple notifications are forwarded to the backend (queued sealed in the store until taken)",
-                    metadata: ["forward.url": "\(forwarding.url.absoluteString)"]
+                    metadata: ["forward.urls": "\(forwarding.urls.map(\.absoluteString).joined(separator: " "))"]
                 )
             }
             if let tokens = configuration.appleTokens {
