@@ -35,7 +35,8 @@ struct AppleTokenExchangeTests {
         /// The exchanger's metrics (and a test's revoker's), read as `/metrics` would print them.
         let registry = PrometheusCollectorRegistry()
 
-        init() async throws {
+        /// - Parameter signer: signs the client secrets instead of the `.p8` file written here (one that cannot).
+        init(signer: (any AppleClientSecretSigner)? = nil) async throws {
             var flow = try await SignInFlow()
             flow.harness.configuration.signIn?.exchangesCodes = true
             let key = P256.Signing.PrivateKey()
@@ -51,7 +52,7 @@ struct AppleTokenExchangeTests {
             let secrets = AppleClientSecrets(
                 teamID: AppleTokenExchangeTests.teamID,
                 keyID: AppleTokenExchangeTests.keyID,
-                signer: try AppleKeyFileSigner(path: path)
+                signer: try signer ?? AppleKeyFileSigner(path: path)
             )
             self.secrets = secrets
             client = AppleKeyFetcher.makeClient(logger: flow.harness.logger)

@@ -50,8 +50,11 @@ public final class AppleTokenExchanger: Service, Sendable {
     let store: any AppleTokenStore
     let escrow: Escrow
     let verifier: AppleVerifier
-    /// A client secret (the JWT) for a client id: minted by `AppleClientSecrets`, cached an hour.
+    /// A client secret (the JWT) for a client id: minted by `AppleClientSecrets`, cached an hour; each try recorded
+    /// in ``signing``.
     let clientSecret: @Sendable (String) async throws -> String
+    /// Whether the last client secret could be signed (shared with the revoker made beside this exchanger).
+    public let signing: AppleSigningHealth
     let client: HTTPClient
     let logger: Logger
     let factory: any MetricsFactory
@@ -71,7 +74,9 @@ public final class AppleTokenExchanger: Service, Sendable {
         self.store = store
         self.escrow = escrow
         self.verifier = verifier
-        self.clientSecret = clientSecret
+        let signing = AppleSigningHealth()
+        self.signing = signing
+        self.clientSecret = { clientID in try await signing.recording { try await clientSecret(clientID) } }
         self.client = client
         self.logger = logger
     }

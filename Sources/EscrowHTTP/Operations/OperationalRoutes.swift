@@ -16,6 +16,9 @@ struct OperationalRoutes: Sendable {
     let anonymous: ClientRateLimiter
     /// Set at graceful shutdown: `/readyz` answers `503`.
     var draining: DrainState? = nil
+    /// Set when Apple's codes are exchanged (and tokens revoked) here: `/readyz` tells whether client secrets could
+    /// be signed, and stays `200` either way (captures go on; exchanges and revocations wait and retry).
+    var appleSigning: AppleSigningHealth? = nil
 
     func register<Context: CallerRequestContext>(on router: some RouterMethods<Context>) {
         Self.registerHealth(on: router)
@@ -88,7 +91,9 @@ struct OperationalRoutes: Sendable {
                 headers: [.retryAfter: "5"]
             )
         }
-        return JSONResponse.make(.ok, ["status": "ready", "captureOnly": .bool(escrow.isCaptureOnly)])
+        var answer: [String: JSONValue] = ["status": "ready", "captureOnly": .bool(escrow.isCaptureOnly)]
+        if let appleSigning { answer["appleSigning"] = .string(appleSigning.state.rawValue) }
+        return JSONResponse.make(.ok, answer)
     }
 
     /// What `body` returns, or `ReadinessTimedOut` once `bound` has passed; `body` is then left behind in its own

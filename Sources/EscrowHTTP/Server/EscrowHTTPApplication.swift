@@ -227,7 +227,8 @@ public enum EscrowHTTPApplication {
             registry: registry,
             metricsRequireToken: configuration.metricsRequireToken,
             anonymous: base.anonymous,
-            draining: draining
+            draining: draining,
+            appleSigning: dependencies.appleTokenExchanger?.signing
         ).register(on: base.router)
         base.allowedMethods.load(base.router)
         return base.router

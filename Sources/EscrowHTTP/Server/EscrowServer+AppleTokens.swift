@@ -47,17 +47,7 @@ extension EscrowServer {
             "Apple's authorization codes are redeemed here; the refresh token is delivered in the escrow",
             metadata: ["apple.token.url": "\(settings.exchange.tokenURL)"]
         )
-        if let store = escrow.signIns as? any AppleRevocationStore {
-            revoker = AppleRevoker(
-                settings.revoke,
-                store: store,
-                escrow: escrow,
-                clientSecret: settings.clientSecret,
-                client: client,
-                logger: logger
-            )
-        }
-        return AppleTokenExchanger(
+        let exchanger = AppleTokenExchanger(
             settings.exchange,
             store: store,
             escrow: escrow,
@@ -66,5 +56,17 @@ extension EscrowServer {
             client: client,
             logger: logger
         )
+        if let store = escrow.signIns as? any AppleRevocationStore {
+            revoker = AppleRevoker(
+                settings.revoke,
+                store: store,
+                escrow: escrow,
+                // Through the exchanger's: one signing state for `/readyz`.
+                clientSecret: exchanger.clientSecret,
+                client: client,
+                logger: logger
+            )
+        }
+        return exchanger
     }
 }
