@@ -12,7 +12,7 @@ struct ProfileEscrowCommand: AsyncParsableCommand {
         version: ProfileEscrowVersion.current,
         subcommands: [
             Keys.self, Capture.self, Confirm.self, Erase.self, Status.self, Inspect.self, List.self, Sweep.self,
-            Requeue.self, Deliveries.self,
+            Requeue.self, Deliveries.self, Notifications.self,
             PurgeReportCommand.self, Audit.self, Replay.self, Serve.self, Tokens.self, WebhookSecretCommand.self,
             CrashCheck.self, AppleCommand.self,
         ]
