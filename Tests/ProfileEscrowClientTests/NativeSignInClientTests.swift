@@ -130,8 +130,9 @@ struct NativeSignInClientTests {
 
     @Test("a 429 whose Retry-After is past the longest wait ends the round at once (kept); a later launch is captured")
     func rateLimited() async throws {
-        // Half a request a second for each client and route: a burst of one, then a 429 with Retry-After: 2.
-        let (escrow, app) = try await Self.escrowAndApp(environment: ["PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT": "0.5"])
+        // A request every 5 s for each client and route: a burst of one, then a 429 with Retry-After: 5 (slow enough
+        // that a loaded machine's pause between the two requests below does not refill the bucket).
+        let (escrow, app) = try await Self.escrowAndApp(environment: ["PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT": "0.2"])
         let client = app.launch()
         let started = try await client.startAttempt()
         // Another request of this client spends the capture route's burst.
