@@ -130,22 +130,24 @@ struct NativeSignInClientTests {
 
     @Test("a 429 whose Retry-After is past the longest wait ends the round at once (kept); a later launch is captured")
     func rateLimited() async throws {
-        // A request every 5 s for each client and route: a burst of one, then a 429 with Retry-After: 5 (slow enough
-        // that a loaded machine's pause between the two requests below does not refill the bucket).
-        let (escrow, app) = try await Self.escrowAndApp(environment: ["PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT": "0.2"])
+        // Half a request a second for each client and route: a burst of one, then a 429 with Retry-After: 2.
+        let (escrow, app) = try await Self.escrowAndApp(environment: ["PROFILE_ESCROW_ANONYMOUS_RATE_LIMIT": "0.5"])
         let client = app.launch()
-        let started = try await client.startAttempt()
-        // Another request of this client spends the capture route's burst.
-        _ = try await escrow.request("POST", "/v1/apple/native/capture", body: Data("{}".utf8))
         let clock = ContinuousClock()
-        let begun = clock.now
-        let first = await client.complete(started, with: try Self.credential(nonce: started.nonceSHA256))
-        guard case .kept(let error) = first else {
-            Issue.record("expected the credential kept")
-            return
+        var refused: (error: SignInClientError, took: Duration)?
+        // A loaded machine may pause two seconds between the two requests below, refilling the bucket: the credential
+        // is then captured at once, and the case is tried again with a new attempt (three times at most).
+        for _ in 0..<3 where refused == nil {
+            let started = try await client.startAttempt()
+            // Another request of this client spends the capture route's burst.
+            _ = try await escrow.request("POST", "/v1/apple/native/capture", body: Data("{}".utf8))
+            let begun = clock.now
+            let outcome = await client.complete(started, with: try Self.credential(nonce: started.nonceSHA256))
+            if case .kept(let error) = outcome { refused = (error, clock.now - begun) }
         }
+        let (error, took) = try #require(refused, "a credential refused with 429 is kept")
+        #expect(took < .seconds(1), "no wait shorter than the escrow asked for, no second request")
         #expect(error == SignInClientError(.unavailable, status: 429))
-        #expect(clock.now - begun < .seconds(1), "no wait shorter than the escrow asked for, no second request")
         #expect(try app.store.names().count == 1)
 
         try await eventually("a later launch to capture", within: 20, every: .seconds(1)) {
