@@ -76,8 +76,8 @@ struct LeastPrivilegeTests {
                     }
                 }
             }
-            // captured, confirmed, purged, keys-retired: nothing was dropped or emptied.
-            #expect(try await database.rows("SELECT 1 FROM audit_event").count == 4)
+            // captured, purged (a confirm call: one event), keys-retired: nothing was dropped or emptied.
+            #expect(try await database.rows("SELECT 1 FROM audit_event").count == 3)
             await store.close()
             for role in [owner, service] {
                 try await database.execute(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role) CASCADE"))
