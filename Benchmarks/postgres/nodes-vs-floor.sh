@@ -13,11 +13,12 @@
 # second transaction: a delivery's two commits, without the crypto, the JSON or the HTTP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=Benchmarks/lib/instant-backend.sh
+. Benchmarks/lib/instant-backend.sh
 seconds=${1:-10}
 connections=${2:-64}
 batch=${BATCH:-32}
 command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
-command -v nginx >/dev/null || apt-get install -y -qq nginx-light >/dev/null
 if [ -z "${BIN:-}" ]; then
     swift build -c release --product profile-escrow 2>&1 | tail -n 1
     BIN="$(swift build -c release --show-bin-path)/profile-escrow"
@@ -29,7 +30,7 @@ pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    nginx -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true
+    instant_backend_stop "$work"
     scripts/postgres.sh stop >/dev/null
     rm -rf "$work"
 }
@@ -40,18 +41,7 @@ pg_port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.
 psql() { "$PROFILE_ESCROW_TEST_POSTGRES_BIN/psql" -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d profile_escrow_test -qAt "$@"; }
 pgbench() { "$PROFILE_ESCROW_TEST_POSTGRES_BIN/pgbench" -h 127.0.0.1 -p "$pg_port" -U "$pg_user" "$@" profile_escrow_test; }
 
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/body;
-    server { listen 127.0.0.1:18081; keepalive_requests 1000000; location / { return 200; } }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work"
+instant_backend_start "$work" 18081
 
 "$BIN" keys init >/dev/null
 token=$("$BIN" tokens add load --scope capture | tail -n 1)

@@ -10,10 +10,11 @@
 # `keys init` (a keyring in custody: `--custody pkcs11 …`, with the engine's credential in the environment).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=Benchmarks/lib/instant-backend.sh
+. Benchmarks/lib/instant-backend.sh
 connections=${1:-64}
 seconds=${2:-10}
 command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
-command -v nginx >/dev/null || apt-get install -y -qq nginx-light >/dev/null
 if [ -z "${BIN:-}" ]; then
     swift build -c release --product profile-escrow 2>&1 | tail -n 1
     BIN="$(swift build -c release --show-bin-path)/profile-escrow"
@@ -21,22 +22,11 @@ fi
 work=$(mktemp -d)
 chmod 755 "$work"
 export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/body;
-    server { listen 127.0.0.1:18081; keepalive_requests 1000000; location / { return 200; } }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work"
+instant_backend_start "$work" 18081
 serve_pid=""
 cleanup() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-    nginx -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true
+    instant_backend_stop "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT

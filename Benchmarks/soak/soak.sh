@@ -8,11 +8,12 @@
 # has stopped serve holds no more open files than it did under it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=Benchmarks/lib/instant-backend.sh
+. Benchmarks/lib/instant-backend.sh
 minutes=${1:-10}
 rate=${2:-300}
 connections=${3:-16}
 command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
-command -v nginx >/dev/null || apt-get install -y -qq nginx-light >/dev/null
 if [ -z "${BIN:-}" ]; then
     swift build -c release --product profile-escrow 2>&1 | tail -n 1
     BIN="$(swift build -c release --show-bin-path)/profile-escrow"
@@ -21,24 +22,13 @@ work=$(mktemp -d)
 chmod 755 "$work"
 export PROFILE_ESCROW_DATABASE="$work/store/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/store/keyring"
 mkdir -m 700 "$work/store"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/body;
-    server { listen 127.0.0.1:18091; keepalive_requests 1000000; location / { return 200; } }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work"
+instant_backend_start "$work" 18091
 serve_pid=""
 sampler_pid=""
 cleanup() {
     [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-    nginx -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true
+    instant_backend_stop "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT
