@@ -28,23 +28,10 @@ extension StoreEngine {
         lease: Double,
         in transaction: some AppleTokenWriteTransaction
     ) async throws -> [AppleTokenExchange] {
-        let until = now.addingTimeInterval(max(0, lease))
-        var claimed: [AppleTokenExchange] = []
-        for var exchange in try await transaction.dueAppleExchanges(at: now, limit: max(0, limit)) {
-            let attempts = exchange.attempts + 1
-            guard
-                try await transaction.setAppleExchange(
-                    codeHash: exchange.codeHash,
-                    expected: exchange.attempts,
-                    attempts: attempts,
-                    next: until
-                )
-            else { continue }
-            exchange.attempts = attempts
-            exchange.nextAttemptAt = until
-            claimed.append(exchange)
+        let due = try await transaction.dueAppleExchanges(at: now, limit: max(0, limit))
+        return try await claimLeased(due, at: now, lease: lease) {
+            try await transaction.setAppleExchange(codeHash: $0.codeHash, expected: $0.attempts, attempts: $1, next: $2)
         }
-        return claimed
     }
 }
 
@@ -71,23 +58,10 @@ extension StoreEngine {
         lease: Double,
         in transaction: some AppleRevocationWriteTransaction
     ) async throws -> [AppleRevocation] {
-        let until = now.addingTimeInterval(max(0, lease))
-        var claimed: [AppleRevocation] = []
-        for var revocation in try await transaction.dueAppleRevocations(at: now, limit: max(0, limit)) {
-            let attempts = revocation.attempts + 1
-            guard
-                try await transaction.setAppleRevocation(
-                    id: revocation.id,
-                    expected: revocation.attempts,
-                    attempts: attempts,
-                    next: until
-                )
-            else { continue }
-            revocation.attempts = attempts
-            revocation.nextAttemptAt = until
-            claimed.append(revocation)
+        let due = try await transaction.dueAppleRevocations(at: now, limit: max(0, limit))
+        return try await claimLeased(due, at: now, lease: lease) {
+            try await transaction.setAppleRevocation(id: $0.id, expected: $0.attempts, attempts: $1, next: $2)
         }
-        return claimed
     }
 
     /// Ends a revocation and chains its audit event in the caller's transaction: `apple-token-revoked`, or

@@ -47,21 +47,42 @@ extension StoreEngine {
         lease: Double,
         in transaction: some OutboxWriteTransaction
     ) async throws -> [OutboxEntry] {
+        try await claimLeased(try await transaction.dueOutbox(at: now, limit: max(0, limit)), at: now, lease: lease) {
+            try await transaction.setOutbox(webhookID: $0.webhookID, expected: $0.attempts, attempts: $1, next: $2)
+        }
+    }
+}
+
+/// An item of a queue claimed with a lease: the notification outbox, Apple's code exchanges and revocations.
+package protocol LeasedItem {
+    /// Attempts so far: a claim counts one.
+    var attempts: Int { get set }
+    /// When it is next due; while it is claimed, the end of the claim's lease.
+    var nextAttemptAt: Date { get set }
+}
+
+extension OutboxEntry: LeasedItem {}
+extension AppleTokenExchange: LeasedItem {}
+extension AppleRevocation: LeasedItem {}
+
+extension StoreEngine {
+    /// Claims `due` items of a leased queue: each one's attempts counted and its lease set by `set` (a compare-and-set
+    /// on the attempts it was read with: the item, its new attempts, the lease's end), those another claim took
+    /// meanwhile left out.
+    package static func claimLeased<Item: LeasedItem>(
+        _ due: [Item],
+        at now: Date,
+        lease: Double,
+        set: (Item, Int, Date) async throws -> Bool
+    ) async throws -> [Item] {
         let until = now.addingTimeInterval(max(0, lease))
-        var claimed: [OutboxEntry] = []
-        for var entry in try await transaction.dueOutbox(at: now, limit: max(0, limit)) {
-            let attempts = entry.attempts + 1
-            guard
-                try await transaction.setOutbox(
-                    webhookID: entry.webhookID,
-                    expected: entry.attempts,
-                    attempts: attempts,
-                    next: until
-                )
-            else { continue }
-            entry.attempts = attempts
-            entry.nextAttemptAt = until
-            claimed.append(entry)
+        var claimed: [Item] = []
+        for var item in due {
+            let attempts = item.attempts + 1
+            guard try await set(item, attempts, until) else { continue }
+            item.attempts = attempts
+            item.nextAttemptAt = until
+            claimed.append(item)
         }
         return claimed
     }

@@ -64,20 +64,13 @@ public final class AppleRevoker: Service, Sendable {
     /// Claims a batch of due revocations and sends them; returns how many were claimed.
     @discardableResult
     public func runOnce() async -> Int {
-        let now = escrow.configuration.clock.now()
-        let claimed: [AppleRevocation]
-        do {
-            claimed = try await store.claimAppleRevocations(
-                at: now,
+        await AppleClaimLoop.batch("Apple token revocations", logger: logger) {
+            try await store.claimAppleRevocations(
+                at: escrow.configuration.clock.now(),
                 limit: Configuration.batch,
                 lease: configuration.lease
             )
-        } catch {
-            logger.error("cannot claim Apple token revocations", metadata: ["error": "\(error)"])
-            return 0
-        }
-        for revocation in claimed { await send(revocation) }
-        return claimed.count
+        } work: { await send($0) }
     }
 
     private func send(_ revocation: AppleRevocation) async {

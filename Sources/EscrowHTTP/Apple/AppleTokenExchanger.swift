@@ -88,20 +88,13 @@ public final class AppleTokenExchanger: Service, Sendable {
     /// Claims a batch of due exchanges and works through them; returns how many were claimed.
     @discardableResult
     public func runOnce() async -> Int {
-        let now = escrow.configuration.clock.now()
-        let claimed: [AppleTokenExchange]
-        do {
-            claimed = try await store.claimAppleExchanges(
-                at: now,
+        await AppleClaimLoop.batch("Apple token exchanges", logger: logger) {
+            try await store.claimAppleExchanges(
+                at: escrow.configuration.clock.now(),
                 limit: Configuration.batch,
                 lease: configuration.lease
             )
-        } catch {
-            logger.error("cannot claim Apple token exchanges", metadata: ["error": "\(error)"])
-            return 0
-        }
-        for exchange in claimed { await self.exchange(exchange) }
-        return claimed.count
+        } work: { await self.exchange($0) }
     }
 
     /// What one attempt came to.
@@ -282,6 +275,25 @@ enum AppleClaimLoop {
                 if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(poll * 1000))) }
             }
         }
+    }
+
+    /// One batch: the items `claim` took, each given to `work`; how many. A store that fails the claim is logged
+    /// (`what` names the queue) and counts none, so the loop waits a poll.
+    static func batch<Item>(
+        _ what: String,
+        logger: Logger,
+        claim: () async throws -> [Item],
+        work: (Item) async -> Void
+    ) async -> Int {
+        let claimed: [Item]
+        do {
+            claimed = try await claim()
+        } catch {
+            logger.error("cannot claim \(what)", metadata: ["error": "\(error)"])
+            return 0
+        }
+        for item in claimed { await work(item) }
+        return claimed.count
     }
 }
 
