@@ -194,7 +194,7 @@ struct EscrowRoutesTests {
                     + "c.commit()",
                 harness.databasePath,
             ]
-            try python.run()
+            try python.runSerialized()
             python.waitUntilExit()
             #expect(python.terminationStatus == 0)
 

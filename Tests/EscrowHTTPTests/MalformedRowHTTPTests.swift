@@ -44,7 +44,7 @@ struct MalformedRowHTTPTests {
             "UPDATE escrow SET \(assignment) WHERE blind_index = x'\(index)'",
         ]
         python.standardOutput = output
-        try python.run()
+        try python.runSerialized()
         python.waitUntilExit()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(python.terminationStatus == 0 && printed.trimmingCharacters(in: .whitespacesAndNewlines) == "1")

@@ -82,7 +82,7 @@ struct SQLiteTokenStoreTests {
                 + "; c.close()",
             path,
         ]
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             throw EscrowStoreError(.failed, "python3 sqlite3 exited \(process.terminationStatus)")
@@ -247,7 +247,7 @@ struct LockHolder {
         ]
         let ready = Pipe()
         process.standardOutput = ready
-        try process.run()
+        try process.runSerialized()
         let line = ready.fileHandleForReading.availableData
         guard String(decoding: line, as: UTF8.self).hasPrefix("locked") else {
             process.terminate()

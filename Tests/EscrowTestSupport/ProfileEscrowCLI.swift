@@ -57,7 +57,7 @@ public enum ProfileEscrowCLI {
         process.standardInput = input
         process.standardOutput = output
         process.standardError = error
-        try process.run()
+        try process.runSerialized()
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus,

@@ -47,7 +47,7 @@ public final class ProfileEscrowProcesses: Sendable {
         let output = FileHandle(forWritingAtPath: log)
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try process.runSerialized()
         written.withLockedValue { $0.append(log) }
         running.withLockedValue { $0[name] = process }
         return process

@@ -116,7 +116,7 @@ struct CLITests {
             "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
                 + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database,
         ]
-        try sqlite.run()
+        try sqlite.runSerialized()
         sqlite.waitUntilExit()
         #expect(sqlite.terminationStatus == 0)
         let broken = try run(["purge-report", "--verify"])
@@ -138,7 +138,7 @@ struct CLITests {
         ]
         let ready = Pipe()
         process.standardOutput = ready
-        try process.run()
+        try process.runSerialized()
         defer { process.terminate() }
         _ = ready.fileHandleForReading.availableData
         #expect(try run(["status", Self.user(1)]).status == 0, "read-only commands do not wait")
@@ -243,7 +243,7 @@ struct CLITests {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardOutput = FileHandle(forWritingAtPath: log)
         process.standardError = FileHandle(forWritingAtPath: log)
-        try process.run()
+        try process.runSerialized()
         defer { if process.isRunning { process.terminate() } }
         // Not required: a `serve` that ended or never started fails the expectations below.
         try? await eventually("serve to start", within: 60, every: .milliseconds(50)) {

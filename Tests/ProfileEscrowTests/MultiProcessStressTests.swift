@@ -79,7 +79,7 @@ struct MultiProcessStressTests {
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.standardOutput = FileHandle(forWritingAtPath: log)
             process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
+            try process.runSerialized()
             return process
         }
         let serve = try launch(

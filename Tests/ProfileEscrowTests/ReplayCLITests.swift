@@ -126,7 +126,7 @@ struct ReplayCrashTests {
             let output = FileHandle(forWritingAtPath: log)
             process.standardOutput = output
             process.standardError = output
-            try process.run()
+            try process.runSerialized()
             return process
         }
 

@@ -219,7 +219,7 @@ struct RowFuzzTests {
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.standardOutput = FileHandle(forWritingAtPath: log)
             process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
+            try process.runSerialized()
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { _ = http.shutdown() }
