@@ -57,7 +57,9 @@ start() {
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir/socket'
-max_connections = 200
+# The PostgreSQL suite runs its suites in parallel, and several start whole serve nodes with pools of their own:
+# 200 was exhausted on CI ("sorry, too many clients already"). Each idle slot costs a few hundred kB of shared memory.
+max_connections = 1000
 synchronous_commit = on
 fsync = on
 CONF
