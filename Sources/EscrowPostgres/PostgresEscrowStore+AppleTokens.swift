@@ -42,6 +42,18 @@ extension PostgresEscrowStore: AppleTokenStore {
         ).compactMap(Self.appleExchange)
     }
 
+    public func escrowIDsWithAppleExchanges(among escrowIDs: [EscrowID]) async throws -> Set<EscrowID> {
+        guard !escrowIDs.isEmpty else { return [] }
+        let rows = try await database.rows(
+            "reading Apple token exchanges failed",
+            """
+            SELECT DISTINCT escrow_id FROM apple_token_exchange
+            WHERE escrow_id = ANY(\(escrowIDs.map { ByteBuffer(bytes: $0.bytes) }))
+            """
+        )
+        return Set(try rows.compactMap { EscrowID(bytes: [UInt8](try $0.decode(Data.self))) })
+    }
+
     public func runningAppleExchangeCount() async throws -> Int {
         let rows = try await database.rows(
             "counting Apple token exchanges failed",

@@ -40,6 +40,21 @@ extension SQLiteEscrowStore: AppleTokenStore {
         }
     }
 
+    public func escrowIDsWithAppleExchanges(among escrowIDs: [EscrowID]) async throws -> Set<EscrowID> {
+        guard !escrowIDs.isEmpty else { return [] }
+        // One statement per batch size (a claim's batch is at most the worker's concurrency), each prepared once.
+        let placeholders = Array(repeating: "?", count: escrowIDs.count).joined(separator: ",")
+        return try await read { db in
+            let found = try Data.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT DISTINCT escrow_id FROM apple_token_exchange WHERE escrow_id IN (\(placeholders))"
+                ),
+                arguments: StatementArguments(escrowIDs.map { Data($0.bytes) })
+            )
+            return Set(found.compactMap { EscrowID(bytes: [UInt8]($0)) })
+        }
+    }
+
     public func runningAppleExchangeCount() async throws -> Int {
         try await read { db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM apple_token_exchange WHERE ended_at IS NULL") ?? 0

@@ -11,7 +11,10 @@ extension StoreConformance {
         Check(name: "an authorization code is queued once, with its sign-in's capture", run: appleExchangeQueuedOnce),
         Check(name: "Apple token exchanges are claimed with a lease and ended once", run: appleExchangeClaimAndEnd),
         Check(name: "concurrent Apple token exchange claims never share a code", run: appleExchangeConcurrentClaims),
-        Check(name: "an escrow's Apple token exchanges are purged with it", run: appleExchangePurged),
+        Check(
+            name: "an escrow's Apple token exchanges are purged with it, and found by batch",
+            run: appleExchangePurged
+        ),
         Check(name: "Apple token revocations are claimed with a lease and ended once, audited", run: appleRevocations),
     ]
 
@@ -130,6 +133,10 @@ extension StoreConformance {
         try expect(try await tokens.appleExchanges(escrowID: record.id).isEmpty, "purged with the escrow")
         try expect(try await tokens.appleExchanges(escrowID: kept.id).count == 1, "another escrow's kept")
         try expect(try await tokens.runningAppleExchangeCount() == 1, "one running left")
+        let without = EscrowID.random()
+        let exchanged = try await tokens.escrowIDsWithAppleExchanges(among: [record.id, kept.id, without, kept.id])
+        try expect(exchanged == [kept.id], "of a batch, only the escrow with an exchange: \(exchanged.count)")
+        try expect(try await tokens.escrowIDsWithAppleExchanges(among: []).isEmpty, "an empty batch, none")
     }
 }
 

@@ -69,6 +69,12 @@ extension Escrow {
         return nil
     }
 
+    /// Which of `ids` have Apple token exchanges, running or ended (none when the store keeps no exchanges).
+    public func escrowIDsWithAppleExchanges(among ids: [EscrowID]) async throws -> Set<EscrowID> {
+        guard let store = appleTokenStore else { return [] }
+        return try await store.escrowIDsWithAppleExchanges(among: ids)
+    }
+
     /// The latest expiry of the exchanges of escrow `id` still running at `now`; nil when none runs.
     public func runningAppleExchangeExpiry(for id: EscrowID, at now: Date) async throws -> Date? {
         guard let store = appleTokenStore else { return nil }

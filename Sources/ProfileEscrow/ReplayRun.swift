@@ -1,4 +1,5 @@
 import EscrowCore
+import EscrowCrypto
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -18,6 +19,8 @@ final class ReplayRun: Sendable {
         /// Answered deliveries whose outcome is being committed.
         var committing = 0
         var summary = ReplaySummary()
+        /// Claimed escrows known to have no Apple token exchange: their deliveries read none.
+        var withoutAppleExchanges: Set<EscrowID> = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -88,6 +91,17 @@ final class ReplayRun: Sendable {
         }
         if ring { wakeup.signal() }
         return ring
+    }
+
+    /// Notes claimed escrows that have no Apple token exchange (found with one read for the claim's batch).
+    func noteWithoutAppleExchanges(_ ids: some Sequence<EscrowID>) {
+        state.withLockedValue { $0.withoutAppleExchanges.formUnion(ids) }
+    }
+
+    /// Whether escrow `id` was noted as having no Apple token exchange, forgetting it: asked once per claim of it,
+    /// by its delivery or when its lease is given back unstarted.
+    func takeWithoutAppleExchange(_ id: EscrowID) -> Bool {
+        state.withLockedValue { $0.withoutAppleExchanges.remove(id) != nil }
     }
 
     func update(_ change: (inout ReplaySummary) -> Void) {

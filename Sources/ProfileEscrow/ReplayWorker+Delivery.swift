@@ -38,6 +38,8 @@ extension ReplayWorker {
     private func deliverInSpan(_ record: EscrowRecord, backend: BackendClient, run: ReplayRun?) async -> Bool {
         // The attempt this delivery would be: attempts count requests sent, not leases.
         let attempt = record.attempts + 1
+        // Taken first, whatever happens to this delivery, so that the note does not outlive it.
+        let withoutAppleExchange = run?.takeWithoutAppleExchange(record.id) ?? false
         // Room for everything the delivery's line adds (its outcome, status, duration, error, and the commit's
         // reason), so that the dictionary is never grown again on the way.
         var metadata = Logger.Metadata(minimumCapacity: 10)
@@ -58,7 +60,9 @@ extension ReplayWorker {
         do {
             let plaintext = try await escrow.open(record, actor: actor)
             // The refresh token the sign-in's code was exchanged for, when it was: only ever in this signed body.
-            let appleTokens = try await escrow.appleTokens(for: record, at: clock.now())
+            // Read only for an escrow that has an exchange (or when the claim's batch read failed).
+            let appleTokens =
+                withoutAppleExchange ? nil : try await escrow.appleTokens(for: record, at: clock.now())
             body = plaintext.backendJSON(escrowId: record.id.hex, attempt: attempt, appleTokens: appleTokens)
         } catch let error as EscrowError where error.code == .ciphertextInvalid {
             // `open` moved it to dead (ciphertext_invalid) and logged it.

@@ -211,6 +211,7 @@ public final class ReplayWorker: Service {
                                     )
                                     claimFailures = 0
                                 }
+                                await noteAppleExchanges(of: claimed, in: run)
                                 ready += claimed
                                 if claimed.count < want { nextClaim = clock.now().addingTimeInterval(poll.inSeconds) }
                                 if !claimed.isEmpty { continue }  // into the free slots at once
@@ -328,9 +329,23 @@ public final class ReplayWorker: Service {
 
     // MARK: Housekeeping
 
+    /// Notes which `claimed` escrows have no Apple token exchange, with one read for the batch, so that their
+    /// deliveries read none. When the read fails nothing is noted: each delivery reads its own, as it would alone.
+    private func noteAppleExchanges(of claimed: [EscrowRecord], in run: ReplayRun) async {
+        guard !claimed.isEmpty else { return }
+        let ids = claimed.map(\.id)
+        do {
+            let exchanged = try await escrow.escrowIDsWithAppleExchanges(among: ids)
+            run.noteWithoutAppleExchanges(ids.lazy.filter { !exchanged.contains($0) })
+        } catch {
+            logger.debug("reading the claim's Apple token exchanges failed", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// Gives back the leases of escrows claimed but not started, each logged with its id and index prefix.
     private func release(_ records: [EscrowRecord], run: ReplayRun, because reason: String) async {
         for record in records {
+            _ = run.takeWithoutAppleExchange(record.id)
             await release(
                 record,
                 run: run,

@@ -101,6 +101,10 @@ public protocol AppleTokenStore: Sendable {
     /// The exchanges of an escrow, running or ended, the oldest first; none once the escrow is purged.
     func appleExchanges(escrowID: EscrowID) async throws -> [AppleTokenExchange]
 
+    /// Which of `escrowIDs` have exchanges, running or ended: one read for a claimed batch of deliveries, so that
+    /// delivering an escrow without any (nearly all of them) reads nothing more.
+    func escrowIDsWithAppleExchanges(among escrowIDs: [EscrowID]) async throws -> Set<EscrowID>
+
     /// How many exchanges are running.
     func runningAppleExchangeCount() async throws -> Int
 }
