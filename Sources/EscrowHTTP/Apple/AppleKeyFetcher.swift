@@ -64,15 +64,22 @@ public actor AppleKeyFetcher {
         self.expiresAt = now()
     }
 
-    /// A client for the fetcher: no redirect followed, bounded connect and read. The caller shuts it down.
+    /// A client for the fetcher (and Apple's token and revoke endpoints): no redirect followed, bounded connect and
+    /// read, and as many HTTP/1.1 connections to one host as the exchanger sends requests at once (HTTP/2, which
+    /// Apple speaks, multiplexes them on one). The caller shuts it down.
     public static func makeClient(logger: Logger) -> HTTPClient {
-        HTTPClient(
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: HTTPClient.Configuration.Timeout(connect: .seconds(5), read: .seconds(10)),
+            decompression: .disabled
+        )
+        configuration.connectionPool = HTTPClient.Configuration.ConnectionPool(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: AppleClaimLoop.concurrency
+        )
+        return HTTPClient(
             eventLoopGroup: HTTPClient.defaultEventLoopGroup,
-            configuration: HTTPClient.Configuration(
-                redirectConfiguration: .disallow,
-                timeout: HTTPClient.Configuration.Timeout(connect: .seconds(5), read: .seconds(10)),
-                decompression: .disabled
-            ),
+            configuration: configuration,
             backgroundActivityLogger: logger
         )
     }

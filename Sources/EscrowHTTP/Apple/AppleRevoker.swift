@@ -27,8 +27,10 @@ public final class AppleRevoker: Service, Sendable {
             self.revokeURL = revokeURL
         }
 
-        static let batch = 4
-        var lease: Double { Double(Self.batch) * (timeout + 2) + 10 }
+        /// Revocations claimed and sent at once (see ``AppleTokenExchanger``).
+        static let batch = AppleClaimLoop.concurrency
+        /// Each of a batch at most a timeout, side by side, and a margin for the store around them.
+        var lease: Double { timeout + 12 }
     }
 
     public let configuration: Configuration
@@ -70,7 +72,7 @@ public final class AppleRevoker: Service, Sendable {
                 limit: Configuration.batch,
                 lease: configuration.lease
             )
-        } work: { await send($0) }
+        } work: { await self.send($0) }
     }
 
     private func send(_ revocation: AppleRevocation) async {

@@ -32,11 +32,13 @@ public final class AppleTokenExchanger: Service, Sendable {
             self.tokenURL = tokenURL
         }
 
-        /// Exchanges claimed at once.
-        static let batch = 4
+        /// Exchanges claimed at once, and sent at once: Apple answers in a few hundred milliseconds, so one at a time
+        /// a node would redeem a handful of codes a second, and a burst of sign-ins would outlive its codes.
+        static let batch = AppleClaimLoop.concurrency
 
-        /// A claim's lease: the batch's exchanges, one after the other, each at most a timeout, and a margin.
-        var lease: Double { Double(Self.batch) * (timeout + 2) + 10 }
+        /// A claim's lease: the batch's exchanges run side by side, each at most a timeout, with a margin for the
+        /// store's reads and writes around them.
+        var lease: Double { timeout + 12 }
 
         /// When an unanswered exchange is tried again: doubling from a second, at most ``maximumBackoff``, with full
         /// jitter above half, never past the code's expiry (where it ends as timed out).
@@ -277,13 +279,16 @@ enum AppleClaimLoop {
         }
     }
 
-    /// One batch: the items `claim` took, each given to `work`; how many. A store that fails the claim is logged
-    /// (`what` names the queue) and counts none, so the loop waits a poll.
-    static func batch<Item>(
+    /// Items claimed at once, and worked at once.
+    static let concurrency = 16
+
+    /// One batch: the items `claim` took, given to `work` side by side, when all are done; how many. A store that
+    /// fails the claim is logged (`what` names the queue) and counts none, so the loop waits a poll.
+    static func batch<Item: Sendable>(
         _ what: String,
         logger: Logger,
         claim: () async throws -> [Item],
-        work: (Item) async -> Void
+        work: @escaping @Sendable (Item) async -> Void
     ) async -> Int {
         let claimed: [Item]
         do {
@@ -292,7 +297,9 @@ enum AppleClaimLoop {
             logger.error("cannot claim \(what)", metadata: ["error": "\(error)"])
             return 0
         }
-        for item in claimed { await work(item) }
+        await withDiscardingTaskGroup { group in
+            for item in claimed { group.addTask { await work(item) } }
+        }
         return claimed.count
     }
 }
