@@ -115,7 +115,7 @@ public enum StoreConformance {
 
     /// Every check, of every protocol: for a store that offers every capability, as SQLite's and PostgreSQL's do.
     public static let all: [Check] = escrowChecks + notificationChecks + signInChecks + tokenChecks
-        + appleTokenChecks
+        + appleTokenChecks + appleCodeCaptureChecks
 
     /// The checks of ``EscrowStore``, every part of it: captures, commits and claims, malformed rows, key retirement,
     /// the audit chain with its per-escrow history and archive cuts, and the operator's reads.

@@ -103,10 +103,12 @@ public final class Escrow: Sendable {
     // MARK: Capture
 
     /// Parses and validates a profile JSON body, then captures it. The identity token, if any, is not
-    /// checked here (see verified capture in the HTTP service); the escrow is recorded as unverified.
+    /// checked here (see verified capture in the HTTP service); the escrow is recorded as unverified, and an
+    /// `authorizationCode` is refused (``ProfileInput/requireNoAuthorizationCode()``).
     public func capture(json body: some Collection<UInt8>, actor: AuditActor = .library) async throws -> CaptureReceipt
     {
         let input = try ProfileParser.parse(body)
+        try input.requireNoAuthorizationCode()
         return try await capture(input.profile, verified: false, actor: actor)
     }
 
@@ -115,13 +117,19 @@ public final class Escrow: Sendable {
     /// At most one live escrow per user: the same content again changes nothing; new content
     /// replaces the previous escrow (purged as `replaced`).
     ///
-    /// - Parameter emailVerified: where the profile's email came from, when the caller knows: `true` when Apple
-    ///   signed it (an identity token's `email` claim), `false` when only the user or the app gave it. Delivered
-    ///   with the profile (`emailVerified`); nil records nothing.
+    /// - Parameters:
+    ///   - emailVerified: where the profile's email came from, when the caller knows: `true` when Apple signed it (an
+    ///     identity token's `email` claim), `false` when only the user or the app gave it. Delivered with the profile
+    ///     (`emailVerified`); nil records nothing.
+    ///   - appleExchange: the exchange of the Apple authorization code that came with a verified profile
+    ///     (``appleExchange(code:clientID:redirectURI:now:)``), queued in the capture's own transaction (the store must
+    ///     be an `AppleCodeCaptureStore`); the escrow's first delivery is then held until the exchange ends or the
+    ///     code expires, so that it carries the refresh token.
     public func capture(
         _ profile: Profile,
         verified: Bool = false,
         emailVerified: Bool? = nil,
+        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)? = nil,
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
         try await EscrowTracing.withSpan(configuration.tracer, "escrow.capture") { span in
@@ -129,6 +137,7 @@ public final class Escrow: Sendable {
                 profile,
                 verified: verified,
                 emailVerified: emailVerified,
+                appleExchange: appleExchange,
                 actor: actor
             )
             span?.attributes["escrow.id"] = receipt.escrowID.hex
@@ -141,16 +150,27 @@ public final class Escrow: Sendable {
         _ profile: Profile,
         verified: Bool,
         emailVerified: Bool?,
+        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?,
         actor: AuditActor
     ) async throws -> CaptureReceipt {
         let tracer = configuration.tracer
-        let record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
+        var record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
             try sealedRecord(profile, verified: verified, emailVerified: emailVerified, now: clock.now())
+        }
+        // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
+        if appleExchange != nil {
+            record.nextAttemptAt = record.createdAt.addingTimeInterval(AppleTokenExchange.codeLifetime)
         }
         let outcome: CaptureOutcome
         do {
-            outcome = try await EscrowTracing.withSpan(tracer, "escrow.commit") { _ in
-                try await store.capture(record, actor: actor, lifecycle: lifecycle)
+            outcome = try await EscrowTracing.withSpan(tracer, "escrow.commit") { [record] _ in
+                guard let appleExchange else {
+                    return try await store.capture(record, actor: actor, lifecycle: lifecycle)
+                }
+                guard let codes = store as? any AppleCodeCaptureStore else {
+                    throw EscrowError(.invalidConfiguration, "this store cannot queue an Apple code with a capture")
+                }
+                return try await codes.capture(record, queueing: appleExchange, actor: actor, lifecycle: lifecycle)
             }
         } catch let error as EscrowStoreError {
             EscrowMetrics.captureFailed(error.code.rawValue)

@@ -20,6 +20,7 @@ struct Capture: AsyncParsableCommand {
             body += chunk
         }
         let input = try ProfileParser.parse(body)  // before opening anything: bad input touches nothing
+        try input.requireNoAuthorizationCode()  // nothing verifies here: a code would go unredeemed
         // Sealing needs only the public keys: a keyring in custody stays wrapped, and its engine may be down.
         let escrow = try await options.openEscrow(owner: "profile-escrow capture", opensEscrows: false)
         let receipt = try await escrow.capture(input.profile, verified: false, actor: .cli)

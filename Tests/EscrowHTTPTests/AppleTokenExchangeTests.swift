@@ -39,6 +39,7 @@ struct AppleTokenExchangeTests {
         init(signer: (any AppleClientSecretSigner)? = nil) async throws {
             var flow = try await SignInFlow()
             flow.harness.configuration.signIn?.exchangesCodes = true
+            flow.harness.configuration.exchangesAppleCodes = true
             let key = P256.Signing.PrivateKey()
             let path = flow.harness.fixture.directory.path + "/AuthKey_\(AppleTokenExchangeTests.keyID).p8"
             try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: path))
@@ -113,6 +114,20 @@ struct AppleTokenExchangeTests {
 
         var running: Int { get async throws { try await flow.harness.fixture.store.runningAppleExchangeCount() } }
 
+        /// Each of `values` (a code, a refresh token, a client secret) nowhere outside its sealed column: not logged,
+        /// not in a metric, not in clear in the store's files.
+        func expectNowhere(_ values: [String]) {
+            let logged = flow.harness.loggedText()
+            let metrics = String(decoding: EscrowPrometheus.emit(registry), as: UTF8.self)
+            for value in values {
+                #expect(!logged.contains(value), "nothing secret logged")
+                #expect(!metrics.contains(value), "nor in a metric")
+                for file in flow.harness.fixture.storeFiles() {
+                    #expect(!file.bytes.contains(bytes: Array(value.utf8)), "nothing secret in clear in \(file.name)")
+                }
+            }
+        }
+
         /// A revoker posting to the stand-in Apple with this exchange's secrets, its metrics in ``registry``.
         func revoker(maximumAttempts: Int? = nil) -> AppleRevoker {
             var configuration = AppleRevoker.Configuration(revokeURL: apple.revokeURL)
@@ -168,16 +183,9 @@ struct AppleTokenExchangeTests {
 
             // Nowhere else: not in the logs, not in the store's files (sealed there), nor the code or the secret.
             let secret = try await exchange.secrets.secret(for: SignInFlow.clientID).jwt
-            let logged = exchange.flow.harness.loggedText()
             let metrics = String(decoding: EscrowPrometheus.emit(exchange.registry), as: UTF8.self)
             #expect(metrics.contains("profile_escrow_apple_exchanges_total{outcome=\"tokens\"} 1"))
-            for value in [code, refreshToken, secret] {
-                #expect(!logged.contains(value), "nothing secret logged")
-                #expect(!metrics.contains(value), "nor in a metric")
-                for file in exchange.flow.harness.fixture.storeFiles() {
-                    #expect(!file.bytes.contains(bytes: Array(value.utf8)), "nothing secret in clear in \(file.name)")
-                }
-            }
+            exchange.expectNowhere([code, refreshToken, secret])
         }
         try await exchange.stop()
     }

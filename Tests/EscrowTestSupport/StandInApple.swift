@@ -23,6 +23,8 @@ public final class StandInApple: Sendable {
         case status(Int)
         /// Answers `400 {"error": code}`.
         case error(String)
+        /// Answers as it would, this many seconds late (Apple slow).
+        case delay(Double)
     }
 
     /// One request as it came.
@@ -140,7 +142,7 @@ public final class StandInApple: Sendable {
             request.status = status
             return (status, [])
         case .error(let code): return reply(400, ["error": code])
-        case nil: break
+        case .delay, nil: break  // a delay is taken before (``scriptedDelay(_:)``)
         }
         guard form["client_id"] != nil, form["client_secret"] != nil else {
             return reply(400, ["error": "invalid_request"])
@@ -152,6 +154,15 @@ public final class StandInApple: Sendable {
         default:
             request.status = 404
             return (404, [])
+        }
+    }
+
+    /// The delay scripted for the next request to `path`, taken from the script when it comes first.
+    func scriptedDelay(_ path: String) -> Double? {
+        state.withLockedValue { state in
+            guard case .delay(let seconds)? = state.scripts[path]?.first else { return nil }
+            state.scripts[path]?.removeFirst()
+            return seconds
         }
     }
 
@@ -258,22 +269,31 @@ public final class StandInApple: Sendable {
             case .body(var buffer): body += buffer.readBytes(length: buffer.readableBytes) ?? []
             case .end:
                 guard let head else { return }
-                let (status, bytes) = apple.answer(
-                    path: head.uri,
-                    contentType: head.headers.first(name: "Content-Type"),
-                    body: body
-                )
-                var headers = HTTPHeaders([("Content-Length", "\(bytes.count)")])
-                if !bytes.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
-                context.write(
-                    wrapOutboundOut(
-                        .head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))
-                    ),
-                    promise: nil
-                )
-                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                guard let delay = apple.scriptedDelay(head.uri) else { return respond(head, body, context) }
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                let body = body
+                context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay * 1000))) {
+                    bound.value.0.respond(head, body, bound.value.1)
+                }
             }
+        }
+
+        private func respond(_ head: HTTPRequestHead, _ body: [UInt8], _ context: ChannelHandlerContext) {
+            let (status, bytes) = apple.answer(
+                path: head.uri,
+                contentType: head.headers.first(name: "Content-Type"),
+                body: body
+            )
+            var headers = HTTPHeaders([("Content-Length", "\(bytes.count)")])
+            if !bytes.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
+            context.write(
+                wrapOutboundOut(
+                    .head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))
+                ),
+                promise: nil
+            )
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
 }

@@ -1,3 +1,4 @@
+package import EscrowCrypto
 package import Foundation
 
 /// The statements a store runs for Apple token exchanges, inside an ``EscrowWriteTransaction``.
@@ -20,6 +21,33 @@ package protocol AppleTokenWriteTransaction: EscrowWriteTransaction {
 }
 
 extension StoreEngine {
+    /// A capture and its authorization code's exchange in the caller's transaction, the exchange made for the escrow
+    /// that holds the profile: ``AppleCodeCaptureStore/capture(_:queueing:actor:lifecycle:)``.
+    package static func capture(
+        _ item: CaptureItem,
+        queueing exchange: (EscrowID) -> AppleTokenExchange,
+        in transaction: some AppleTokenWriteTransaction
+    ) async throws -> CaptureOutcome {
+        var audit: [AuditDraft] = []
+        let outcome = try await capture(item, queueing: exchange, in: transaction, auditing: &audit)
+        try await transaction.requireUsable([item.record.sealed.keyVersion])
+        try await append(audit, transaction)
+        return outcome
+    }
+
+    /// ``capture(_:queueing:in:)`` less its last two steps (as ``capture(_:in:auditing:)``), for a sign-in's
+    /// completion, which writes more in the same transaction.
+    package static func capture(
+        _ item: CaptureItem,
+        queueing exchange: (EscrowID) -> AppleTokenExchange,
+        in transaction: some AppleTokenWriteTransaction,
+        auditing audit: inout [AuditDraft]
+    ) async throws -> CaptureOutcome {
+        let outcome = try await capture([item], in: transaction, auditing: &audit)[0]
+        _ = try await transaction.insertAppleExchange(exchange(outcome.record.id))
+        return outcome
+    }
+
     /// Claims due exchanges in the caller's transaction: each one's attempts counted and its lease set, so another
     /// exchanger does not take it before `now + lease` (nor a late answer of this claim end a later one).
     package static func claimAppleExchanges(

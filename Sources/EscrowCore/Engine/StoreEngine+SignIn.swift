@@ -45,12 +45,13 @@ extension StoreEngine {
         if var item {
             // One event says it all: the escrow's `captured`, whose detail names the web sign-in.
             item.detail = CaptureItem.webSignIn
-            outcome = try await capture([item], in: transaction, auditing: &audit).first
-            keyVersions.insert(item.record.sealed.keyVersion)
             // The code Apple gave with the profile, queued for its exchange with the capture it belongs to.
-            if let outcome, let exchange = request.appleExchange?(outcome.record.id) {
-                _ = try await transaction.insertAppleExchange(exchange)
+            if let exchange = request.appleExchange {
+                outcome = try await capture(item, queueing: exchange, in: transaction, auditing: &audit)
+            } else {
+                outcome = try await capture([item], in: transaction, auditing: &audit).first
             }
+            keyVersions.insert(item.record.sealed.keyVersion)
         }
         let ticket = request.ticket(outcome?.record.id)
         // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.

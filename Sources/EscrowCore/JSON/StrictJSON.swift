@@ -55,8 +55,8 @@ public enum StrictJSON {
     /// plaintext). Only these are ever written into an error path.
     static let knownKeys: Set<String> = [
         "userIdentifier", "fullName", "email", "isPrivateEmail", "realUserStatus", "identityToken",
-        "givenName", "familyName", "middleName", "namePrefix", "nameSuffix", "nickname", "v", "verified",
-        "capturedAt",
+        "authorizationCode", "givenName", "familyName", "middleName", "namePrefix", "nameSuffix", "nickname", "v",
+        "verified", "capturedAt",
     ]
 
     /// How a key appears in an error path: as itself when it is one of ``knownKeys``, otherwise as

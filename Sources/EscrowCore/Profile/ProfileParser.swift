@@ -2,8 +2,9 @@
 ///
 /// The body is parsed with ``StrictJSON`` (no duplicate keys, strict RFC 8259), must be an object with
 /// only the members `userIdentifier`, `fullName` (`givenName`, `familyName`, `middleName`, `namePrefix`,
-/// `nameSuffix`, `nickname`), `email`, `isPrivateEmail`, `realUserStatus` and `identityToken`, each of the
-/// right JSON type; `null` is the same as absent. The profile is then validated and normalized by
+/// `nameSuffix`, `nickname`), `email`, `isPrivateEmail`, `realUserStatus`, `identityToken` and
+/// `authorizationCode` (1–1,024 bytes of printable ASCII, OAuth's code characters), each of the right JSON type;
+/// `null` is the same as absent. The profile is then validated and normalized by
 /// ``Profile/init(userIdentifier:fullName:email:isPrivateEmail:realUserStatus:)``.
 public enum ProfileParser {
     /// The largest accepted body: 16 KiB.
@@ -32,6 +33,7 @@ public enum ProfileParser {
         var isPrivateEmail: Bool?
         var realUserStatus: RealUserStatus?
         var identityToken: String?
+        var authorizationCode: String?
         for member in members {
             switch InputKey(exactly: member.key) {
             case .userIdentifier: userIdentifier = try string(member.value, field: "userIdentifier")
@@ -40,6 +42,7 @@ public enum ProfileParser {
             case .isPrivateEmail: isPrivateEmail = try bool(member.value, field: "isPrivateEmail")
             case .realUserStatus: realUserStatus = try self.realUserStatus(member.value, field: "realUserStatus")
             case .identityToken: identityToken = try string(member.value, field: "identityToken")
+            case .authorizationCode: authorizationCode = try self.authorizationCode(member.value)
             case nil: throw .unknownField(StrictJSON.displayName(forKey: member.key))
             }
         }
@@ -51,11 +54,32 @@ public enum ProfileParser {
             isPrivateEmail: isPrivateEmail,
             realUserStatus: realUserStatus
         )
-        return ProfileInput(profile: profile, identityToken: identityToken, statedIsPrivateEmail: isPrivateEmail)
+        return ProfileInput(
+            profile: profile,
+            identityToken: identityToken,
+            statedIsPrivateEmail: isPrivateEmail,
+            authorizationCode: authorizationCode
+        )
+    }
+
+    /// The longest authorization code accepted (Apple's are well under 100 bytes).
+    public static let maximumAuthorizationCodeSize = 1024
+
+    /// A string of 1–``maximumAuthorizationCodeSize`` bytes of `%x20-7E` (RFC 6749's code characters), or null.
+    static func authorizationCode(_ value: StrictJSON.Value) throws(ProfileValidationError) -> String? {
+        let field = "authorizationCode"
+        guard let code = try string(value, field: field) else { return nil }
+        guard !code.isEmpty, code.utf8.count <= maximumAuthorizationCodeSize else {
+            throw .invalidValue(field, "\(field) must be 1 to \(maximumAuthorizationCodeSize) bytes")
+        }
+        guard code.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+            throw .invalidValue(field, "\(field) must be printable ASCII")
+        }
+        return code
     }
 
     private enum InputKey: String, CaseIterable {
-        case userIdentifier, fullName, email, isPrivateEmail, realUserStatus, identityToken
+        case userIdentifier, fullName, email, isPrivateEmail, realUserStatus, identityToken, authorizationCode
 
         /// Matches by exact bytes (Swift's `==` would also accept canonically equivalent spellings).
         init?(exactly key: String) {

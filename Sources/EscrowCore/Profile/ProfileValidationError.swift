@@ -32,6 +32,9 @@ public struct ProfileValidationError: Error, Sendable, Equatable, CustomStringCo
         public static let missingField = Code("missing_field")
         /// Neither a name component nor an email is present: there is nothing to escrow.
         public static let nothingToEscrow = Code("nothing_to_escrow")
+        /// A member only a verified capture accepts (`authorizationCode`) was given to one that verifies no identity
+        /// token.
+        public static let needsVerifiedCapture = Code("needs_verified_capture")
     }
 
     /// The reason.

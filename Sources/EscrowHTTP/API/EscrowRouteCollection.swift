@@ -81,6 +81,7 @@ public enum EscrowRouteCollection {
             EscrowRoutes(
                 escrow: escrow,
                 apple: dependencies.apple,
+                exchangesCodes: configuration.exchangesAppleCodes,
                 maximumBodySize: configuration.maximumBodySize
             ).register(on: guarded)
             AppleRevocationRoutes(

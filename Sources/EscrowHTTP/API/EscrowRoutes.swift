@@ -9,12 +9,24 @@ import ProfileEscrow
 struct EscrowRoutes: Sendable {
     let escrow: Escrow
     let apple: AppleVerifier?
+    /// Whether a verified capture's `authorizationCode` is queued for its exchange here
+    /// (``EscrowHTTPConfiguration/exchangesAppleCodes``).
+    var exchangesCodes = false
     let maximumBodySize: Int
 
     static let identityTokenInvalid = Problem(
         .unauthorized,
         code: "identity_token_invalid",
         detail: "a valid Apple identity token for this user is required",
+        headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
+    )
+
+    /// Said only once the identity token verified: it tells nothing of the token to whoever does not hold a valid one.
+    static let authorizationCodeMismatch = Problem(
+        .unauthorized,
+        code: "authorization_code_mismatch",
+        detail: "authorizationCode is not the code this identity token was issued with",
+        field: "authorizationCode",
         headers: [.wwwAuthenticate: "Bearer realm=\"profile-escrow\""]
     )
 
@@ -42,39 +54,65 @@ struct EscrowRoutes: Sendable {
         // Once parsed (and, below, sealed), the plaintext body is not kept in this buffer.
         defer { RequestBodyReader.zero(&body) }
         let input = try ProfileParser.parse(body, maximumBodySize: maximumBodySize)
-        var verified = false
-        var emailVerified: Bool?
-        var profile = input.profile
+        var verified: AppleVerifier.VerifiedCapture?
         if let apple {
             guard let token = input.identityToken else {
                 context.logger.info("capture refused: verified capture needs an identityToken")
                 throw Self.identityTokenInvalid
             }
             do {
-                (profile, emailVerified) = try await apple.verifyIdentityToken(
-                    token,
-                    for: input,
-                    now: escrow.configuration.clock.now()
-                )
+                verified = try await apple.verifyIdentityToken(token, for: input, now: escrow.configuration.clock.now())
             } catch {
                 context.logger.info("capture refused: \(error.reason)")
                 throw Self.identityTokenInvalid
             }
-            verified = true
+        } else {
+            try input.requireNoAuthorizationCode()
         }
+        let exchange = try verified.flatMap { try appleExchange(input.authorizationCode, of: $0, context) }
         let receipt = try await escrow.capture(
-            profile,
-            verified: verified,
-            emailVerified: emailVerified,
+            verified?.profile ?? input.profile,
+            verified: verified != nil,
+            emailVerified: verified?.emailVerified,
+            appleExchange: exchange,
             actor: .http(token: caller.name)
         )
         let status: HTTPResponse.Status = receipt.outcome == .created ? .created : .ok
-        return JSONResponse.make(
-            status,
-            [
-                "escrowId": .string(receipt.escrowID.hex), "state": .string(receipt.state.rawValue),
-                "expiresAt": .timestamp(receipt.expiresAt),
-            ]
+        var answer: [String: JSONValue] = [
+            "escrowId": .string(receipt.escrowID.hex), "state": .string(receipt.state.rawValue),
+            "expiresAt": .timestamp(receipt.expiresAt),
+        ]
+        // The code is redeemed here: the refresh token comes in the escrow's delivery.
+        if exchange != nil { answer["appleTokens"] = "in-escrow" }
+        return JSONResponse.make(status, answer)
+    }
+
+    /// The exchange of a verified capture's authorization code, for the client the token was issued to (an app's
+    /// code: no `redirect_uri`). Refused, nothing stored, when the token's `c_hash` is not the code's. Nil without a
+    /// code, and when codes are not exchanged here: the profile is captured all the same and the code dropped, never
+    /// stored (the answer has no `appleTokens`; its sender still holds it, to redeem itself).
+    private func appleExchange(
+        _ code: String?,
+        of verified: AppleVerifier.VerifiedCapture,
+        _ context: some RequestContext
+    ) throws -> (@Sendable (EscrowID) -> AppleTokenExchange)? {
+        guard let code else { return nil }
+        do {
+            try AppleVerifier.checkCodeHash(verified.codeHash, code: code)
+        } catch {
+            context.logger.info("capture refused: \(error.reason)")
+            throw Self.authorizationCodeMismatch
+        }
+        guard exchangesCodes else { return nil }
+        guard let clientID = verified.audience else {
+            context.logger.info("capture refused: a code needs an identity token of one audience")
+            throw Self.identityTokenInvalid
+        }
+        return try escrow.appleExchange(
+            code: code,
+            clientID: clientID,
+            redirectURI: nil,
+            now: escrow.configuration.clock.now()
         )
     }
 

@@ -13,6 +13,8 @@ struct AppleIdentityClaims: AppleTokenClaims {
     let is_private_email: Bool?
     /// 0 unsupported, 1 unknown, 2 likely real.
     let real_user_status: Int?
+    /// The hash of the authorization code issued with the token (``AppleVerifier/checkCodeHash(_:code:)``).
+    let c_hash: String?
 
     init(_ claims: AppleClaimReader) throws(AppleClaimError) {
         iss = try claims.issuer()
@@ -23,6 +25,7 @@ struct AppleIdentityClaims: AppleTokenClaims {
         email = try claims.string("email")
         is_private_email = try claims.boolean("is_private_email")
         real_user_status = try claims.integer("real_user_status")
+        c_hash = try claims.string("c_hash")
     }
 }
 

@@ -52,16 +52,28 @@ public final class AppleVerifier: Sendable {
         return try await AppleVerifier(jwksJSON: [UInt8](data), audiences: audiences)
     }
 
-    /// Checks an identity token for `input` and returns the profile to capture: the body's, with
-    /// `realUserStatus` and `isPrivateEmail` taken from the token when it has them. The token's email,
-    /// when both have one, must be the profile's (ASCII case-insensitive); a `realUserStatus` or an
-    /// `isPrivateEmail` that the body states and the token contradicts is a mismatch too. `emailVerified`: whether
-    /// Apple signed the profile's email (the token has one); false for an email only the body gave, nil without one.
+    /// What a verified capture's identity token gave.
+    struct VerifiedCapture {
+        /// The body's profile, with `realUserStatus` and `isPrivateEmail` taken from the token when it has them.
+        let profile: Profile
+        /// Whether Apple signed the profile's email (the token has one); false for an email only the body gave, nil
+        /// without one.
+        let emailVerified: Bool?
+        /// The client the token was issued to (its one `aud`: an app's bundle ID, a Services ID); nil when it names
+        /// several.
+        let audience: String?
+        /// The token's `c_hash`, for the body's `authorizationCode` (``checkCodeHash(_:code:)``).
+        let codeHash: String?
+    }
+
+    /// Checks an identity token for `input` and returns the profile to capture. The token's email, when both have
+    /// one, must be the profile's (ASCII case-insensitive); a `realUserStatus` or an `isPrivateEmail` that the body
+    /// states and the token contradicts is a mismatch too.
     func verifyIdentityToken(
         _ token: String,
         for input: ProfileInput,
         now: Date
-    ) async throws(Rejection) -> (profile: Profile, emailVerified: Bool?) {
+    ) async throws(Rejection) -> VerifiedCapture {
         let profile = input.profile
         let claims: AppleIdentityClaims = try await verifySignature(token)
         try checkIssuerAndAudience(claims.iss, claims.aud)
@@ -98,7 +110,12 @@ public final class AppleVerifier: Sendable {
                 isPrivateEmail: isPrivateEmail,
                 realUserStatus: realUserStatus
             )
-            return (verified, verified.email == nil ? nil : claims.email != nil)
+            return VerifiedCapture(
+                profile: verified,
+                emailVerified: verified.email == nil ? nil : claims.email != nil,
+                audience: claims.aud.value.count == 1 ? claims.aud.value[0] : nil,
+                codeHash: claims.c_hash
+            )
         } catch {
             throw Rejection(reason: "the token's claims do not fit the profile")
         }

@@ -31,6 +31,11 @@ public struct EscrowHTTPConfiguration: Sendable {
     public var trustedProxies = TrustedProxies()
     /// Web sign-in (`/v1/apple/signin…`), served when set with ``EscrowHTTPDependencies/apple`` and a sign-in store.
     public var signIn: AppleSignInConfiguration?
+    /// Whether a verified capture's `authorizationCode` (`POST /v1/escrows`) is queued for its exchange here, in the
+    /// capture's transaction, for an ``AppleTokenExchanger`` to redeem (default off: the profile is captured and the
+    /// code dropped, never stored). `serve` sets it, and the web sign-in's
+    /// ``AppleSignInConfiguration/exchangesCodes``, when Apple's token exchange is configured.
+    public var exchangesAppleCodes = false
     /// Whether `GET /metrics` needs a token with the `metrics` scope (default: open).
     public var metricsRequireToken = false
     /// The largest request body (16 KiB).

@@ -103,6 +103,7 @@ public struct EscrowServer: Sendable {
                     logger: logger
                 )
                 http.signIn?.exchangesCodes = true
+                http.exchangesAppleCodes = true
             }
             if let signIn = http.signIn {
                 logger.notice(

@@ -2,21 +2,18 @@ import EscrowCrypto
 import Foundation
 import JWTKit
 
-/// The claims of a sign-in's id_token (the web flow's or an app's): an identity token's, plus the `nonce` the attempt
-/// sent, `email_verified`, `c_hash` (the authorization code's hash, which ties the token to the code sent beside it)
-/// and `transfer_sub` (the user's identifier under the team that transferred the app, when Apple sends one).
+/// The claims of a sign-in's id_token (the web flow's or an app's): an identity token's (its `c_hash` included), plus
+/// the `nonce` the attempt sent, `email_verified` and `transfer_sub` (the user's identifier under the team that transferred the app, when Apple sends one).
 struct AppleSignInClaims: AppleTokenClaims {
     let identity: AppleIdentityClaims
     let nonce: String?
     let email_verified: Bool?
-    let c_hash: String?
     let transfer_sub: String?
 
     init(_ claims: AppleClaimReader) throws(AppleClaimError) {
         identity = try AppleIdentityClaims(claims)
         nonce = try claims.string("nonce")
         email_verified = try claims.boolean("email_verified")
-        c_hash = try claims.string("c_hash")
         transfer_sub = try claims.string("transfer_sub")
     }
 }
@@ -61,11 +58,7 @@ extension AppleVerifier {
                 Hashing.constantTimeEqual(Hashing.blake2b256(Array(nonce.utf8)), nonceHash)
             else { throw Rejection(reason: "nonce does not match") }
         }
-        if let cHash = signIn.c_hash {
-            guard let authorizationCode, Self.codeHashMatches(cHash, code: authorizationCode) else {
-                throw Rejection(reason: "c_hash does not match the code")
-            }
-        }
+        try Self.checkCodeHash(claims.c_hash, code: authorizationCode)
         if let code = claims.real_user_status, Self.realUserStatus(code) == nil {
             throw Rejection(reason: "real_user_status invalid")
         }
@@ -78,6 +71,15 @@ extension AppleVerifier {
             realUserStatus: claims.real_user_status,
             transferSub: signIn.transfer_sub
         )
+    }
+
+    /// When the token has a `c_hash`, that it is the hash of `code`, so that a token cannot be paired with another
+    /// user's code; a token with one and no code fails.
+    static func checkCodeHash(_ cHash: String?, code: String?) throws(Rejection) {
+        guard let cHash else { return }
+        guard let code, codeHashMatches(cHash, code: code) else {
+            throw Rejection(reason: "c_hash does not match the code")
+        }
     }
 
     /// OpenID Connect's `c_hash`: the base64url of the left half of the SHA-256 of the code's ASCII bytes (the hash
