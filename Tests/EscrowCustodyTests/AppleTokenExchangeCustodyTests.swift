@@ -10,47 +10,51 @@ import Foundation
 import ProfileEscrow
 import Testing
 
-/// The token exchange with Apple's key in a real SoftHSM2 token (`scripts/softhsm.sh`): every client secret the
-/// exchanger sends is signed inside the token, and the stand-in Apple verifies it with the `.p8`'s public key.
+/// The token exchange with Apple's key in custody, in a real SoftHSM2 token (`scripts/softhsm.sh`) and in a real
+/// OpenBao's Transit (`scripts/openbao.sh`, imported by BYOK): every client secret the exchanger sends is signed inside
+/// the engine, and the stand-in Apple verifies it with the `.p8`'s public key.
 struct AppleTokenExchangeCustodyTests {
-    @Test func anExchangeIsSignedByTheKeyInThePKCS11Token() async throws {
+    enum Engine: String, CaseIterable, Sendable {
+        case pkcs11, transit
+    }
+
+    /// A signer whose engine holds `p8`, imported there.
+    static func signer(
+        _ engine: Engine,
+        holding p8: P256.Signing.PrivateKey
+    ) async throws -> any AppleClientSecretSigner {
+        switch engine {
+        case .pkcs11:
+            let signer = try AppleKeySignerTests.pkcs11()
+            try await signer.importKey(p8)
+            return signer
+        case .transit:
+            let signer = try TransitAppleKeySignerTests.signer().0
+            try await signer.importKey(p8)
+            return signer
+        }
+    }
+
+    @Test(arguments: Engine.allCases)
+    func anExchangeIsSignedByTheKeyInCustody(_ engine: Engine) async throws {
         let fixture = try EscrowFixture()
         let p8 = P256.Signing.PrivateKey()
-        let signer = try AppleKeySignerTests.pkcs11()
-        try await signer.importKey(p8)
+        let signer = try await Self.signer(engine, holding: p8)
         let secrets = AppleClientSecrets(teamID: "FAKETEAM01", keyID: "FAKEKEY001", signer: signer)
         let apple = StandInApple(teamID: "FAKETEAM01", keyID: "FAKEKEY001", publicKey: p8.publicKey)
         try await apple.start()
         let client = AppleKeyFetcher.makeClient(logger: fixture.logger)
         let clientID = "invalid.example.profile-escrow.app"
-        let user = Fake.userIdentifier(1)
 
-        // A native sign-in's capture with its code queued (an app's code: no redirect_uri).
-        let code = apple.issueCode(user: user, clientID: clientID)
-        let now = fixture.clock.now()
-        let state = Hashing.blake2b256(Array("state".utf8))
-        try await fixture.store.createSignInAttempt(
-            SignInAttempt(
-                stateHash: state,
-                nonceHash: state,
-                bindingHash: state,
-                returnName: "",
-                createdAt: now,
-                expiresAt: now.addingTimeInterval(600)
-            )
+        // A verified capture with an app's code queued (no redirect_uri).
+        let code = apple.issueCode(user: Fake.userIdentifier(1), clientID: clientID)
+        let exchange = try fixture.escrow.appleExchange(
+            code: code,
+            clientID: clientID,
+            redirectURI: nil,
+            now: fixture.clock.now()
         )
-        let request = SignInCompletionRequest(
-            stateHash: state,
-            bindingHash: state,
-            now: now,
-            appleExchange: try fixture.escrow.appleExchange(code: code, clientID: clientID, redirectURI: nil, now: now)
-        ) { _ in SignInTicket(ticketHash: state, sealedResult: [1], expiresAt: now.addingTimeInterval(300)) }
-        _ = try await fixture.escrow.completeSignIn(
-            request,
-            profile: try Fake.profile(1),
-            in: fixture.store,
-            actor: .apple
-        )
+        _ = try await fixture.escrow.capture(try Fake.profile(1), verified: true, appleExchange: exchange)
 
         let exchanger = AppleTokenExchanger(
             AppleTokenExchanger.Configuration(tokenURL: apple.tokenURL),
@@ -63,7 +67,7 @@ struct AppleTokenExchangeCustodyTests {
         )
         #expect(await exchanger.runOnce() == 1)
         let sent = try #require(apple.requests.first)
-        #expect(sent.secretValid == true, "signed in the token: \(sent.secretProblem ?? "")")
+        #expect(sent.secretValid == true, "signed in \(engine): \(sent.secretProblem ?? "")")
         #expect(sent.form["redirect_uri"] == nil, "an app's code has none")
         let record = try #require(try await fixture.escrow.store.records(.all, after: nil, limit: 1).first)
         let tokens = try await fixture.escrow.appleTokens(for: record, at: fixture.clock.now())
