@@ -15,6 +15,9 @@ extension OperatorActions {
         public var appleNotifications: [NotificationEventCount] = []
         /// Apple token revocations held by the store, by state, read live; nil when the store keeps none.
         public var appleRevocations: AppleRevocationCounts?
+        /// Apple authorization codes whose exchange is running (queued or being retried), read live; nil when the store
+        /// keeps no exchanges.
+        public var appleExchangesRunning: Int?
 
         /// The keyring's custody engine: whether it unwrapped the keyring at the last start or reload and, when not,
         /// since when, whether this node opens nothing because of it, the error's code and its message (the engine's

@@ -43,7 +43,8 @@ public struct OperatorActions: Sendable {
             custody: custody,
             deliveries: try await deliveries(),
             appleNotifications: try await notificationCounts(),
-            appleRevocations: try await (escrow.signIns as? any AppleRevocationStore)?.appleRevocationCounts()
+            appleRevocations: try await (escrow.signIns as? any AppleRevocationStore)?.appleRevocationCounts(),
+            appleExchangesRunning: try await escrow.appleTokenStore?.runningAppleExchangeCount()
         )
     }
 

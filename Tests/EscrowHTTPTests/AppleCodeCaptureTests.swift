@@ -228,4 +228,48 @@ struct AppleCodeCaptureTests {
         }
         try await exchange.stop()
     }
+
+    @Test("the admin overview counts the running exchanges and the revocations by state, as the console does")
+    func overviewCountsAppleTokens() async throws {
+        let exchange = try await AppleTokenExchangeTests.Exchange()
+        let harness = exchange.flow.harness
+        try await harness.app().test(.live) { client async throws in
+            let overview = {
+                let answer = try await client.execute(
+                    uri: "/v1/admin/overview",
+                    method: .get,
+                    headers: harness.headers("read")
+                )
+                #expect(answer.status == .ok)
+                return (answer.text, try #require(answer.json["appleTokens"] as? [String: Any]))
+            }
+            _ = try await Self.captureWithCode(client, exchange)
+            let tokens = ["r.fake-token-1", "r.fake-token-2"]
+            for token in tokens {
+                let queued = try await client.execute(
+                    uri: "/v1/apple/revocations",
+                    method: .post,
+                    headers: harness.headers("revoke", json: true),
+                    body: Fake.body(["token": token, "tokenTypeHint": "refresh_token"])
+                )
+                #expect(queued.status == .accepted)
+            }
+            let (_, queued) = try await overview()
+            #expect(queued["exchangesRunning"] as? Int == 1)
+            let pending = try #require(queued["revocations"] as? [String: Int])
+            #expect(pending == ["pending": 2, "revoked": 0, "failed": 0])
+
+            // One refused for good (a single attempt allowed), one taken; the code redeemed.
+            exchange.apple.script("/auth/revoke", [.error("invalid_request")])
+            #expect(await exchange.revoker(maximumAttempts: 1).runOnce() == 2)
+            #expect(await exchange.exchanger.runOnce() == 1)
+            let (text, ended) = try await overview()
+            #expect(ended["exchangesRunning"] as? Int == 0)
+            #expect(try #require(ended["revocations"] as? [String: Int]) == ["pending": 0, "revoked": 1, "failed": 1])
+            for token in tokens + [try #require(exchange.apple.refreshTokens.first)] {
+                #expect(!text.contains(token), "counts only")
+            }
+        }
+        try await exchange.stop()
+    }
 }

@@ -218,10 +218,21 @@ struct OverviewBody: Encodable {
     var deliveries: DeliveriesBody
     /// Apple notifications over the window, `{type: {outcome: count}}`.
     var appleNotifications: [String: [String: Int]]
+    /// Apple's tokens as the store holds them now, when it keeps them: the codes whose exchange runs, and the
+    /// revocations by state (the console's figures).
+    var appleTokens: AppleTokens?
     init(_ answer: OperatorActions.Overview) {
         overview = answer.overview
         custody = answer.custody.map { Custody(problem: $0.problem) }
         deliveries = DeliveriesBody(answer.deliveries)
+        if answer.appleExchangesRunning != nil || answer.appleRevocations != nil {
+            appleTokens = AppleTokens(
+                exchangesRunning: answer.appleExchangesRunning,
+                revocations: answer.appleRevocations.map {
+                    AppleTokens.Revocations(pending: $0.pending, revoked: $0.revoked, failed: $0.failed)
+                }
+            )
+        }
         appleNotifications = answer.appleNotifications.reduce(into: [:]) { byType, count in
             byType[count.type, default: [:]][count.outcome] = count.count
         }
@@ -246,8 +257,21 @@ struct OverviewBody: Encodable {
         }
     }
 
+    /// `appleTokens`: `exchangesRunning`, and `revocations` `{pending, revoked, failed}`; counts only.
+    struct AppleTokens: Encodable {
+        var exchangesRunning: Int?
+        var revocations: Revocations?
+
+        struct Revocations: Encodable {
+            var pending: Int
+            var revoked: Int
+            var failed: Int
+        }
+    }
+
     enum Keys: String, CodingKey {
         case generatedAt, live, oldestPendingAgeSeconds, overdue, deadByCode, last24h, history, custody, deliveries
+        case appleTokens
     }
     enum PointKeys: String, CodingKey { case at, pending, dead, oldestPendingAgeSeconds }
     enum WindowKeys: String, CodingKey { case captures, deliveries, purges, dead, requeued, appleNotifications }
@@ -278,5 +302,6 @@ struct OverviewBody: Encodable {
         }
         try container.encodeIfPresent(custody, forKey: .custody)
         try container.encode(deliveries, forKey: .deliveries)
+        try container.encodeIfPresent(appleTokens, forKey: .appleTokens)
     }
 }
