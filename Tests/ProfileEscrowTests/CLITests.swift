@@ -86,10 +86,12 @@ struct CLITests {
             "{", #"{"userIdentifier":"x"}"#, Self.body(2, email: "canarymail@@example.invalid"),
             #"{"userIdentifier":"000000.a.1","email":"a@example.invalid","canaryField":1}"#,
             String(repeating: "x", count: 20_000),
+            // A code needs a verified capture, which the command line does not make.
+            #"{"userIdentifier":"000000.a.1","email":"a@example.invalid","authorizationCode":"c.canarycode"}"#,
         ] {
             let result = try run(["capture"], stdin: body)
             #expect(result.status == 2, "\(result.stderr)")
-            #expect(!result.stderr.contains("canarymail"))
+            #expect(!result.stderr.contains("canarymail") && !result.stderr.contains("canarycode"))
         }
         #expect(try run(["confirm", "not a valid id"]).status == 2)
         #expect(try run(["requeue"]).status == 2)
