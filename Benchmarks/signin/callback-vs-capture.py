@@ -112,6 +112,18 @@ def apple_exchange(root: Path, env: dict) -> tuple[str, ...]:
     return ("--apple-team-id", "BENCHTEAM1", "--apple-token-url", f"http://127.0.0.1:{free_port()}/auth/token")
 
 
+def capture_only(root: Path, env: dict):
+    """CAPTURE_ONLY=1: the sign-in node runs on a public-only keyring (`keys export-public`), as a capture-only
+    node at the edge does: it captures and queues codes but never claims an exchange (a node that can open escrows
+    does that), so its CPU is the answer path alone. The Apple key's record follows the keyring."""
+    public = root / "keyring.public"
+    subprocess.run([BIN, "keys", "export-public", "--out", str(public)], env=env, check=True, capture_output=True)
+    record = Path(env["PROFILE_ESCROW_KEYRING"] + ".apple-key")
+    if record.exists():
+        (root / "keyring.public.apple-key").write_bytes(record.read_bytes())
+    env["PROFILE_ESCROW_KEYRING"] = str(public)
+
+
 class Serve:
     def __init__(self, root: Path, *args: str, port: int | None = None):
         self.root = root
@@ -123,6 +135,8 @@ class Serve:
                                     check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
         if os.environ.get("APPLE_EXCHANGE") == "1" and "--apple-audience" in args:
             args = (*args, *apple_exchange(root, self.env))
+        if os.environ.get("CAPTURE_ONLY") == "1" and "--apple-audience" in args:
+            capture_only(root, self.env)
         self.log = open(root / "serve.log", "wb")
         self.process = subprocess.Popen(
             [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--no-worker", "--rate-limit", "1000000",

@@ -2,7 +2,9 @@
 # What the Apple token exchange adds to the sign-in's answer path: callback-vs-capture.py run twice on one build,
 # without and with every code queued for its exchange (APPLE_EXCHANGE=1: --apple-team-id, a file-kept key, the
 # token URL a closed loopback port so the exchanges retry in the background), and serve's CPU per web callback and
-# per native capture compared.
+# per native capture compared. CAPTURE_ONLY=1 runs the sign-in node on a public-only keyring, as a capture-only node
+# at the edge: it queues every code and never claims one, so the "on" figure is the answer path alone, without the
+# exchanger's work in the background (which a node that can open escrows does).
 #   Benchmarks/signin/exchange-vs-none.sh [operations] [connections] [rounds]     (BIN=<profile-escrow> skips the build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
