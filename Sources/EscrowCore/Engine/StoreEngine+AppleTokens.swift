@@ -44,7 +44,20 @@ extension StoreEngine {
         auditing audit: inout [AuditDraft]
     ) async throws -> CaptureOutcome {
         let outcome = try await capture([item], in: transaction, auditing: &audit)[0]
-        _ = try await transaction.insertAppleExchange(exchange(outcome.record.id))
+        let queued = exchange(outcome.record.id)
+        guard try await transaction.insertAppleExchange(queued) else { return outcome }
+        // The same content again kept the escrow captured before, with this new code: while that escrow still waits
+        // for its first delivery, the delivery is held for this code's exchange too, as a new escrow's is, so that
+        // the refresh token goes out with it instead of being purged unseen after a confirmation.
+        if case .unchanged(let existing) = outcome, existing.phase == .pending, existing.attempts == 0,
+            existing.nextAttemptAt < queued.expiresAt
+        {
+            var held = existing
+            held.nextAttemptAt = queued.expiresAt
+            held.revision = existing.revision + 1
+            held.updatedAt = queued.createdAt
+            _ = try await transaction.update([(held, existing.revision)])
+        }
         return outcome
     }
 
