@@ -89,14 +89,22 @@ extension PostgresEscrowStore {
     }
 
     public func keyVersionsInUse() async throws -> [UInt32: Int] {
-        var result: [UInt32: Int] = [:]
-        let rows = try await database.rows(
-            "read failed",
-            "SELECT key_version, COUNT(*) FROM escrow GROUP BY key_version"
+        try countsByVersion(
+            try await database.rows("read failed", "SELECT key_version, COUNT(*) FROM escrow GROUP BY key_version")
         )
+    }
+
+    public func queuedItemsSealed() async throws -> [UInt32: Int] {
+        try countsByVersion(
+            try await database.rows("read failed", PostgresQuery(unsafeSQL: QueuedSealedItems.countsByVersion))
+        )
+    }
+
+    /// Rows of (key version, count) by version. A version outside 32 bits is a malformed row, not a version in use.
+    func countsByVersion(_ rows: [PostgresRow]) throws -> [UInt32: Int] {
+        var result: [UInt32: Int] = [:]
         for row in rows {
             let (version, count) = try decode(row, (Int64, Int64).self)
-            // A version outside 32 bits is a malformed row, not a version in use.
             guard let version = UInt32(exactly: version) else { continue }
             result[version] = Int(count)
         }

@@ -126,6 +126,11 @@ extension PostgresEscrowStore {
                     "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
                 )
             }
+            let queued = try self.countsByVersion(
+                try await connection.query(PostgresQuery(unsafeSQL: QueuedSealedItems.countsByVersion), logger: logger)
+                    .collect()
+            )[version] ?? 0
+            guard queued == 0 else { throw QueuedSealedItems.inUse(queued, version: version) }
             let at = Self.ms(drafts.first?.at ?? Date())
             let inserted = try await connection.query(
                 """

@@ -51,6 +51,19 @@ extension SQLiteEscrowStore {
         }
     }
 
+    public func queuedItemsSealed() async throws -> [UInt32: Int] {
+        try await read { try Self.queuedItemsSealed($0) }
+    }
+
+    static func queuedItemsSealed(_ db: Database) throws -> [UInt32: Int] {
+        var result: [UInt32: Int] = [:]
+        for row in try Row.fetchAll(db, sql: QueuedSealedItems.countsByVersion) {
+            guard let version = (row[0] as Int64?).flatMap({ UInt32(exactly: $0) }) else { continue }
+            result[version] = row[1]
+        }
+        return result
+    }
+
     public func malformedRow(blindIndex: BlindIndex) async throws -> MalformedEscrowRow? {
         try await malformedRow(where: "blind_index = ?", Data(blindIndex.bytes))
     }

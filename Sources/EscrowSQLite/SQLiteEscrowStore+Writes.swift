@@ -102,6 +102,8 @@ extension SQLiteEscrowStore {
                     "\(inUse) escrow(s) still use master key version \(version); run `keys rewrap` first"
                 )
             }
+            let queued = try Self.queuedItemsSealed(db)[version] ?? 0
+            guard queued == 0 else { throw QueuedSealedItems.inUse(queued, version: version) }
             try db.execute(
                 sql: "INSERT INTO retired_key_version (version, retired_at) VALUES (?, ?)",
                 arguments: [Int64(version), Timestamp.unixMilliseconds(audit.first?.at ?? Date())]

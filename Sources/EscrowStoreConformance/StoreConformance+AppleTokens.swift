@@ -15,7 +15,10 @@ extension StoreConformance {
             name: "an escrow's Apple token exchanges are purged with it, and found by batch",
             run: appleExchangePurged
         ),
-        Check(name: "Apple token revocations are claimed with a lease and ended once, audited", run: appleRevocations),
+        Check(
+            name: "Apple token revocations are claimed with a lease and ended once, audited, holding their key version",
+            run: appleRevocations
+        ),
     ]
 
     static func appleExchangeQueuedOnce(_ make: MakeSubject) async throws {
@@ -161,6 +164,20 @@ extension StoreConformance {
         try await store.queueAppleRevocation(revocation)
         try expect(try await store.appleRevocation(id: revocation.id) == revocation, "read back as stored")
         try expect(try await store.appleRevocationCounts() == AppleRevocationCounts(pending: 1), "one pending")
+        // Its token is sealed to master key version 1: the version cannot be retired while it waits.
+        try expect(try await subject.escrows.queuedItemsSealed() == [1: 1], "the queued token counted on its version")
+        let retire = {
+            try await subject.escrows.retireKeyVersion(
+                1,
+                audit: [AuditDraft(type: .keysRetired, at: start, detail: "version 1", actor: .cli)]
+            )
+        }
+        do {
+            try await retire()
+            throw ConformanceFailure("a version a queued revocation is sealed to was retired")
+        } catch let error as EscrowStoreError {
+            try expect(error.code == .keyVersionInUse, "refused as in use: \(error.code)")
+        }
         var failed = false
         do { try await store.queueAppleRevocation(revocation) } catch { failed = true }
         try expect(failed, "one revocation an id")
@@ -202,6 +219,9 @@ extension StoreConformance {
             "one audit event naming the revocation"
         )
         try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with a revocation")
+        try expect(try await subject.escrows.queuedItemsSealed().isEmpty, "an ended revocation holds no version")
+        try await retire()
+        try expect(try await subject.escrows.retiredKeyVersions() == [1], "retired once nothing queued needs it")
     }
 }
 

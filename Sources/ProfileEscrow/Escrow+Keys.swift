@@ -185,7 +185,8 @@ extension Escrow {
         public var failed: Int
         /// Versions whose secret key was destroyed.
         public var retired: [UInt32]
-        /// Versions kept because live escrows still use them, with how many.
+        /// Versions kept because live escrows or queued items (forwarded notifications, Apple code exchanges and
+        /// revocations) still use them, with how many: queued items end on their own, so a later cycle retires them.
         public var kept: [UInt32: Int]
     }
 
@@ -202,7 +203,7 @@ extension Escrow {
         let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
         if grace > .zero { try await clock.sleep(for: grace) }
         let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
-        let inUse = try await store.keyVersionsInUse()
+        let inUse = try await store.keyVersionsInUse().merging(try await store.queuedItemsSealed(), uniquingKeysWith: +)
         var cycle = KeyCycle(
             activeVersion: rotated.activeVersion,
             rewrapped: rewrapped,
@@ -220,7 +221,11 @@ extension Escrow {
                 cycle.retired.append(key.version)
             } catch let error as EscrowError where error.code == .keyInUse {
                 // An escrow was sealed to it meanwhile (a node still on the old keyring): the next cycle retires it.
-                cycle.kept[key.version] = try await store.keyVersionsInUse()[key.version] ?? 0
+                let inUse = try await store.keyVersionsInUse().merging(
+                    try await store.queuedItemsSealed(),
+                    uniquingKeysWith: +
+                )
+                cycle.kept[key.version] = inUse[key.version] ?? 0
             }
         }
         return cycle

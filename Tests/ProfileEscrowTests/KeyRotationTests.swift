@@ -114,6 +114,34 @@ struct KeyRotationTests {
         #expect(try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1)).profile == Fake.profile(1))
     }
 
+    /// A revocation still waiting for Apple has its token sealed to the version it was queued under: a cycle keeps
+    /// that version (retiring it would leave the token unopenable and the user's grant unrevoked), and the token
+    /// still opens after the cycle.
+    @Test func aCycleKeepsTheVersionAQueuedRevocationIsSealedTo() async throws {
+        let directory = TemporaryDirectory()
+        let keyringPath = directory.path + "/keyring"
+        try Keyring.generate().write(path: keyringPath, overwrite: false)
+        let harness = try EscrowFixture(keyring: try Keyring.load(path: keyringPath))
+        let token = "fake-refresh-token-not-apples"
+        let id = try await harness.escrow.queueAppleRevocation(
+            token: token,
+            tokenTypeHint: "refresh_token",
+            clientID: "com.example.invalid.app"
+        )
+
+        let cycle = try await harness.escrow.cycleKeys(keyringPath: keyringPath)
+        #expect(cycle.activeVersion == 2 && cycle.retired.isEmpty && cycle.kept == [1: 1])
+        #expect(try await harness.store.retiredKeyVersions().isEmpty)
+        do {
+            _ = try await harness.escrow.retireKey(version: 1, keyringPath: keyringPath)
+            Issue.record("retired a version a queued revocation is sealed to")
+        } catch let error as EscrowError {
+            #expect(error.code == .keyInUse)
+        }
+        let revocation = try #require(try await harness.store.appleRevocation(id: id))
+        #expect(try harness.escrow.openAppleRevocationToken(revocation) == token)
+    }
+
     /// A reload is refused when the file holds another store's keyring: the keyring in use stays.
     @Test func aKeyringOfAnotherStoreIsNeverLoaded() async throws {
         let directory = TemporaryDirectory()

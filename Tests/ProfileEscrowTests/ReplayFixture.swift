@@ -203,6 +203,7 @@ final class ObservedStore: EscrowStore {
         try await inner.records(query, after: cursor, limit: limit)
     }
     func keyVersionsInUse() async throws -> [UInt32: Int] { try await inner.keyVersionsInUse() }
+    func queuedItemsSealed() async throws -> [UInt32: Int] { try await inner.queuedItemsSealed() }
     func retireKeyVersion(_ version: UInt32, audit: [AuditDraft]) async throws {
         try await inner.retireKeyVersion(version, audit: audit)
     }
