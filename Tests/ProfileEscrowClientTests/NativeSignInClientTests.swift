@@ -145,8 +145,9 @@ struct NativeSignInClientTests {
             let outcome = await client.complete(started, with: try Self.credential(nonce: started.nonceSHA256))
             if case .kept(let error) = outcome { refused = (error, clock.now - begun) }
         }
-        let (error, took) = try #require(refused, "a credential refused with 429 is kept")
-        #expect(took < .seconds(1), "no wait shorter than the escrow asked for, no second request")
+        // Kept with the 429 itself: a client that had waited out the 2 s and tried again would have been let in (the
+        // bucket refills in 2 s) and captured. How long it took is not asserted: a loaded machine stretches it.
+        let (error, _) = try #require(refused, "a credential refused with 429 is kept")
         #expect(error == SignInClientError(.unavailable, status: 429))
         #expect(try app.store.names().count == 1)
 
