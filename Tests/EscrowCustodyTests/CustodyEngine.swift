@@ -1,4 +1,5 @@
 import EscrowCrypto
+import EscrowTestSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -113,7 +114,7 @@ struct CustodyEngine: Sendable, CustomStringConvertible {
 
     /// A request to OpenBao with the root token (what an operator does: rotate the Transit key).
     static func openBaoRoot(_ method: String, _ path: String) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "curl", "-sf", "-X", method, "-H", "X-Vault-Token: \(try variable("PROFILE_ESCROW_TEST_BAO_ROOT_TOKEN"))",

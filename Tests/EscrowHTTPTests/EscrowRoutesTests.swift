@@ -186,7 +186,7 @@ struct EscrowRoutesTests {
             )
             #expect(capture.status == .created)
             // Someone with database access breaks the row (a negative attempt count: no record can hold it).
-            let python = Process()
+            let python = ChildProcess()
             python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             python.arguments = [
                 "python3", "-c",
@@ -194,7 +194,7 @@ struct EscrowRoutesTests {
                     + "c.commit()",
                 harness.databasePath,
             ]
-            try python.runSerialized()
+            try python.run()
             python.waitUntilExit()
             #expect(python.terminationStatus == 0)
 

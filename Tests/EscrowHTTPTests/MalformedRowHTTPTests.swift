@@ -33,7 +33,7 @@ struct MalformedRowHTTPTests {
     /// operator would; exactly one row must change.
     static func tamper(_ harness: HTTPHarness, user: Int, _ assignment: String) throws {
         let index = harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(user)).hex
-        let python = Process()
+        let python = ChildProcess()
         let output = Pipe()
         python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         python.arguments = [
@@ -44,7 +44,7 @@ struct MalformedRowHTTPTests {
             "UPDATE escrow SET \(assignment) WHERE blind_index = x'\(index)'",
         ]
         python.standardOutput = output
-        try python.runSerialized()
+        try python.run()
         python.waitUntilExit()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(python.terminationStatus == 0 && printed.trimmingCharacters(in: .whitespacesAndNewlines) == "1")

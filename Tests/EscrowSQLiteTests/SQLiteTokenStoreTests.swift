@@ -74,7 +74,7 @@ struct SQLiteTokenStoreTests {
 
     /// Runs `statements` on the file at `path` in a python3 process (SQLite's own library, another process).
     static func python(_ path: String, _ statements: String) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "python3", "-c",
@@ -82,7 +82,7 @@ struct SQLiteTokenStoreTests {
                 + "; c.close()",
             path,
         ]
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             throw EscrowStoreError(.failed, "python3 sqlite3 exited \(process.terminationStatus)")
@@ -233,7 +233,7 @@ struct SQLiteTokenStoreTests {
 
 /// Another process (python3's sqlite3) holding an EXCLUSIVE lock on a SQLite file for a while.
 struct LockHolder {
-    let process = Process()
+    let process = ChildProcess()
 
     init(path: String, seconds: Double) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -247,7 +247,7 @@ struct LockHolder {
         ]
         let ready = Pipe()
         process.standardOutput = ready
-        try process.runSerialized()
+        try process.run()
         let line = ready.fileHandleForReading.availableData
         guard String(decoding: line, as: UTF8.self).hasPrefix("locked") else {
             process.terminate()

@@ -29,7 +29,7 @@ public enum ProfileEscrowCLI {
         executable: String? = nil,
         in directory: String
     ) throws -> Result {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable.map { URL(fileURLWithPath: $0) } ?? binary
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
@@ -57,7 +57,7 @@ public enum ProfileEscrowCLI {
         process.standardInput = input
         process.standardOutput = output
         process.standardError = error
-        try process.runSerialized()
+        try process.run()
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus,

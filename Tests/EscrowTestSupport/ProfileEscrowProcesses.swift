@@ -12,7 +12,7 @@ import Glibc
 /// file of its own in `directory` (a process started again under the same name, to a new file). Output goes to files,
 /// not pipes, for the reasons ``ProfileEscrowCLI/run(_:stdin:environment:executable:in:)`` gives.
 public final class ProfileEscrowProcesses: Sendable {
-    private let running = NIOLockedValueBox([String: Process]())
+    private let running = NIOLockedValueBox([String: ChildProcess]())
     private let written = NIOLockedValueBox([String]())
     public let directory: String
     public let environment: [String: String]
@@ -30,8 +30,8 @@ public final class ProfileEscrowProcesses: Sendable {
     /// Starts `profile-escrow <arguments>` under `name`, writing to `<directory>/<name>-<n>.log`; through `launcher`
     /// when given (a command and its arguments, such as `["/usr/bin/chrt", "--idle", "0"]`, that runs the rest).
     @discardableResult
-    public func start(_ name: String, _ arguments: [String], launcher: [String] = []) throws -> Process {
-        let process = Process()
+    public func start(_ name: String, _ arguments: [String], launcher: [String] = []) throws -> ChildProcess {
+        let process = ChildProcess()
         if let command = launcher.first {
             process.executableURL = URL(fileURLWithPath: command)
             process.arguments = launcher.dropFirst() + [ProfileEscrowCLI.binary.path] + arguments
@@ -47,7 +47,7 @@ public final class ProfileEscrowProcesses: Sendable {
         let output = FileHandle(forWritingAtPath: log)
         process.standardOutput = output
         process.standardError = output
-        try process.runSerialized()
+        try process.run()
         written.withLockedValue { $0.append(log) }
         running.withLockedValue { $0[name] = process }
         return process
@@ -56,7 +56,7 @@ public final class ProfileEscrowProcesses: Sendable {
     /// Starts `serve --no-worker` under `name` on 127.0.0.1:`port`, its rate limit out of the way (the tests send
     /// hundreds of captures at once); ``waitUntilHealthy(_:port:within:)`` waits for it.
     @discardableResult
-    public func startCaptureNode(_ name: String, port: Int, launcher: [String] = []) throws -> Process {
+    public func startCaptureNode(_ name: String, port: Int, launcher: [String] = []) throws -> ChildProcess {
         try start(
             name,
             [
@@ -104,13 +104,13 @@ public final class ProfileEscrowProcesses: Sendable {
     private struct ExitedEarly: Error {}
 
     /// The process started as `name` and not yet signalled or stopped.
-    public func process(_ name: String) -> Process? {
+    public func process(_ name: String) -> ChildProcess? {
         running.withLockedValue { $0[name] }
     }
 
     /// Sends `signal` (SIGKILL by default) to the process started as `name` and waits for its end; returns it.
     @discardableResult
-    public func signal(_ name: String, _ signal: Int32 = SIGKILL) -> Process? {
+    public func signal(_ name: String, _ signal: Int32 = SIGKILL) -> ChildProcess? {
         guard let process = running.withLockedValue({ $0.removeValue(forKey: name) }) else { return nil }
         if process.isRunning { kill(process.processIdentifier, signal) }
         process.waitUntilExit()
@@ -129,7 +129,7 @@ public final class ProfileEscrowProcesses: Sendable {
         for process in takeAll() where process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    private func takeAll() -> [Process] {
+    private func takeAll() -> [ChildProcess] {
         running.withLockedValue { running in
             defer { running = [:] }
             return Array(running.values)

@@ -111,14 +111,14 @@ struct CLITests {
         #expect(try run(["keys", "init"]).status == 0)
         for number in 0..<3 { #expect(try run(["capture"], stdin: Self.body(number)).status == 0) }
         #expect(try run(["purge-report", "--verify"]).status == 0)
-        let sqlite = Process()
+        let sqlite = ChildProcess()
         sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         sqlite.arguments = [
             "python3", "-c",
             "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
                 + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database,
         ]
-        try sqlite.runSerialized()
+        try sqlite.run()
         sqlite.waitUntilExit()
         #expect(sqlite.terminationStatus == 0)
         let broken = try run(["purge-report", "--verify"])
@@ -130,7 +130,7 @@ struct CLITests {
         #expect(try run(["keys", "init"]).status == 0)
         #expect(try run(["capture"], stdin: Self.body(1)).status == 0)
         // Another process holds the store's write lock for a second, as a long write transaction would.
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "python3", "-c",
@@ -140,7 +140,7 @@ struct CLITests {
         ]
         let ready = Pipe()
         process.standardOutput = ready
-        try process.runSerialized()
+        try process.run()
         defer { process.terminate() }
         _ = ready.fileHandleForReading.availableData
         #expect(try run(["status", Self.user(1)]).status == 0, "read-only commands do not wait")
@@ -233,7 +233,7 @@ struct CLITests {
     /// memory on stderr.
     @Test func aCrashPrintsNoMemory() async throws {
         #expect(try run(["keys", "init"]).status == 0)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = ["serve", "--no-worker", "--port", "0"]
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PROFILE_ESCROW_") }
@@ -245,7 +245,7 @@ struct CLITests {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardOutput = FileHandle(forWritingAtPath: log)
         process.standardError = FileHandle(forWritingAtPath: log)
-        try process.runSerialized()
+        try process.run()
         defer { if process.isRunning { process.terminate() } }
         // Not required: a `serve` that ended or never started fails the expectations below.
         try? await eventually("serve to start", within: 60, every: .milliseconds(50)) {

@@ -70,8 +70,8 @@ struct MultiProcessStressTests {
             "--backend", stub.url, "--concurrency", "4", "--lease", "2s", "--delivery-timeout", "1s",
             "--backoff-base", "50ms", "--backoff-max", "1s", "--poll-interval", "50ms",
         ]
-        func launch(_ name: String, _ arguments: [String]) throws -> Process {
-            let process = Process()
+        func launch(_ name: String, _ arguments: [String]) throws -> ChildProcess {
+            let process = ChildProcess()
             process.executableURL = ProfileEscrowCLI.binary
             process.arguments = arguments
             process.environment = environment
@@ -79,7 +79,7 @@ struct MultiProcessStressTests {
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.standardOutput = FileHandle(forWritingAtPath: log)
             process.standardError = FileHandle(forWritingAtPath: log)
-            try process.runSerialized()
+            try process.run()
             return process
         }
         let serve = try launch(

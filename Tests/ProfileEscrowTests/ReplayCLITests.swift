@@ -109,8 +109,8 @@ struct ReplayCrashTests {
             if count == 0, roll < 2 { return .status(503, headers: ["Retry-After": "0"]) }
             return .delayed(0.03 + Double(roll) / 100, .status(roll == 9 ? 409 : 200))
         }
-        func launch(_ number: Int) throws -> Process {
-            let process = Process()
+        func launch(_ number: Int) throws -> ChildProcess {
+            let process = ChildProcess()
             process.executableURL = CLITests.binary
             process.arguments = [
                 "replay", "--backend", stub.url, "--concurrency", "4", "--lease", "1s", "--delivery-timeout", "500ms",
@@ -126,7 +126,7 @@ struct ReplayCrashTests {
             let output = FileHandle(forWritingAtPath: log)
             process.standardOutput = output
             process.standardError = output
-            try process.runSerialized()
+            try process.run()
             return process
         }
 

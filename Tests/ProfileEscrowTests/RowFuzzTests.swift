@@ -206,7 +206,7 @@ struct RowFuzzTests {
             }
         case .serve:
             let port = try freePort()
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = ProfileEscrowCLI.binary
             process.arguments = [
                 "serve", "--port", "\(port)", "--backend", fixture.stub.url, "--poll-interval", "50ms",
@@ -219,7 +219,7 @@ struct RowFuzzTests {
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.standardOutput = FileHandle(forWritingAtPath: log)
             process.standardError = FileHandle(forWritingAtPath: log)
-            try process.runSerialized()
+            try process.run()
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { _ = http.shutdown() }

@@ -49,7 +49,7 @@ struct SchedulingTests {
     static func withServe(
         _ environment: [String: String],
         launcher: [String] = [],
-        _ body: (Process, () -> String) throws -> Void
+        _ body: (ChildProcess, () -> String) throws -> Void
     ) async throws {
         let cli = CLITests()
         #expect(try cli.run(["keys", "init"]).status == 0)
