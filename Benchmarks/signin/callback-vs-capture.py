@@ -100,7 +100,8 @@ def claims(sub: str, audience: str, email: str, nonce: str | None = None) -> dic
 
 def apple_exchange(root: Path, env: dict) -> tuple[str, ...]:
     """APPLE_EXCHANGE=1: every sign-in's code is queued for its exchange at Apple (a .p8 made here, kept as a file;
-    the token URL a closed loopback port, so the exchanges only retry in the background): the options to add."""
+    the token URL APPLE_TOKEN_URL, else a closed loopback port, so the exchanges only retry in the background): the
+    options to add."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     p8 = root / "AuthKey_BENCHKEY01.p8"
@@ -109,7 +110,8 @@ def apple_exchange(root: Path, env: dict) -> tuple[str, ...]:
     p8.chmod(0o600)
     subprocess.run([BIN, "apple", "key", "import", "--p8", str(p8), "--key-id", "BENCHKEY01", "--team-id",
                     "BENCHTEAM1", "--custody", "file"], env=env, check=True, capture_output=True)
-    return ("--apple-team-id", "BENCHTEAM1", "--apple-token-url", f"http://127.0.0.1:{free_port()}/auth/token")
+    token_url = os.environ.get("APPLE_TOKEN_URL", f"http://127.0.0.1:{free_port()}/auth/token")
+    return ("--apple-team-id", "BENCHTEAM1", "--apple-token-url", token_url)
 
 
 def capture_only(root: Path, env: dict):
