@@ -212,6 +212,30 @@ struct AppleTokenExchangeTests {
         try await exchange.stop()
     }
 
+    /// A code is single-use: an exchange whose request is out when the node is told to stop must still record what
+    /// Apple answered, or the refresh token is lost for good.
+    @Test("a graceful shutdown lets the exchange Apple is answering finish and record its tokens")
+    func shutdownWaitsForTheExchangeUnderWay() async throws {
+        let exchange = try await Exchange()
+        try await exchange.flow.harness.app().test(.live) { client async throws in
+            _ = try await exchange.signIn(client)
+            exchange.apple.script("/auth/token", [.delay(1.5)])
+            let group = ServiceGroup(services: [exchange.exchanger], logger: Logger(label: "test"))
+            async let running: Void = group.run()
+            try await eventually("the exchange's request reached Apple", within: 20) {
+                exchange.apple.delayed == 1
+            }
+            await group.triggerGracefulShutdown()
+            try await running
+            #expect(try await exchange.running == 0, "ended before the exchanger stopped")
+            #expect(exchange.apple.requests.map(\.status) == [200], "one request, answered")
+            let delivered = try await exchange.deliver()
+            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            #expect(tokens["refreshToken"] as? String == exchange.apple.refreshTokens.first)
+        }
+        try await exchange.stop()
+    }
+
     @Test("Apple's refusal is recorded as its code and delivered as such")
     func invalidGrantRecorded() async throws {
         let exchange = try await Exchange()

@@ -51,6 +51,7 @@ public final class StandInApple: Sendable {
         var refreshTokens: [String: Bool] = [:]
         var scripts: [String: [Scripted]] = [:]
         var requests: [Request] = []
+        var delaying = 0
     }
 
     public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey) {
@@ -162,9 +163,13 @@ public final class StandInApple: Sendable {
         state.withLockedValue { state in
             guard case .delay(let seconds)? = state.scripts[path]?.first else { return nil }
             state.scripts[path]?.removeFirst()
+            state.delaying += 1
             return seconds
         }
     }
+
+    /// Requests held by a scripted delay so far (counted as they arrive, before their answer).
+    public var delayed: Int { state.withLockedValue { $0.delaying } }
 
     private func token(_ form: [String: String], _ reply: (Int, [String: Any]) -> (Int, [UInt8])) -> (Int, [UInt8]) {
         guard form["grant_type"] == "authorization_code", let code = form["code"] else {

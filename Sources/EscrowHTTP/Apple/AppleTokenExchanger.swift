@@ -268,13 +268,17 @@ struct AppleFormAnswer: Sendable {
 /// The loop of Apple's background work (exchanges, revocations) until graceful shutdown: a batch at a time while
 /// there is work, a poll's wait when there is none. A node that cannot open what is queued (public-only keyring, or
 /// keys still wrapped) claims nothing and leaves it to one that can.
+///
+/// A graceful shutdown ends the loop between batches, never inside one: an authorization code is single-use, so a
+/// code Apple has just redeemed must have its outcome recorded, or the refresh token is lost (another node's retry
+/// would only be told `invalid_grant`). A batch ends within one request timeout and the store's writes around it.
 enum AppleClaimLoop {
     static func run(escrow: Escrow, poll: Double, _ runOnce: @escaping @Sendable () async -> Int) async {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let keyring = escrow.keyring
-                let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await runOnce()
-                if claimed == 0 { try? await Task.sleep(for: .milliseconds(Int(poll * 1000))) }
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let keyring = escrow.keyring
+            let claimed = keyring.isPublicOnly || keyring.isWrapped ? 0 : await runOnce()
+            if claimed == 0 {
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(Int(poll * 1000))) }
             }
         }
     }
