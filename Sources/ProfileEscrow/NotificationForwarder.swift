@@ -72,7 +72,7 @@ public final class NotificationForwarder: Service, Sendable {
         /// The backoff before attempt `attempts + 1`: 1 s doubling, at least the backend's `Retry-After`, at most
         /// ``maximumBackoff``.
         func backoff(after attempts: Int, retryAfter: Double?) -> Double {
-            let doubling = pow(2, Double(min(max(attempts - 1, 0), 62)))
+            let doubling = RetryPolicy(base: 1, cap: maximumBackoff).ceiling(afterAttempt: attempts)
             return min(maximumBackoff, max(doubling, retryAfter ?? 0))
         }
     }

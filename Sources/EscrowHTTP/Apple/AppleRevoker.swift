@@ -83,7 +83,8 @@ public final class AppleRevoker: Service, Sendable {
             if let failure, revocation.attempts < configuration.maximumAttempts {
                 metadata["reason"] = "\(failure)"
                 AppleTokenMetrics.revoked("retried", factory: factory)
-                let backoff = min(configuration.maximumBackoff, pow(2, Double(min(revocation.attempts, 30))))
+                let backoff = RetryPolicy(base: 1, cap: configuration.maximumBackoff)
+                    .ceiling(afterAttempt: revocation.attempts + 1)
                 _ = try await store.rescheduleAppleRevocation(
                     id: revocation.id,
                     attempts: revocation.attempts,

@@ -43,7 +43,7 @@ public final class AppleTokenExchanger: Service, Sendable {
         /// When an unanswered exchange is tried again: doubling from a second, at most ``maximumBackoff``, with full
         /// jitter above half, never past the code's expiry (where it ends as timed out).
         func retry(after attempts: Int, now: Date, expiresAt: Date) -> Date {
-            let doubling = min(maximumBackoff, pow(2, Double(min(max(attempts - 1, 0), 30))))
+            let doubling = RetryPolicy(base: 1, cap: maximumBackoff).ceiling(afterAttempt: attempts)
             return min(expiresAt, now.addingTimeInterval(doubling * Double.random(in: 0.5...1)))
         }
     }
