@@ -44,7 +44,6 @@ class StandInToken:
         self.lock = threading.Lock()
         self.answered: set[str] = set()
         self.in_flight = 0
-        self.arrivals: list[float] = []
         self.most_in_flight = 0
         self.done = threading.Event()
         stand_in = self
@@ -56,7 +55,6 @@ class StandInToken:
             def do_POST(self):
                 form = dict(urllib.parse.parse_qsl(self.rfile.read(int(self.headers["Content-Length"])).decode()))
                 with stand_in.lock:
-                    stand_in.arrivals.append(time.monotonic())
                     stand_in.in_flight += 1
                     stand_in.most_in_flight = max(stand_in.most_in_flight, stand_in.in_flight)
                 time.sleep(LATENCY)
@@ -122,8 +120,6 @@ def main():
     print(f"{N} codes, Apple answering after {LATENCY * 1000:.0f} ms: captured in {captured:.1f} s "
           f"({N / captured:.0f} sign-ins/s), all redeemed after {took:.1f} s: {N / took:.1f} codes/s "
           f"(at most {apple.most_in_flight} at Apple at once)")
-    if os.environ.get("ARRIVALS"):
-        print("arrivals (s):", " ".join(f"{t - apple.arrivals[0]:.2f}" for t in apple.arrivals[:60]))
     print(f"codes/s / one at a time (1 / latency = {1 / LATENCY:.1f}/s): {N / took * LATENCY:.1f}")
 
 
