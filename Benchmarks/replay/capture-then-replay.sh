@@ -47,7 +47,7 @@ captured=$("$BIN" purge-report --format json | python3 -c 'import json,sys; prin
 capture_rate=$(python3 -c "print(round($captured / $seconds))")
 
 secret=$("$BIN" webhook-secret)
-run=("$BIN" replay --once --concurrency "$connections" --backend http://127.0.0.1:18081/register)
+run=("$BIN" ${REPLAY_GLOBAL_ARGS:-} replay --once --concurrency "$connections" --backend http://127.0.0.1:18081/register)
 start=$(date +%s.%N)
 if [ "${PERF:-0}" = 1 ]; then
     # Attached to the running process (the process makes itself undumpable at start, which a child's perf does not

@@ -38,4 +38,6 @@ enum Magic {
     static let appleTokens: [UInt8] = Array("PEA1".utf8)
     /// Forwarded notification plaintext (the notification outbox).
     static let notification: [UInt8] = Array("PEN1".utf8)
+    /// Derivation input of the key that seals an escrow's profile box key (``Keyring/open(_:)``'s shortcut).
+    static let profileBoxKey: [UInt8] = Array("PEB1".utf8)
 }

@@ -89,6 +89,13 @@ extension Keyring {
             mac: []
         )
         sealed.mac = rowMAC(sealed)
+        sealed.profileBoxKey = Self.sealProfileBoxKey(
+            keys.profileBox.key,
+            under: keys.keyBox.key,
+            id: id,
+            blindIndex: blindIndex,
+            version: activeVersion
+        )
         return sealed
     }
 
@@ -119,7 +126,7 @@ extension Keyring {
 
     /// ``open(_:)`` with the library of its X25519 steps given (tests open with both).
     func open(_ sealed: SealedEscrow, x25519: SealedBox.X25519) throws(CryptoError) -> SecretBytes {
-        let escrowSecretKey = try openKeyBox(sealed, x25519)
+        let (escrowSecretKey, keyBoxKey) = try openKeyBoxAndKey(sealed, x25519)
         let boxCount = sealed.sealedProfile.count
         guard sealed.publicKey.count == Sodium.boxPublicKeyBytes,
             boxCount >= Sodium.sealBytes + Self.paddingBlock,
@@ -128,7 +135,13 @@ extension Keyring {
 
         let profileBox = SecretBytes(count: boxCount - Sodium.sealBytes)
         let opened = profileBox.withUnsafeMutableBytes { buffer in
-            SealedBox.open(
+            // The shortcut (Keyring+ProfileBoxKey.swift) when the row has one that opens the box; else the long way.
+            if let profileBoxKey = Self.openProfileBoxKey(sealed, under: keyBoxKey),
+                SealedBox.open(sealed.sealedProfile, into: buffer, recipient: sealed.publicKey, key: profileBoxKey)
+            {
+                return true
+            }
+            return SealedBox.open(
                 sealed.sealedProfile,
                 into: buffer,
                 recipient: sealed.publicKey,
@@ -165,7 +178,8 @@ extension Keyring {
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
         }
-        let escrowSecretKey = try openKeyBox(sealed)
+        try Self.requireRecipientLength(master.publicKey)
+        let (escrowSecretKey, keyBoxKey) = try openKeyBoxAndKey(sealed, SealedBox.defaultX25519)
         let keyBox = SecretBytes(count: Self.bindingBytes + Sodium.boxSecretKeyBytes)
         keyBox.withUnsafeMutableBytes { buffer in
             var writer = ByteWriter(buffer)
@@ -173,10 +187,29 @@ extension Keyring {
             Self.appendBinding(to: &writer, id: sealed.id, blindIndex: sealed.blindIndex, version: activeVersion)
             escrowSecretKey.withUnsafeBytes { writer.append($0) }
         }
+        guard let ephemeral = SealedBox.ephemeral(to: master.publicKey, recipientSecretKey: nil, SealedBox.defaultX25519)
+        else {
+            throw Self.smallOrderRecipient
+        }
         var rewrapped = sealed
         rewrapped.keyVersion = activeVersion
-        rewrapped.sealedKey = try Self.sealBox(keyBox, to: master.publicKey)
+        rewrapped.sealedKey = keyBox.withUnsafeBytes { SealedBox.seal($0, to: master.publicKey, using: ephemeral) }
         rewrapped.mac = rowMAC(rewrapped)
+        // The profile box's key, sealed again under the new key box's: from the old shortcut, or (a row sealed
+        // before it existed) computed from the escrow's secret key, so that a rewrapped row opens the short way.
+        if let profileBoxKey = Self.openProfileBoxKey(sealed, under: keyBoxKey)
+            ?? SealedBox.key(of: sealed.sealedProfile, secretKey: escrowSecretKey)
+        {
+            rewrapped.profileBoxKey = Self.sealProfileBoxKey(
+                profileBoxKey,
+                under: ephemeral.key,
+                id: sealed.id,
+                blindIndex: sealed.blindIndex,
+                version: activeVersion
+            )
+        } else {
+            rewrapped.profileBoxKey = []
+        }
         return rewrapped
     }
 
@@ -197,6 +230,15 @@ extension Keyring {
         _ sealed: SealedEscrow,
         _ x25519: SealedBox.X25519 = SealedBox.defaultX25519
     ) throws(CryptoError) -> SecretBytes {
+        try openKeyBoxAndKey(sealed, x25519).secretKey
+    }
+
+    /// ``openKeyBox(_:_:)``, and the key the key box was sealed with (its one multiplication), which opens the
+    /// profile box's key (Keyring+ProfileBoxKey.swift).
+    func openKeyBoxAndKey(
+        _ sealed: SealedEscrow,
+        _ x25519: SealedBox.X25519
+    ) throws(CryptoError) -> (secretKey: SecretBytes, keyBoxKey: SecretBytes) {
         Sodium.ensureInitialized()
         guard verify(sealed) else { throw CryptoError.ciphertextInvalid }
         guard let master = masterKey(version: sealed.keyVersion) else {
@@ -212,21 +254,19 @@ extension Keyring {
         let keyBoxCount = Self.bindingBytes + Sodium.boxSecretKeyBytes
         guard sealed.sealedKey.count == keyBoxCount + Sodium.sealBytes else { throw CryptoError.ciphertextInvalid }
         let keyBox = SecretBytes(count: keyBoxCount)
+        guard let keyBoxKey = SealedBox.key(of: sealed.sealedKey, secretKey: masterSecretKey, x25519) else {
+            throw CryptoError.ciphertextInvalid
+        }
         let opened = keyBox.withUnsafeMutableBytes { buffer in
-            SealedBox.open(
-                sealed.sealedKey,
-                into: buffer,
-                recipient: master.publicKey,
-                secretKey: masterSecretKey,
-                x25519
-            )
+            SealedBox.open(sealed.sealedKey, into: buffer, recipient: master.publicKey, key: keyBoxKey)
         }
         guard opened, Self.bindingMatches(keyBox, magic: Magic.key, sealed, exactVersion: true) else {
             throw CryptoError.ciphertextInvalid
         }
-        return keyBox.withUnsafeBytes { buffer in
+        let secretKey = keyBox.withUnsafeBytes { buffer in
             SecretBytes(copying: UnsafeRawBufferPointer(rebasing: buffer[Self.bindingBytes...]))
         }
+        return (secretKey, keyBoxKey)
     }
 
     private static func appendBinding(
@@ -294,13 +334,13 @@ extension Keyring {
         return sealed
     }
 
-    private static func requireRecipientLength(_ publicKey: [UInt8]) throws(CryptoError) {
+    static func requireRecipientLength(_ publicKey: [UInt8]) throws(CryptoError) {
         guard publicKey.count == Sodium.boxPublicKeyBytes else {
             throw CryptoError(.keyringMalformed, "a public key has the wrong length")
         }
     }
 
-    private static let smallOrderRecipient = CryptoError(
+    static let smallOrderRecipient = CryptoError(
         .keyringMalformed,
         "a public key in the keyring is unusable (a point of small order)"
     )

@@ -182,6 +182,49 @@ enum SealedBox {
         }
     }
 
+    /// The key a sealed box to `recipient` was sealed with (`crypto_box_beforenm` of its ephemeral public key, the
+    /// box's first 32 bytes, and `secretKey`): one X25519 multiplication. `nil` for a box too short or an ephemeral
+    /// key of small order. With the key, ``open(_:into:recipient:key:)`` opens the box with no multiplication, and
+    /// whatever else was sealed under a key derived from it opens too (``Keyring/open(_:)``'s shortcut).
+    static func key(
+        of box: [UInt8],
+        secretKey: SecretBytes,
+        _ x25519: X25519 = defaultX25519
+    ) -> SecretBytes? {
+        guard box.count >= Sodium.sealBytes else { return nil }
+        let ephemeral = Array(box.prefix(Sodium.boxPublicKeyBytes))
+        return sealingKey(ephemeralSecretKey: secretKey, recipient: ephemeral, recipientSecretKey: nil, x25519)
+    }
+
+    /// Opens a sealed box to `recipient` with its key (``key(of:secretKey:_:)``, or the sealer's
+    /// ``Ephemeral/key``): the same check and plaintext as `crypto_box_seal_open`, without its multiplication.
+    static func open(
+        _ box: [UInt8],
+        into output: UnsafeMutableRawBufferPointer,
+        recipient: [UInt8],
+        key: SecretBytes
+    ) -> Bool {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        guard box.count >= Sodium.sealBytes, output.count == box.count - Sodium.sealBytes,
+            recipient.count == publicKeyBytes, key.count == crypto_box_beforenmbytes()
+        else { return false }
+        let plaintext = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        return box.withUnsafeBufferPointer { box in
+            let ephemeral = box.baseAddress!
+            return withNonce(ephemeral: ephemeral, recipient: recipient) { nonce in
+                key.withUnsafeBytes { key in
+                    crypto_box_open_easy_afternm(
+                        plaintext,
+                        ephemeral + publicKeyBytes,
+                        UInt64(box.count - publicKeyBytes),
+                        nonce,
+                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    ) == 0
+                }
+            }
+        }
+    }
+
     /// The nonce of a sealed box, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and the
     /// recipient's public keys.
     private static func withNonce<Result>(

@@ -17,6 +17,9 @@ public struct SealedEscrow: Sendable, Equatable {
     public var sealedKey: [UInt8]
     /// `crypto_auth` (HMAC-SHA-512-256, keyed with the row key) over all the fields above (32 bytes).
     public var mac: [UInt8]
+    /// The profile box's key, sealed under a key derived from the key box's: lets an opener skip one X25519
+    /// multiplication (``Keyring/open(_:)``). Empty for an escrow sealed without it; outside the MAC, and never needed.
+    public var profileBoxKey: [UInt8]
 
     /// Rebuilds a row read from storage; nothing is checked until ``Keyring/verify(_:)`` or ``Keyring/open(_:)``.
     public init(
@@ -26,7 +29,8 @@ public struct SealedEscrow: Sendable, Equatable {
         publicKey: [UInt8],
         sealedProfile: [UInt8],
         sealedKey: [UInt8],
-        mac: [UInt8]
+        mac: [UInt8],
+        profileBoxKey: [UInt8] = []
     ) {
         self.id = id
         self.blindIndex = blindIndex
@@ -35,5 +39,6 @@ public struct SealedEscrow: Sendable, Equatable {
         self.sealedProfile = sealedProfile
         self.sealedKey = sealedKey
         self.mac = mac
+        self.profileBoxKey = profileBoxKey
     }
 }

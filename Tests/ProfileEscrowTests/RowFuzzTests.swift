@@ -61,6 +61,12 @@ struct RowFuzzTests {
         // content_tag only identifies repeated captures and is outside the MAC: a wrong one is no forgery.
         set("content_tag", "empty", "x''", broken: false)
         set("content_tag", "one byte long", "CAST(content_tag || x'00' AS BLOB)", broken: false)
+        // profile_box_key only lets an opener skip a multiplication, and is outside the MAC: a damaged one is ignored
+        // and the escrow opened the long way.
+        set("profile_box_key", "empty", "x''", broken: false)
+        set("profile_box_key", "first byte changed", "CAST(x'01' || substr(profile_box_key, 2) AS BLOB)", broken: false)
+        set("profile_box_key", "64 KiB", "zeroblob(65536)", broken: false)
+        set("profile_box_key", "from another row", "(SELECT profile_box_key FROM escrow WHERE rowid = ?2)", broken: false)
         // Non-unique blobs copied from another row: the MAC names this row's id and version.
         for column in ["public_key", "sealed_profile", "sealed_key", "mac"] {
             set(column, "from another row", "(SELECT \(column) FROM escrow WHERE rowid = ?2)", broken: true)

@@ -25,6 +25,8 @@ package enum EscrowColumn: String, CaseIterable, Sendable {
     case updatedAt = "updated_at"
     case deadCode = "dead_code"
     case lastStatus = "last_status"
+    /// Last, as `ALTER TABLE … ADD COLUMN` put it: a `SELECT *` reads the columns in this order.
+    case profileBoxKey = "profile_box_key"
 
     /// What a column holds.
     package enum Kind: Sendable {
@@ -35,7 +37,7 @@ package enum EscrowColumn: String, CaseIterable, Sendable {
 
     package var kind: Kind {
         switch self {
-        case .id, .blindIndex, .publicKey, .sealedProfile, .sealedKey, .mac, .contentTag: .bytes
+        case .id, .blindIndex, .publicKey, .sealedProfile, .sealedKey, .mac, .profileBoxKey, .contentTag: .bytes
         case .state, .leaseOwner, .deadCode: .text
         default: .integer
         }
@@ -65,6 +67,7 @@ extension EscrowRecord {
         case .sealedProfile: return .bytes(sealed.sealedProfile)
         case .sealedKey: return .bytes(sealed.sealedKey)
         case .mac: return .bytes(sealed.mac)
+        case .profileBoxKey: return .bytes(sealed.profileBoxKey)
         case .contentTag: return .bytes(contentTag)
         case .state: return .text(state.rawValue)
         case .revision: return .integer(revision)

@@ -76,7 +76,8 @@ extension EscrowRecord {
             publicKey: try bytes("public_key"),
             sealedProfile: try bytes("sealed_profile"),
             sealedKey: try bytes("sealed_key"),
-            mac: try bytes("mac")
+            mac: try bytes("mac"),
+            profileBoxKey: try row.bytes("profile_box_key") ?? []
         )
         return EscrowRecord(
             sealed: sealed,
