@@ -60,32 +60,16 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
         ).map(SQLiteEscrowStore.stored(from:))
     }
 
-    /// Each change with compare-and-set on its revision. Most changes (a claim's lease, a delivery's outcome) leave
-    /// the sealed bytes and the expiry as they are: those first try a statement that sets only the delivery
-    /// bookkeeping and checks that the rest is unchanged, so that SQLite leaves the indexes over the untouched columns
-    /// alone (it rewrites every index with a column in the `SET` list, whatever the value); a change that did touch
-    /// them (a rewrap, a re-seal), or a stale one, then runs the statement that sets every column.
     func update(_ changes: [(record: EscrowRecord, expectedRevision: Int64)]) throws -> Set<EscrowID> {
-        let bookkeeping = try db.cachedStatement(sql: Self.updateBookkeepingSQL)
+        let statement = try db.cachedStatement(sql: Self.updateSQL)
         var updated: Set<EscrowID> = []
         for change in changes {
-            let record = change.record
-            try bookkeeping.run(
-                Self.bookkeepingColumns.map(record.storedValue)
-                    + [.bytes(record.id.bytes), .integer(change.expectedRevision)]
-                    + Self.unchangedColumns.map(record.storedValue),
+            try statement.run(
+                EscrowColumn.changeable.map(change.record.storedValue)
+                    + [.bytes(change.record.id.bytes), .integer(change.expectedRevision)],
                 in: db
             )
-            if db.changesCount == 1 {
-                updated.insert(record.id)
-                continue
-            }
-            try db.cachedStatement(sql: Self.updateSQL).run(
-                EscrowColumn.changeable.map(record.storedValue)
-                    + [.bytes(record.id.bytes), .integer(change.expectedRevision)],
-                in: db
-            )
-            if db.changesCount == 1 { updated.insert(record.id) }
+            if db.changesCount == 1 { updated.insert(change.record.id) }
         }
         return updated
     }
@@ -219,17 +203,4 @@ struct SQLiteWriteTransaction: EscrowWriteTransaction {
     private static let updateSQL =
         "UPDATE escrow SET \(EscrowColumn.changeable.map { "\($0.rawValue) = ?" }.joined(separator: ", "))"
         + " WHERE id = ? AND revision = ?"
-
-    /// What a delivery changes: its state, lease, schedule and outcome.
-    private static let bookkeepingColumns: [EscrowColumn] = [
-        .state, .revision, .attempts, .nextAttemptAt, .leaseOwner, .leaseExpiresAt, .confirmDeadline, .dueAt,
-        .updatedAt, .deadCode, .lastStatus,
-    ]
-    /// The other changeable columns, which ``updateBookkeepingSQL`` requires to hold the record's values already.
-    private static let unchangedColumns = EscrowColumn.changeable.filter { !bookkeepingColumns.contains($0) }
-
-    private static let updateBookkeepingSQL =
-        "UPDATE escrow SET \(bookkeepingColumns.map { "\($0.rawValue) = ?" }.joined(separator: ", "))"
-        + " WHERE id = ? AND revision = ?"
-        + unchangedColumns.map { " AND \($0.rawValue) = ?" }.joined()
 }
