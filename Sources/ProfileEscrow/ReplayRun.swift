@@ -108,3 +108,42 @@ final class ReplayRun: Sendable {
         state.withLockedValue { change(&$0.summary) }
     }
 }
+
+/// The claim a worker's loop runs beside its deliveries: at most one at a time, its outcome kept until the loop takes
+/// it. Used by the loop's task and the claim's.
+final class ClaimAhead: Sendable {
+    /// A claim's outcome: the escrows it leased (`nil` when deliveries are paused), and how many it asked for.
+    struct Ended: Sendable {
+        var result: Result<[EscrowRecord]?, any Error>
+        var wanted: Int
+    }
+
+    private struct State {
+        var running = false
+        var ended: Ended?
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Whether a claim is in flight.
+    var running: Bool { state.withLockedValue { $0.running } }
+    /// Whether a claim ended and its outcome waits for ``take()``.
+    var hasEnded: Bool { state.withLockedValue { $0.ended != nil } }
+
+    func started() { state.withLockedValue { $0.running = true } }
+
+    func ended(_ result: Result<[EscrowRecord]?, any Error>, wanted: Int) {
+        state.withLockedValue {
+            $0.running = false
+            $0.ended = Ended(result: result, wanted: wanted)
+        }
+    }
+
+    /// The outcome of the claim that ended, once.
+    func take() -> Ended? {
+        state.withLockedValue { state in
+            defer { state.ended = nil }
+            return state.ended
+        }
+    }
+}
