@@ -271,68 +271,40 @@ public final class ReplayWorker: Service {
                     var exhausted = false
                     var reported = 0
                     // Claimed ahead of the free slots (at most `concurrency` wait), so that a slot freed by a
-                    // finished delivery never waits for a claim transaction. The claim runs beside the deliveries, in
-                    // a task of its own: a claim waits for the store's writer (behind a batch of outcomes and its
-                    // fsync), and slots freed meanwhile take escrows already claimed.
+                    // finished delivery never waits for a claim transaction.
                     var ready: [EscrowRecord] = []
-                    let claims = ClaimAhead()
                     var pacer = await makePacer()
                     while true {
-                        if let ended = claims.take() {
-                            switch ended.result {
-                            case .success(nil):
-                                logger.notice("deliveries are paused: claiming nothing")
-                                exhausted = true
-                            case .success(let claimed?):
-                                ready += claimed
-                                exhausted = claimed.count < ended.wanted
-                            case .failure(let error):
-                                throw error
-                            }
-                        }
                         let nextStart = await startDeliveries(&ready, pacer: &pacer, run: run) { record in
                             group.addTask { await self.deliverThenSignal(record, backend: backend, run: run) }
                         }
-                        if !claims.running, !exhausted, !run.isShuttingDown, ready.count < claimBatch {
+                        if !exhausted, !run.isShuttingDown, ready.count < claimBatch {
                             // Due as of the cutoff, so this call ends; leased from now, so a long call
                             // still gives late claims their full lease.
                             let want = pacer.claimLimit(configuration.concurrency - ready.count)
                             let elapsed = clock.now().timeIntervalSince(cutoff)
-                            claims.started()
-                            group.addTask {
-                                let result: Result<[EscrowRecord]?, any Error>
-                                do {
-                                    if try await self.deliveriesPaused() {
-                                        result = .success(nil)
-                                    } else {
-                                        let claimed = try await self.claim(
-                                            dueAt: cutoff,
-                                            limit: want,
-                                            leaseDuration: self.configuration.leaseDuration + max(0, elapsed)
-                                        )
-                                        await self.noteAppleExchanges(of: claimed, in: run)
-                                        result = .success(claimed)
-                                    }
-                                } catch {
-                                    result = .failure(error)
-                                }
-                                claims.ended(result, wanted: want)
-                                run.wakeup.signal()
+                            guard try await !deliveriesPaused() else {
+                                logger.notice("deliveries are paused: claiming nothing")
+                                exhausted = true
+                                continue
                             }
+                            let claimed = try await claim(
+                                dueAt: cutoff,
+                                limit: want,
+                                leaseDuration: configuration.leaseDuration + max(0, elapsed)
+                            )
+                            await noteAppleExchanges(of: claimed, in: run)
+                            ready += claimed
+                            exhausted = claimed.count < want
+                            continue
                         }
                         if run.isShuttingDown, !ready.isEmpty {
                             await release(ready, run: run, because: "shutting down")
                             ready = []
                         }
-                        if claims.running || claims.hasEnded {
-                            // A claim in flight or ended: wait for it, or take it at once.
-                        } else if exhausted || run.isShuttingDown, ready.isEmpty, run.unfinished == 0 {
-                            break
-                        }
-                        if !claims.hasEnded {
-                            let untilStart = nextStart.map { $0.timeIntervalSince(clock.now()) } ?? .infinity
-                            await run.wakeup.wait(seconds: max(0.001, min(configuration.pollInterval, untilStart)))
-                        }
+                        if exhausted || run.isShuttingDown, ready.isEmpty, run.unfinished == 0 { break }
+                        let untilStart = nextStart.map { $0.timeIntervalSince(clock.now()) } ?? .infinity
+                        await run.wakeup.wait(seconds: max(0.001, min(configuration.pollInterval, untilStart)))
                         let summary = run.summary
                         if let progress, summary.delivered != reported {
                             reported = summary.delivered
