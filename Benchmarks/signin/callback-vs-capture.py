@@ -186,7 +186,7 @@ def run(serve: Serve, requests: list, expect: set[int], phase: str = "") -> tupl
     # PERF_PHASE=<phase> records serve's stacks during that phase into perf-<phase>.data (perf report -i …).
     perf = None
     if phase and os.environ.get("PERF_PHASE") == phase:
-        perf = subprocess.Popen(["perf", "record", "-F", os.environ.get("PERF_FREQ", "999"), "-g", "-p", str(serve.process.pid), "-o",
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", os.environ.get("PERF_FREQ", "999"), "-g", "-p", str(serve.process.pid), "-o",
                                  f"perf-{phase}.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
     before = serve.ticks()

@@ -6,12 +6,13 @@ import GRDB
 /// Apple token exchanges in SQLite: `BEGIN IMMEDIATE` serializes every writer, so a claim needs no row lock.
 extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
     func insertAppleExchange(_ exchange: AppleTokenExchange) throws -> Bool {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO apple_token_exchange (code_hash, escrow_id, client_id, redirect_uri, key_version,
                     sealed_code, attempts, next_attempt_at, created_at, expires_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code_hash) DO NOTHING
-                """,
+                """
+        ).execute(
             arguments: [
                 Data(exchange.codeHash), Data(exchange.escrowID.bytes), exchange.clientID, exchange.redirectURI,
                 Int64(exchange.keyVersion), Data(exchange.sealedCode), exchange.attempts,
@@ -24,19 +25,21 @@ extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
 
     func dueAppleExchanges(at now: Date, limit: Int) throws -> [AppleTokenExchange] {
         try Row.fetchAll(
-            db,
-            sql: "SELECT \(Self.appleExchangeColumns) FROM apple_token_exchange "
-                + "WHERE ended_at IS NULL AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+            db.cachedStatement(
+                sql: "SELECT \(Self.appleExchangeColumns) FROM apple_token_exchange "
+                    + "WHERE ended_at IS NULL AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?"
+            ),
             arguments: [Timestamp.unixMilliseconds(now), limit]
         ).compactMap(Self.appleExchange)
     }
 
     func setAppleExchange(codeHash: [UInt8], expected: Int, attempts: Int, next: Date) throws -> Bool {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE apple_token_exchange SET attempts = ?, next_attempt_at = ?
                 WHERE code_hash = ? AND attempts = ? AND ended_at IS NULL
-                """,
+                """
+        ).execute(
             arguments: [attempts, Timestamp.unixMilliseconds(next), Data(codeHash), expected]
         )
         return db.changesCount == 1
@@ -50,21 +53,23 @@ extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
     ) throws -> Bool {
         let (tokens, error) = outcome.stored
         let ms = Timestamp.unixMilliseconds(now)
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE apple_token_exchange SET sealed_code = X'', sealed_tokens = ?, error = ?, ended_at = ?
                 WHERE code_hash = ? AND attempts = ? AND ended_at IS NULL
-                """,
+                """
+        ).execute(
             arguments: [tokens.map { Data($0) }, error, ms, Data(codeHash), expected]
         )
         guard db.changesCount == 1 else { return false }
         // The escrow's first delivery was held for the exchange: due now.
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE escrow SET next_attempt_at = ?1, due_at = ?1, revision = revision + 1, updated_at = ?1
                 WHERE id = (SELECT escrow_id FROM apple_token_exchange WHERE code_hash = ?2)
                     AND state = 'pending' AND attempts = 0 AND due_at > ?1
-                """,
+                """
+        ).execute(
             arguments: [ms, Data(codeHash)]
         )
         return true
