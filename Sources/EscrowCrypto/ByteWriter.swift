@@ -40,4 +40,6 @@ enum Magic {
     static let notification: [UInt8] = Array("PEN1".utf8)
     /// Derivation input of the key that seals an escrow's profile box key (``Keyring/open(_:)``'s shortcut).
     static let profileBoxKey: [UInt8] = Array("PEB1".utf8)
+    /// Nonce input of a second box under a sealed box's key (``SealedBox/sealBeside(_:to:using:)``).
+    static let besideNonce: [UInt8] = Array("PEX1".utf8)
 }

@@ -1,7 +1,9 @@
 extension Keyring {
     /// Seals an authorization code for the Apple token exchange's outbox, to the active master key version: the
     /// notification outbox's format (``sealNotification(_:webhookID:)``), bound to `label` (the code's hash in hex) so
-    /// that one entry's sealed code cannot be moved to another. Works on a public-only keyring.
+    /// that one entry's sealed code cannot be moved to another. Works on a public-only keyring. A capture that comes
+    /// with its code seals both at once instead (``seal(plaintext:id:blindIndex:reserve:appleCode:label:)``), which
+    /// saves this sealed box's two X25519 steps.
     public func sealAppleCode(
         _ code: [UInt8],
         label: String
@@ -9,9 +11,62 @@ extension Keyring {
         try sealNotification(code, webhookID: "apple-code-" + label)
     }
 
-    /// Opens what ``sealAppleCode(_:label:)`` sealed.
+    /// Seals a new escrow (``seal(plaintext:id:blindIndex:reserve:)``) and, beside it, the authorization code that came
+    /// with its profile, for the token exchange's outbox: the plaintext of ``sealAppleCode(_:label:)``, in a second box
+    /// under the key of the escrow's key box (``SealedBox/sealBeside(_:to:using:)``: the key box's ephemeral public key,
+    /// then the box with its own nonce). So the code costs no X25519 step of its own on a sign-in's answer path, and
+    /// opens as the key box does, with the master secret key alone: it needs nothing of the escrow, and stays openable
+    /// if the capture's escrow is not the one kept, is rewrapped or is purged. Works on a public-only keyring.
+    public func seal(
+        plaintext: SecretBytes,
+        id: EscrowID,
+        blindIndex: BlindIndex,
+        reserve: SealingKeyReserve? = nil,
+        appleCode code: SecretBytes,
+        label: String
+    ) throws(CryptoError) -> (escrow: SealedEscrow, appleCode: (keyVersion: UInt32, sealed: [UInt8])) {
+        let (sealed, keys, masterPublicKey) = try sealKeepingKeys(
+            plaintext: plaintext,
+            id: id,
+            blindIndex: blindIndex,
+            x25519: SealedBox.defaultX25519,
+            reserve: reserve
+        )
+        let binding = Self.notificationBinding("apple-code-" + label, version: sealed.keyVersion)
+        let codePlaintext = SecretBytes(count: binding.count + code.count)
+        codePlaintext.withUnsafeMutableBytes { buffer in
+            var writer = ByteWriter(buffer)
+            writer.append(binding)
+            code.withUnsafeBytes { writer.append($0) }
+        }
+        let sealedCode = codePlaintext.withUnsafeBytes {
+            SealedBox.sealBeside($0, to: masterPublicKey, using: keys.keyBox)
+        }
+        return (sealed, (sealed.keyVersion, sealedCode))
+    }
+
+    /// Opens what ``sealAppleCode(_:label:)`` or ``seal(plaintext:id:blindIndex:reserve:appleCode:label:)`` sealed:
+    /// one X25519 multiplication gives the box's key, which opens either kind.
     public func openAppleCode(_ sealed: [UInt8], keyVersion: UInt32, label: String) throws(CryptoError) -> [UInt8] {
-        try openNotification(sealed, keyVersion: keyVersion, webhookID: "apple-code-" + label)
+        Sodium.ensureInitialized()
+        guard let master = masterKey(version: keyVersion) else {
+            throw CryptoError(.unknownKeyVersion, "master key version \(keyVersion) is not in this keyring")
+        }
+        guard let secretKey = master.secretKey else {
+            throw CryptoError(.secretKeyUnavailable, "this keyring has no secret key for master key version \(keyVersion)")
+        }
+        let binding = Self.notificationBinding("apple-code-" + label, version: keyVersion)
+        guard sealed.count >= Sodium.sealBytes + binding.count,
+            let key = SealedBox.key(of: sealed, secretKey: secretKey)
+        else { throw CryptoError.ciphertextInvalid }
+        let opened = SecretBytes(count: sealed.count - Sodium.sealBytes)
+        let valid = opened.withUnsafeMutableBytes { buffer in
+            (SealedBox.open(sealed, into: buffer, recipient: master.publicKey, key: key)
+                || SealedBox.openBeside(sealed, into: buffer, recipient: master.publicKey, key: key))
+                && buffer.prefix(binding.count).elementsEqual(binding)
+        }
+        guard valid else { throw CryptoError.ciphertextInvalid }
+        return opened.withUnsafeBytes { Array($0[binding.count...]) }
     }
 
     /// Seals Apple's tokens (the refresh token an exchange gave) into an escrow, as its profile is: a sealed box to the

@@ -54,7 +54,7 @@ extension Keyring {
         return Array(plaintext[binding.count...])
     }
 
-    private static func notificationBinding(_ webhookID: String, version: UInt32) -> [UInt8] {
+    static func notificationBinding(_ webhookID: String, version: UInt32) -> [UInt8] {
         let id = Array(webhookID.utf8)
         return Magic.notification + BigEndian.bytes(version) + BigEndian.bytes(UInt32(clamping: id.count)) + id
     }

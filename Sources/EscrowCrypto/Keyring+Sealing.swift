@@ -37,6 +37,19 @@ extension Keyring {
         x25519: SealedBox.X25519,
         reserve: SealingKeyReserve? = nil
     ) throws(CryptoError) -> SealedEscrow {
+        try sealKeepingKeys(plaintext: plaintext, id: id, blindIndex: blindIndex, x25519: x25519, reserve: reserve)
+            .sealed
+    }
+
+    /// ``seal(plaintext:id:blindIndex:x25519:reserve:)``, and the keys it sealed with: the key box's ephemeral key
+    /// and key seal what goes beside the escrow to the same master key at no X25519 cost (``SealedBox/sealBeside``).
+    func sealKeepingKeys(
+        plaintext: SecretBytes,
+        id: EscrowID,
+        blindIndex: BlindIndex,
+        x25519: SealedBox.X25519,
+        reserve: SealingKeyReserve?
+    ) throws(CryptoError) -> (sealed: SealedEscrow, keys: SealingKeys, masterPublicKey: [UInt8]) {
         Sodium.ensureInitialized()
         guard let master = masterKey(version: activeVersion) else {
             throw CryptoError(.unknownKeyVersion, "the active master key version is not in the keyring")
@@ -96,7 +109,7 @@ extension Keyring {
             blindIndex: blindIndex,
             version: activeVersion
         )
-        return sealed
+        return (sealed, keys, master.publicKey)
     }
 
     /// Checks the row MAC in constant time (`crypto_auth_verify`). Needs no secret key.

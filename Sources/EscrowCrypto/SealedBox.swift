@@ -225,20 +225,79 @@ enum SealedBox {
         }
     }
 
+    /// A second box under the key of a sealed box to `recipient` (``Ephemeral``, which sealed or will seal that box):
+    /// `ephemeral public key || crypto_box_easy_afternm(message, nonce, key)`, the layout of a sealed box, with the
+    /// nonce `BLAKE2b-192("PEX1" || ephemeral public key || recipient)` instead of the sealed box's: one key, two
+    /// nonces, so the two boxes never share a keystream. What it costs is a BLAKE2b and the box: the ephemeral's X25519
+    /// work is the sealed box's. Whoever opens one opens the other with the same multiplication
+    /// (``openBeside(_:into:recipient:key:)``).
+    static func sealBeside(_ message: UnsafeRawBufferPointer, to recipient: [UInt8], using ephemeral: Ephemeral) -> [UInt8]
+    {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
+        sealed.withUnsafeMutableBufferPointer { output in
+            let out = output.baseAddress!
+            out.update(from: ephemeral.publicKey, count: publicKeyBytes)
+            withNonce(ephemeral: out, recipient: recipient, prefix: Magic.besideNonce) { nonce in
+                ephemeral.key.withUnsafeBytes { key in
+                    _ = crypto_box_easy_afternm(
+                        out + publicKeyBytes,
+                        message.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        UInt64(message.count),
+                        nonce,
+                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    )
+                }
+            }
+        }
+        return sealed
+    }
+
+    /// Opens what ``sealBeside(_:to:using:)`` sealed, with its key (``key(of:secretKey:_:)``).
+    static func openBeside(
+        _ box: [UInt8],
+        into output: UnsafeMutableRawBufferPointer,
+        recipient: [UInt8],
+        key: SecretBytes
+    ) -> Bool {
+        let publicKeyBytes = Sodium.boxPublicKeyBytes
+        guard box.count >= Sodium.sealBytes, output.count == box.count - Sodium.sealBytes,
+            recipient.count == publicKeyBytes, key.count == crypto_box_beforenmbytes()
+        else { return false }
+        let plaintext = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        return box.withUnsafeBufferPointer { box in
+            let ephemeral = box.baseAddress!
+            return withNonce(ephemeral: ephemeral, recipient: recipient, prefix: Magic.besideNonce) { nonce in
+                key.withUnsafeBytes { key in
+                    crypto_box_open_easy_afternm(
+                        plaintext,
+                        ephemeral + publicKeyBytes,
+                        UInt64(box.count - publicKeyBytes),
+                        nonce,
+                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    ) == 0
+                }
+            }
+        }
+    }
+
     /// The nonce of a sealed box, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and the
     /// recipient's public keys.
     private static func withNonce<Result>(
         ephemeral: UnsafePointer<UInt8>,
         recipient: [UInt8],
+        prefix: [UInt8] = [],
         _ body: (UnsafePointer<UInt8>) -> Result
     ) -> Result {
         let publicKeyBytes = Sodium.boxPublicKeyBytes
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * publicKeyBytes + 24) { scratch in
-            let keys = scratch.baseAddress!
-            keys.update(from: ephemeral, count: publicKeyBytes)
-            (keys + publicKeyBytes).update(from: recipient, count: publicKeyBytes)
-            let nonce = keys + 2 * publicKeyBytes
-            _ = crypto_generichash(nonce, crypto_box_noncebytes(), keys, UInt64(2 * publicKeyBytes), nil, 0)
+        let inputCount = prefix.count + 2 * publicKeyBytes
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: inputCount + 24) { scratch in
+            let input = scratch.baseAddress!
+            input.update(from: prefix, count: prefix.count)
+            (input + prefix.count).update(from: ephemeral, count: publicKeyBytes)
+            (input + prefix.count + publicKeyBytes).update(from: recipient, count: publicKeyBytes)
+            let nonce = input + inputCount
+            _ = crypto_generichash(nonce, crypto_box_noncebytes(), input, UInt64(inputCount), nil, 0)
             return body(nonce)
         }
     }

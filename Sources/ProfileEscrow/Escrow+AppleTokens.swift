@@ -7,30 +7,23 @@ extension Escrow {
     /// sign-in store's, since a sign-in's capture queues its code in its own transaction.
     public var appleTokenStore: (any AppleTokenStore)? { signIns as? any AppleTokenStore }
 
-    /// The exchange of a sign-in's authorization code, given the escrow that holds its profile: the code sealed to the
-    /// active master key version (a copy of the database does not reveal it), due at once, over at `now` plus the
-    /// code's life. For ``SignInCompletionRequest/appleExchange``.
+    /// The exchange of a sign-in's authorization code, to queue with the capture of its profile (``capture(_:verified:emailVerified:appleExchange:actor:)``,
+    /// ``completeSignIn(_:profile:emailVerified:transferSub:appleExchange:in:actor:)``): the code is sealed with the
+    /// escrow, to the active master key version (a copy of the database does not reveal it), due at once, over at
+    /// `now` plus the code's life.
     public func appleExchange(
         code: String,
         clientID: String,
         redirectURI: String?,
         now: Date
-    ) throws -> @Sendable (EscrowID) -> AppleTokenExchange {
-        let codeHash = Self.appleCodeHash(code)
-        let (keyVersion, sealedCode) = try keyring.sealAppleCode(Array(code.utf8), label: Hex.encode(codeHash))
-        return { escrowID in
-            AppleTokenExchange(
-                codeHash: codeHash,
-                escrowID: escrowID,
-                clientID: clientID,
-                redirectURI: redirectURI,
-                keyVersion: keyVersion,
-                sealedCode: sealedCode,
-                nextAttemptAt: now,
-                createdAt: now,
-                expiresAt: now.addingTimeInterval(AppleTokenExchange.codeLifetime)
-            )
-        }
+    ) throws -> AppleCodeExchange {
+        AppleCodeExchange(
+            code: SecretBytes(copying: Array(code.utf8)),
+            codeHash: Self.appleCodeHash(code),
+            clientID: clientID,
+            redirectURI: redirectURI,
+            now: now
+        )
     }
 
     /// The key of a code's exchange: an unkeyed hash, enough for a random code that lives five minutes.
@@ -160,5 +153,35 @@ extension Escrow {
             webhookID: "apple-revocation-" + revocation.id
         )
         return String(decoding: token, as: UTF8.self)
+    }
+}
+
+/// An Apple authorization code to queue for its exchange with the capture of the profile it came with
+/// (``Escrow/appleExchange(code:clientID:redirectURI:now:)``). The code stays in locked memory until the capture seals
+/// it beside its escrow, with the escrow's own keys (`Keyring.seal(plaintext:id:blindIndex:reserve:appleCode:label:)`).
+public struct AppleCodeExchange: Sendable {
+    let code: SecretBytes
+    let codeHash: [UInt8]
+    let clientID: String
+    let redirectURI: String?
+    let now: Date
+
+    /// The outbox entry, given the code sealed and the id of the escrow that holds the profile (the capture's, or the
+    /// live one it left in place).
+    func entry(keyVersion: UInt32, sealedCode: [UInt8]) -> @Sendable (EscrowID) -> AppleTokenExchange {
+        let exchange = self
+        return { escrowID in
+            AppleTokenExchange(
+                codeHash: exchange.codeHash,
+                escrowID: escrowID,
+                clientID: exchange.clientID,
+                redirectURI: exchange.redirectURI,
+                keyVersion: keyVersion,
+                sealedCode: sealedCode,
+                nextAttemptAt: exchange.now,
+                createdAt: exchange.now,
+                expiresAt: exchange.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
+            )
+        }
     }
 }

@@ -15,22 +15,29 @@ extension Escrow {
     ///
     /// `signIns` is the store the sign-in routes serve from (they start and redeem in it too); ``signIns`` is what
     /// this escrow's sweep cleans. A server passes the same store to both.
+    ///
+    /// `appleExchange`: the exchange of the sign-in's authorization code (``appleExchange(code:clientID:redirectURI:now:)``),
+    /// sealed with the escrow and queued with the capture when a profile is captured (it replaces the request's own).
     public func completeSignIn(
         _ request: SignInCompletionRequest,
         profile: Profile?,
         emailVerified: Bool? = nil,
         transferSub: String? = nil,
+        appleExchange code: AppleCodeExchange? = nil,
         in signIns: any SignInStore,
         actor: AuditActor
     ) async throws -> SignInCompletion {
+        var request = request
         let record = try profile.map {
-            var record = try sealedRecord(
+            var (record, appleExchange) = try sealedRecord(
                 $0,
                 verified: true,
                 emailVerified: emailVerified,
                 transferSub: transferSub,
+                appleCode: code,
                 now: request.now
             )
+            if let appleExchange { request.appleExchange = appleExchange }
             // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
             if request.appleExchange != nil {
                 record.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)

@@ -122,14 +122,14 @@ public final class Escrow: Sendable {
     ///     identity token's `email` claim), `false` when only the user or the app gave it. Delivered with the profile
     ///     (`emailVerified`); nil records nothing.
     ///   - appleExchange: the exchange of the Apple authorization code that came with a verified profile
-    ///     (``appleExchange(code:clientID:redirectURI:now:)``), queued in the capture's own transaction (the store must
-    ///     be an `AppleCodeCaptureStore`); the escrow's first delivery is then held until the exchange ends or the
-    ///     code expires, so that it carries the refresh token.
+    ///     (``appleExchange(code:clientID:redirectURI:now:)``), sealed with the escrow and queued in the capture's own
+    ///     transaction (the store must be an `AppleCodeCaptureStore`); the escrow's first delivery is then held until
+    ///     the exchange ends or the code expires, so that it carries the refresh token.
     public func capture(
         _ profile: Profile,
         verified: Bool = false,
         emailVerified: Bool? = nil,
-        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)? = nil,
+        appleExchange: AppleCodeExchange? = nil,
         actor: AuditActor = .library
     ) async throws -> CaptureReceipt {
         try await EscrowTracing.withSpan(configuration.tracer, "escrow.capture") { span in
@@ -150,12 +150,12 @@ public final class Escrow: Sendable {
         _ profile: Profile,
         verified: Bool,
         emailVerified: Bool?,
-        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?,
+        appleExchange code: AppleCodeExchange?,
         actor: AuditActor
     ) async throws -> CaptureReceipt {
         let tracer = configuration.tracer
-        var record = try EscrowTracing.withSpan(tracer, "escrow.seal") {
-            try sealedRecord(profile, verified: verified, emailVerified: emailVerified, now: clock.now())
+        var (record, appleExchange) = try EscrowTracing.withSpan(tracer, "escrow.seal") {
+            try sealedRecord(profile, verified: verified, emailVerified: emailVerified, appleCode: code, now: clock.now())
         }
         // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
         if appleExchange != nil {
@@ -229,6 +229,26 @@ public final class Escrow: Sendable {
         transferSub: String? = nil,
         now: Date
     ) throws -> EscrowRecord {
+        try sealedRecord(
+            profile,
+            verified: verified,
+            emailVerified: emailVerified,
+            transferSub: transferSub,
+            appleCode: nil,
+            now: now
+        ).record
+    }
+
+    /// ``sealedRecord(_:verified:emailVerified:transferSub:now:)``, and the outbox entry of `appleCode` when one came
+    /// with the profile: the code sealed beside the escrow, with its keys.
+    func sealedRecord(
+        _ profile: Profile,
+        verified: Bool,
+        emailVerified: Bool? = nil,
+        transferSub: String? = nil,
+        appleCode: AppleCodeExchange?,
+        now: Date
+    ) throws -> (record: EscrowRecord, appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?) {
         let keyring = self.keyring  // one keyring for the whole capture, even across a reload
         let blindIndex = keyring.blindIndex(userIdentifier: profile.userIdentifier)
         let plaintext = EscrowPlaintext(
@@ -238,13 +258,28 @@ public final class Escrow: Sendable {
             emailVerified: emailVerified,
             transferSub: transferSub
         ).encoded()
-        let sealed = try keyring.seal(
-            plaintext: plaintext,
-            id: EscrowID.new(at: now),
-            blindIndex: blindIndex,
-            reserve: configuration.sealingKeys
-        )
-        return EscrowRecord(
+        let sealed: SealedEscrow
+        var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
+        if let appleCode {
+            let (escrow, code) = try keyring.seal(
+                plaintext: plaintext,
+                id: EscrowID.new(at: now),
+                blindIndex: blindIndex,
+                reserve: configuration.sealingKeys,
+                appleCode: appleCode.code,
+                label: Hex.encode(appleCode.codeHash)
+            )
+            sealed = escrow
+            appleExchange = appleCode.entry(keyVersion: code.keyVersion, sealedCode: code.sealed)
+        } else {
+            sealed = try keyring.seal(
+                plaintext: plaintext,
+                id: EscrowID.new(at: now),
+                blindIndex: blindIndex,
+                reserve: configuration.sealingKeys
+            )
+        }
+        let record = EscrowRecord(
             sealed: sealed,
             contentTag: keyring.contentTag(
                 blindIndex: blindIndex,
@@ -253,6 +288,7 @@ public final class Escrow: Sendable {
             createdAt: now,
             expiresAt: now.addingTimeInterval(configuration.retention)
         )
+        return (record, appleExchange)
     }
 
     /// The content fingerprint ignores the capture time, so that the same profile captured twice

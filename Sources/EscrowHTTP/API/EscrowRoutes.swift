@@ -95,7 +95,7 @@ struct EscrowRoutes: Sendable {
         _ code: String?,
         of verified: AppleVerifier.VerifiedCapture,
         _ context: some RequestContext
-    ) throws -> (@Sendable (EscrowID) -> AppleTokenExchange)? {
+    ) throws -> AppleCodeExchange? {
         guard let code else { return nil }
         do {
             try AppleVerifier.checkCodeHash(verified.codeHash, code: code)

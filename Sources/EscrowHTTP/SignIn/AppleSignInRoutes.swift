@@ -310,17 +310,17 @@ struct AppleSignInRoutes: Sendable {
                     now: now
                 ) : nil
         }
+        let exchanging = exchange != nil
         let request = SignInCompletionRequest(
             stateHash: attempt.stateHash,
             bindingHash: bindingHash,
             now: now,
-            receivedAt: receivedAt,
-            appleExchange: exchange
+            receivedAt: receivedAt
         ) { id in
             var result = result
             result["escrowId"] = .string(id?.hex)
             // Captured with its code queued: the refresh token reaches the backend in the escrow's delivery.
-            if id != nil, exchange != nil {
+            if id != nil, exchanging {
                 result["authorizationCode"] = .null
                 result["appleTokens"] = "in-escrow"
             }
@@ -337,6 +337,7 @@ struct AppleSignInRoutes: Sendable {
             profile: signIn.profile,
             emailVerified: signIn.email.verified,
             transferSub: signIn.identity.transferSub,
+            appleExchange: exchange,
             in: signIns,
             actor: .apple
         )
