@@ -48,13 +48,7 @@ extension Keyring {
     /// Opens what ``sealAppleCode(_:label:)`` or ``seal(plaintext:id:blindIndex:reserve:appleCode:label:)`` sealed:
     /// one X25519 multiplication gives the box's key, which opens either kind.
     public func openAppleCode(_ sealed: [UInt8], keyVersion: UInt32, label: String) throws(CryptoError) -> [UInt8] {
-        Sodium.ensureInitialized()
-        guard let master = masterKey(version: keyVersion) else {
-            throw CryptoError(.unknownKeyVersion, "master key version \(keyVersion) is not in this keyring")
-        }
-        guard let secretKey = master.secretKey else {
-            throw CryptoError(.secretKeyUnavailable, "this keyring has no secret key for master key version \(keyVersion)")
-        }
+        let (master, secretKey) = try masterKeyPair(version: keyVersion)
         let binding = Self.notificationBinding("apple-code-" + label, version: keyVersion)
         guard sealed.count >= Sodium.sealBytes + binding.count,
             let key = SealedBox.key(of: sealed, secretKey: secretKey)

@@ -25,16 +25,7 @@ extension Keyring {
         keyVersion: UInt32,
         webhookID: String
     ) throws(CryptoError) -> [UInt8] {
-        Sodium.ensureInitialized()
-        guard let master = masterKey(version: keyVersion) else {
-            throw CryptoError(.unknownKeyVersion, "master key version \(keyVersion) is not in this keyring")
-        }
-        guard let secretKey = master.secretKey else {
-            throw CryptoError(
-                .secretKeyUnavailable,
-                "this keyring has no secret key for master key version \(keyVersion)"
-            )
-        }
+        let (master, secretKey) = try masterKeyPair(version: keyVersion)
         let binding = Self.notificationBinding(webhookID, version: keyVersion)
         guard sealed.count >= Sodium.sealBytes + binding.count else { throw CryptoError.ciphertextInvalid }
         var plaintext = [UInt8](repeating: 0, count: sealed.count - Sodium.sealBytes)
@@ -52,6 +43,20 @@ extension Keyring {
             throw CryptoError.ciphertextInvalid
         }
         return Array(plaintext[binding.count...])
+    }
+
+    /// The master key of `version` and its secret key, for opening what was sealed to it:
+    /// ``CryptoError/Code/unknownKeyVersion`` when the keyring no longer has the version,
+    /// ``CryptoError/Code/secretKeyUnavailable`` without its secret key.
+    func masterKeyPair(version: UInt32) throws(CryptoError) -> (MasterKey, SecretBytes) {
+        Sodium.ensureInitialized()
+        guard let master = masterKey(version: version) else {
+            throw CryptoError(.unknownKeyVersion, "master key version \(version) is not in this keyring")
+        }
+        guard let secretKey = master.secretKey else {
+            throw CryptoError(.secretKeyUnavailable, "this keyring has no secret key for master key version \(version)")
+        }
+        return (master, secretKey)
     }
 
     static func notificationBinding(_ webhookID: String, version: UInt32) -> [UInt8] {

@@ -117,13 +117,18 @@ enum SealedBox {
 
     /// Seals `message` to `recipient` with `ephemeral` (made for `recipient`, and never used again): the format of
     /// `crypto_box_seal`.
-    static func seal(_ message: UnsafeRawBufferPointer, to recipient: [UInt8], using ephemeral: Ephemeral) -> [UInt8] {
+    static func seal(
+        _ message: UnsafeRawBufferPointer,
+        to recipient: [UInt8],
+        using ephemeral: Ephemeral,
+        noncePrefix: [UInt8] = []
+    ) -> [UInt8] {
         let publicKeyBytes = Sodium.boxPublicKeyBytes
         var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
         sealed.withUnsafeMutableBufferPointer { output in
             let out = output.baseAddress!
             out.update(from: ephemeral.publicKey, count: publicKeyBytes)
-            withNonce(ephemeral: out, recipient: recipient) { nonce in
+            withNonce(ephemeral: out, recipient: recipient, prefix: noncePrefix) { nonce in
                 ephemeral.key.withUnsafeBytes { key in
                     _ = crypto_box_easy_afternm(
                         out + publicKeyBytes,
@@ -165,21 +170,9 @@ enum SealedBox {
                 ) == 0
             }
         }
-        return box.withUnsafeBufferPointer { box in
-            let ephemeral = box.baseAddress!
-            guard let sharedKey = sharedKey(secretKey: secretKey, recipient: ephemeral) else { return false }
-            return withNonce(ephemeral: ephemeral, recipient: recipient) { nonce in
-                sharedKey.withUnsafeBytes { key in
-                    crypto_box_open_easy_afternm(
-                        plaintext,
-                        ephemeral + publicKeyBytes,
-                        UInt64(box.count - publicKeyBytes),
-                        nonce,
-                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                    ) == 0
-                }
-            }
-        }
+        guard let key = box.withUnsafeBufferPointer({ sharedKey(secretKey: secretKey, recipient: $0.baseAddress!) })
+        else { return false }
+        return open(box, into: output, recipient: recipient, key: key)
     }
 
     /// The key a sealed box to `recipient` was sealed with (`crypto_box_beforenm` of its ephemeral public key, the
@@ -202,7 +195,8 @@ enum SealedBox {
         _ box: [UInt8],
         into output: UnsafeMutableRawBufferPointer,
         recipient: [UInt8],
-        key: SecretBytes
+        key: SecretBytes,
+        noncePrefix: [UInt8] = []
     ) -> Bool {
         let publicKeyBytes = Sodium.boxPublicKeyBytes
         guard box.count >= Sodium.sealBytes, output.count == box.count - Sodium.sealBytes,
@@ -211,7 +205,7 @@ enum SealedBox {
         let plaintext = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
         return box.withUnsafeBufferPointer { box in
             let ephemeral = box.baseAddress!
-            return withNonce(ephemeral: ephemeral, recipient: recipient) { nonce in
+            return withNonce(ephemeral: ephemeral, recipient: recipient, prefix: noncePrefix) { nonce in
                 key.withUnsafeBytes { key in
                     crypto_box_open_easy_afternm(
                         plaintext,
@@ -233,24 +227,7 @@ enum SealedBox {
     /// (``openBeside(_:into:recipient:key:)``).
     static func sealBeside(_ message: UnsafeRawBufferPointer, to recipient: [UInt8], using ephemeral: Ephemeral) -> [UInt8]
     {
-        let publicKeyBytes = Sodium.boxPublicKeyBytes
-        var sealed = [UInt8](repeating: 0, count: message.count + Sodium.sealBytes)
-        sealed.withUnsafeMutableBufferPointer { output in
-            let out = output.baseAddress!
-            out.update(from: ephemeral.publicKey, count: publicKeyBytes)
-            withNonce(ephemeral: out, recipient: recipient, prefix: Magic.besideNonce) { nonce in
-                ephemeral.key.withUnsafeBytes { key in
-                    _ = crypto_box_easy_afternm(
-                        out + publicKeyBytes,
-                        message.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                        UInt64(message.count),
-                        nonce,
-                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                    )
-                }
-            }
-        }
-        return sealed
+        seal(message, to: recipient, using: ephemeral, noncePrefix: Magic.besideNonce)
     }
 
     /// Opens what ``sealBeside(_:to:using:)`` sealed, with its key (``key(of:secretKey:_:)``).
@@ -260,25 +237,7 @@ enum SealedBox {
         recipient: [UInt8],
         key: SecretBytes
     ) -> Bool {
-        let publicKeyBytes = Sodium.boxPublicKeyBytes
-        guard box.count >= Sodium.sealBytes, output.count == box.count - Sodium.sealBytes,
-            recipient.count == publicKeyBytes, key.count == crypto_box_beforenmbytes()
-        else { return false }
-        let plaintext = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        return box.withUnsafeBufferPointer { box in
-            let ephemeral = box.baseAddress!
-            return withNonce(ephemeral: ephemeral, recipient: recipient, prefix: Magic.besideNonce) { nonce in
-                key.withUnsafeBytes { key in
-                    crypto_box_open_easy_afternm(
-                        plaintext,
-                        ephemeral + publicKeyBytes,
-                        UInt64(box.count - publicKeyBytes),
-                        nonce,
-                        key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                    ) == 0
-                }
-            }
-        }
+        open(box, into: output, recipient: recipient, key: key, noncePrefix: Magic.besideNonce)
     }
 
     /// The nonce of a sealed box, as libsodium's `_crypto_box_seal_nonce`: BLAKE2b-192 of the ephemeral and the
