@@ -8,42 +8,20 @@
 #   PERF=1 records the replay's stacks into perf-replay.data: `perf report -i perf-replay.data`)
 # Uses BIN when set (a release profile-escrow), otherwise builds one. KEYS_INIT_ARGS, when set, is added to
 # `keys init` (a keyring in custody: `--custody pkcs11 …`, with the engine's credential in the environment).
+# REPLAY_GLOBAL_ARGS, when set, goes before `replay` (`--log-level warning`, say).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# shellcheck source=Benchmarks/lib/instant-backend.sh
-. Benchmarks/lib/instant-backend.sh
+# shellcheck source=Benchmarks/lib/captured-store.sh
+. Benchmarks/lib/captured-store.sh
 connections=${1:-64}
 seconds=${2:-10}
-command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
 if [ -z "${BIN:-}" ]; then
     swift build -c release --product profile-escrow 2>&1 | tail -n 1
     BIN="$(swift build -c release --show-bin-path)/profile-escrow"
 fi
-work=$(mktemp -d)
-chmod 755 "$work"
-export PROFILE_ESCROW_DATABASE="$work/escrow.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
-instant_backend_start "$work" 18081
-serve_pid=""
-cleanup() {
-    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-    instant_backend_stop "$work"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
+captured_store_start
 # shellcheck disable=SC2086 # KEYS_INIT_ARGS is a list of words.
-"$BIN" keys init ${KEYS_INIT_ARGS:-} >/dev/null
-token=$("$BIN" tokens add load --scope capture | tail -n 1)
-"$BIN" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 \
-    > "$work/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
-TOKEN="$token" wrk -t2 -c"$connections" -d"${seconds}s" -s Benchmarks/http/capture.lua http://127.0.0.1:18080 \
-    > "$work/wrk.txt"
-# serve's CPU time (user + system, clock ticks) over its whole run: what the captures cost, whatever else ran.
-serve_ticks=$(awk '{print $14 + $15}' "/proc/$serve_pid/stat")
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
-captured=$("$BIN" purge-report --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captured"])')
+captured_store_fill "$BIN" "$connections" "$seconds" ${KEYS_INIT_ARGS:-}
 capture_rate=$(python3 -c "print(round($captured / $seconds))")
 
 secret=$("$BIN" webhook-secret)

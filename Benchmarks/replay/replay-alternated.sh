@@ -10,35 +10,15 @@
 # store the first one wrote (the same schema).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# shellcheck source=Benchmarks/lib/instant-backend.sh
-. Benchmarks/lib/instant-backend.sh
-command -v wrk >/dev/null || apt-get install -y -qq wrk >/dev/null
+# shellcheck source=Benchmarks/lib/captured-store.sh
+. Benchmarks/lib/captured-store.sh
 rounds=${1:?rounds}
 shift
 [ $# -ge 1 ] || { echo "usage: $0 ROUNDS label:binary[:options] ..." >&2; exit 64; }
-work=$(mktemp -d)
-chmod 755 "$work"
-serve_pid=""
-cleanup() {
-    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-    instant_backend_stop "$work"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export PROFILE_ESCROW_DATABASE="$work/base.sqlite" PROFILE_ESCROW_KEYRING="$work/keyring"
-instant_backend_start "$work" 18081
+captured_store_start
 first=${1#*:}
 first_bin=${first%%:*}
-"$first_bin" keys init >/dev/null
-token=$("$first_bin" tokens add load --scope capture 2>/dev/null | tail -n 1)
-"$first_bin" serve --host 127.0.0.1 --port 18080 --no-worker --rate-limit 1000000 --rate-burst 1000000 \
-    > "$work/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 1 50); do curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
-TOKEN="$token" wrk -t2 -c64 -d"${SECONDS_CAPTURE:-6}s" -s Benchmarks/http/capture.lua http://127.0.0.1:18080 \
-    > /dev/null
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
-captured=$("$first_bin" purge-report --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captured"])')
+captured_store_fill "$first_bin" 64 "${SECONDS_CAPTURE:-6}"
 echo "captured $captured escrows"
 secret=$("$first_bin" webhook-secret)
 for _ in $(seq 1 "$rounds"); do
@@ -49,9 +29,9 @@ for _ in $(seq 1 "$rounds"); do
         options=""
         [ "$rest" != "$bin" ] && options=${rest#*:}
         rm -f "$work"/run.sqlite*
-        cp "$work/base.sqlite" "$work/run.sqlite"
+        cp "$work/escrow.sqlite" "$work/run.sqlite"
         for suffix in -wal -shm; do
-            [ -f "$work/base.sqlite$suffix" ] && cp "$work/base.sqlite$suffix" "$work/run.sqlite$suffix"
+            [ -f "$work/escrow.sqlite$suffix" ] && cp "$work/escrow.sqlite$suffix" "$work/run.sqlite$suffix"
         done
         sync
         start=$(date +%s.%N)
