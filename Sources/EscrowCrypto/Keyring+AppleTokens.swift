@@ -1,30 +1,20 @@
 extension Keyring {
-    /// Seals an authorization code for the Apple token exchange's outbox, to the active master key version: the
-    /// notification outbox's format (``sealNotification(_:webhookID:)``), bound to `label` (the code's hash in hex) so
-    /// that one entry's sealed code cannot be moved to another. Works on a public-only keyring. A capture that comes
-    /// with its code seals both at once instead (``seal(plaintext:id:blindIndex:reserve:appleCode:label:)``), which
-    /// saves this sealed box's two X25519 steps.
-    public func sealAppleCode(
-        _ code: [UInt8],
-        label: String
-    ) throws(CryptoError) -> (keyVersion: UInt32, sealed: [UInt8]) {
-        try sealNotification(code, webhookID: "apple-code-" + label)
-    }
-
     /// Seals a new escrow (``seal(plaintext:id:blindIndex:reserve:)``) and, beside it, the authorization code that came
-    /// with its profile, for the token exchange's outbox: the plaintext of ``sealAppleCode(_:label:)``, in a second box
-    /// under the key of the escrow's key box (``SealedBox/sealBeside(_:to:using:)``: the key box's ephemeral public key,
-    /// then the box with its own nonce). So the code costs no X25519 step of its own on a sign-in's answer path, and
-    /// opens as the key box does, with the master secret key alone: it needs nothing of the escrow, and stays openable
-    /// if the capture's escrow is not the one kept, is rewrapped or is purged. Works on a public-only keyring.
+    /// with its profile, for the token exchange's outbox. The code's plaintext is a forwarded notification's
+    /// (``sealNotification(_:webhookID:)``) with the webhook id `apple-code-<label>` (`label`: the code's hash in hex),
+    /// so that one entry's sealed code cannot be moved to another. It goes in a second box under the key of the
+    /// escrow's key box (``SealedBox/sealBeside(_:to:using:)``: the key box's ephemeral public key, then the box with
+    /// its own nonce), so the code costs no X25519 step of its own on a sign-in's answer path, and opens as the key box
+    /// does, with the master secret key alone: it needs nothing of the escrow, and stays openable if the capture's
+    /// escrow is not the one kept, is rewrapped or is purged. Without a code, the escrow alone. Works on a public-only
+    /// keyring.
     public func seal(
         plaintext: SecretBytes,
         id: EscrowID,
         blindIndex: BlindIndex,
         reserve: SealingKeyReserve? = nil,
-        appleCode code: SecretBytes,
-        label: String
-    ) throws(CryptoError) -> (escrow: SealedEscrow, appleCode: (keyVersion: UInt32, sealed: [UInt8])) {
+        appleCode: (code: SecretBytes, label: String)?
+    ) throws(CryptoError) -> (escrow: SealedEscrow, appleCode: (keyVersion: UInt32, sealed: [UInt8])?) {
         let (sealed, keys, masterPublicKey) = try sealKeepingKeys(
             plaintext: plaintext,
             id: id,
@@ -32,6 +22,7 @@ extension Keyring {
             x25519: SealedBox.defaultX25519,
             reserve: reserve
         )
+        guard let (code, label) = appleCode else { return (sealed, nil) }
         let binding = Self.notificationBinding("apple-code-" + label, version: sealed.keyVersion)
         let codePlaintext = SecretBytes(count: binding.count + code.count)
         codePlaintext.withUnsafeMutableBytes { buffer in
@@ -45,8 +36,9 @@ extension Keyring {
         return (sealed, (sealed.keyVersion, sealedCode))
     }
 
-    /// Opens what ``sealAppleCode(_:label:)`` or ``seal(plaintext:id:blindIndex:reserve:appleCode:label:)`` sealed:
-    /// one X25519 multiplication gives the box's key, which opens either kind.
+    /// Opens a code that ``seal(plaintext:id:blindIndex:reserve:appleCode:)`` sealed, or one queued before it by
+    /// itself (``sealNotification(_:webhookID:)`` with the same webhook id): one X25519 multiplication gives the box's
+    /// key, which opens either kind.
     public func openAppleCode(_ sealed: [UInt8], keyVersion: UInt32, label: String) throws(CryptoError) -> [UInt8] {
         let (master, secretKey) = try masterKeyPair(version: keyVersion)
         let binding = Self.notificationBinding("apple-code-" + label, version: keyVersion)

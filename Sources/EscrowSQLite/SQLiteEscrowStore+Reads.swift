@@ -39,15 +39,7 @@ extension SQLiteEscrowStore {
 
     public func keyVersionsInUse() async throws -> [UInt32: Int] {
         try await read { db in
-            var result: [UInt32: Int] = [:]
-            for row in try Row.fetchAll(
-                try db.cachedStatement(sql: "SELECT key_version, COUNT(*) AS n FROM escrow GROUP BY key_version")
-            ) {
-                // A version outside 32 bits is a malformed row, not a version in use.
-                guard let version = (row["key_version"] as Int64?).flatMap({ UInt32(exactly: $0) }) else { continue }
-                result[version] = row["n"]
-            }
-            return result
+            try Self.countsByVersion(db, "SELECT key_version, COUNT(*) FROM escrow GROUP BY key_version")
         }
     }
 
@@ -56,8 +48,14 @@ extension SQLiteEscrowStore {
     }
 
     static func queuedItemsSealed(_ db: Database) throws -> [UInt32: Int] {
+        try countsByVersion(db, QueuedSealedItems.countsByVersion)
+    }
+
+    /// The rows of `sql`, (key version, count), by version. A version outside 32 bits is a malformed row, not a
+    /// version in use.
+    private static func countsByVersion(_ db: Database, _ sql: String) throws -> [UInt32: Int] {
         var result: [UInt32: Int] = [:]
-        for row in try Row.fetchAll(db, sql: QueuedSealedItems.countsByVersion) {
+        for row in try Row.fetchAll(try db.cachedStatement(sql: sql)) {
             guard let version = (row[0] as Int64?).flatMap({ UInt32(exactly: $0) }) else { continue }
             result[version] = row[1]
         }

@@ -203,7 +203,7 @@ extension Escrow {
         let rotated = try await rotateKeys(keyringPath: keyringPath, actor: actor)
         if grace > .zero { try await clock.sleep(for: grace) }
         let (rewrapped, failed) = try await rewrap(actor: actor, progress: progress)
-        let inUse = try await store.keyVersionsInUse().merging(try await store.queuedItemsSealed(), uniquingKeysWith: +)
+        let inUse = try await versionsHeld()
         var cycle = KeyCycle(
             activeVersion: rotated.activeVersion,
             rewrapped: rewrapped,
@@ -221,13 +221,15 @@ extension Escrow {
                 cycle.retired.append(key.version)
             } catch let error as EscrowError where error.code == .keyInUse {
                 // An escrow was sealed to it meanwhile (a node still on the old keyring): the next cycle retires it.
-                let inUse = try await store.keyVersionsInUse().merging(
-                    try await store.queuedItemsSealed(),
-                    uniquingKeysWith: +
-                )
-                cycle.kept[key.version] = inUse[key.version] ?? 0
+                cycle.kept[key.version] = try await versionsHeld()[key.version] ?? 0
             }
         }
         return cycle
+    }
+
+    /// How many live escrows and queued items (forwarded notifications, Apple code exchanges and revocations) are
+    /// sealed to each master key version: what keeps a version from being retired.
+    private func versionsHeld() async throws -> [UInt32: Int] {
+        try await store.keyVersionsInUse().merging(try await store.queuedItemsSealed(), uniquingKeysWith: +)
     }
 }

@@ -28,21 +28,22 @@ extension Escrow {
         actor: AuditActor
     ) async throws -> SignInCompletion {
         var request = request
-        let record = try profile.map {
-            var (record, appleExchange) = try sealedRecord(
-                $0,
+        var record: EscrowRecord?
+        if let profile {
+            let sealed = try sealedRecord(
+                profile,
                 verified: true,
                 emailVerified: emailVerified,
                 transferSub: transferSub,
                 appleCode: code,
                 now: request.now
             )
-            if let appleExchange { request.appleExchange = appleExchange }
+            record = sealed.record
+            if let appleExchange = sealed.appleExchange { request.appleExchange = appleExchange }
             // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
             if request.appleExchange != nil {
-                record.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
+                record?.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
             }
-            return record
         }
         let completion = try await signIns.completeSignIn(
             request,

@@ -258,27 +258,13 @@ public final class Escrow: Sendable {
             emailVerified: emailVerified,
             transferSub: transferSub
         ).encoded()
-        let sealed: SealedEscrow
-        var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
-        if let appleCode {
-            let (escrow, code) = try keyring.seal(
-                plaintext: plaintext,
-                id: EscrowID.new(at: now),
-                blindIndex: blindIndex,
-                reserve: configuration.sealingKeys,
-                appleCode: appleCode.code,
-                label: Hex.encode(appleCode.codeHash)
-            )
-            sealed = escrow
-            appleExchange = appleCode.entry(keyVersion: code.keyVersion, sealedCode: code.sealed)
-        } else {
-            sealed = try keyring.seal(
-                plaintext: plaintext,
-                id: EscrowID.new(at: now),
-                blindIndex: blindIndex,
-                reserve: configuration.sealingKeys
-            )
-        }
+        let (sealed, code) = try keyring.seal(
+            plaintext: plaintext,
+            id: EscrowID.new(at: now),
+            blindIndex: blindIndex,
+            reserve: configuration.sealingKeys,
+            appleCode: appleCode.map { ($0.code, Hex.encode($0.codeHash)) }
+        )
         let record = EscrowRecord(
             sealed: sealed,
             contentTag: keyring.contentTag(
@@ -288,6 +274,9 @@ public final class Escrow: Sendable {
             createdAt: now,
             expiresAt: now.addingTimeInterval(configuration.retention)
         )
+        let appleExchange = code.flatMap { code in
+            appleCode?.entry(keyVersion: code.keyVersion, sealedCode: code.sealed)
+        }
         return (record, appleExchange)
     }
 

@@ -12,13 +12,13 @@ struct AppleCodeBesideEscrowTests {
     let label = String(repeating: "ab", count: 32)
 
     func sealWithCode(_ keyring: Keyring) throws -> (escrow: SealedEscrow, appleCode: (keyVersion: UInt32, sealed: [UInt8])) {
-        try keyring.seal(
+        let (escrow, appleCode) = try keyring.seal(
             plaintext: secret("{\"givenName\":\"Test\"}"),
             id: .random(),
             blindIndex: keyring.blindIndex(userIdentifier: FakeUser.first),
-            appleCode: secret(code),
-            label: label
+            appleCode: (secret(code), label)
         )
+        return (escrow, try #require(appleCode))
     }
 
     @Test func opensWithTheMasterKeyAloneAndSharesTheKeyBoxsEphemeral() throws {
@@ -33,8 +33,9 @@ struct AppleCodeBesideEscrowTests {
         #expect(string(try keyring.open(escrow)) == "{\"givenName\":\"Test\"}")
     }
 
+    /// A code queued before it was sealed beside its escrow: a sealed box of its own, in the notification format.
     @Test func aCodeSealedOnItsOwnStillOpens() throws {
-        let (version, sealed) = try keyring.sealAppleCode(Array(code.utf8), label: label)
+        let (version, sealed) = try keyring.sealNotification(Array(code.utf8), webhookID: "apple-code-" + label)
         #expect(String(decoding: try keyring.openAppleCode(sealed, keyVersion: version, label: label), as: UTF8.self) == code)
     }
 
@@ -59,5 +60,18 @@ struct AppleCodeBesideEscrowTests {
         #expect(rewrapped.sealedKey.prefix(32) != escrow.sealedKey.prefix(32))
         let opened = try rotated.openAppleCode(sealedCode.sealed, keyVersion: sealedCode.keyVersion, label: label)
         #expect(String(decoding: opened, as: UTF8.self) == code)
+    }
+}
+
+extension AppleCodeBesideEscrowTests {
+    @Test func withoutACodeTheEscrowAlone() throws {
+        let (escrow, appleCode) = try keyring.seal(
+            plaintext: secret("{\"givenName\":\"Test\"}"),
+            id: .random(),
+            blindIndex: keyring.blindIndex(userIdentifier: FakeUser.first),
+            appleCode: nil
+        )
+        #expect(appleCode == nil)
+        #expect(string(try keyring.open(escrow)) == "{\"givenName\":\"Test\"}")
     }
 }

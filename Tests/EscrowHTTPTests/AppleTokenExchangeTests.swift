@@ -112,6 +112,27 @@ struct AppleTokenExchangeTests {
             return (body, request.body)
         }
 
+        /// A new exchange with one web sign-in done (its code queued), given to `body`, then stopped, whatever `body`
+        /// did.
+        static func afterSignIn(_ body: @escaping @Sendable (Exchange) async throws -> Void) async throws {
+            let exchange = try await Exchange()
+            do {
+                try await exchange.flow.harness.app().test(.live) { client async throws in
+                    _ = try await exchange.signIn(client)
+                    try await body(exchange)
+                }
+            } catch {
+                try? await exchange.stop()
+                throw error
+            }
+            try await exchange.stop()
+        }
+
+        /// The `appleTokens` of the escrow's signed delivery (``deliver()``).
+        func deliveredAppleTokens() async throws -> [String: Any] {
+            try #require(try await deliver().body["appleTokens"] as? [String: Any])
+        }
+
         var running: Int { get async throws { try await flow.harness.fixture.store.runningAppleExchangeCount() } }
 
         /// Each of `values` (a code, a refresh token, a client secret) nowhere outside its sealed column: not logged,
@@ -192,9 +213,7 @@ struct AppleTokenExchangeTests {
 
     @Test("Apple down, then back within the code's life: retried until exchanged")
     func outageThenRecovery() async throws {
-        let exchange = try await Exchange()
-        try await exchange.flow.harness.app().test(.live) { client async throws in
-            _ = try await exchange.signIn(client)
+        try await Exchange.afterSignIn { exchange in
             exchange.apple.script("/auth/token", [.status(503), .status(500)])
             let clock = exchange.flow.harness.fixture.clock
             #expect(await exchange.exchanger.runOnce() == 1)
@@ -205,20 +224,16 @@ struct AppleTokenExchangeTests {
             #expect(await exchange.exchanger.runOnce() == 1)
             #expect(try await exchange.running == 0, "exchanged on the third attempt")
             #expect(exchange.apple.requests.map(\.status) == [503, 500, 200])
-            let delivered = try await exchange.deliver()
-            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            let tokens = try await exchange.deliveredAppleTokens()
             #expect(tokens["refreshToken"] as? String == exchange.apple.refreshTokens.first)
         }
-        try await exchange.stop()
     }
 
     /// A code is single-use: an exchange whose request is out when the node is told to stop must still record what
     /// Apple answered, or the refresh token is lost for good.
     @Test("a graceful shutdown lets the exchange Apple is answering finish and record its tokens")
     func shutdownWaitsForTheExchangeUnderWay() async throws {
-        let exchange = try await Exchange()
-        try await exchange.flow.harness.app().test(.live) { client async throws in
-            _ = try await exchange.signIn(client)
+        try await Exchange.afterSignIn { exchange in
             exchange.apple.script("/auth/token", [.delay(1.5)])
             let group = ServiceGroup(services: [exchange.exchanger], logger: Logger(label: "test"))
             async let running: Void = group.run()
@@ -229,44 +244,34 @@ struct AppleTokenExchangeTests {
             try await running
             #expect(try await exchange.running == 0, "ended before the exchanger stopped")
             #expect(exchange.apple.requests.map(\.status) == [200], "one request, answered")
-            let delivered = try await exchange.deliver()
-            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            let tokens = try await exchange.deliveredAppleTokens()
             #expect(tokens["refreshToken"] as? String == exchange.apple.refreshTokens.first)
         }
-        try await exchange.stop()
     }
 
     @Test("Apple's refusal is recorded as its code and delivered as such")
     func invalidGrantRecorded() async throws {
-        let exchange = try await Exchange()
-        try await exchange.flow.harness.app().test(.live) { client async throws in
-            _ = try await exchange.signIn(client)
+        try await Exchange.afterSignIn { exchange in
             exchange.apple.script("/auth/token", [.error("invalid_grant")])
             #expect(await exchange.exchanger.runOnce() == 1)
             #expect(try await exchange.running == 0, "a refusal ends the exchange")
-            let delivered = try await exchange.deliver()
-            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            let tokens = try await exchange.deliveredAppleTokens()
             #expect(tokens["error"] as? String == "invalid_grant")
             #expect(tokens["refreshToken"] == nil)
         }
-        try await exchange.stop()
     }
 
     @Test("Apple never answering within the five minutes: the delivery goes out, saying so")
     func timedOut() async throws {
-        let exchange = try await Exchange()
-        try await exchange.flow.harness.app().test(.live) { client async throws in
-            _ = try await exchange.signIn(client)
+        try await Exchange.afterSignIn { exchange in
             exchange.apple.script("/auth/token", [.status(503)])
             #expect(await exchange.exchanger.runOnce() == 1)
             exchange.flow.harness.fixture.clock.advance(by: 301)
             #expect(await exchange.exchanger.runOnce() == 1)
             #expect(try await exchange.running == 0)
-            let delivered = try await exchange.deliver()
-            let tokens = try #require(delivered.body["appleTokens"] as? [String: Any])
+            let tokens = try await exchange.deliveredAppleTokens()
             #expect(tokens["error"] as? String == AppleTokenExchange.timedOut)
         }
-        try await exchange.stop()
     }
 
     @Test("a revocation queued by the backend is sent until Apple takes it, with a valid secret, audit-chained")

@@ -23,7 +23,8 @@ public struct AppleTokenExchange: Sendable, Equatable {
     public var redirectURI: String?
     /// The master key version ``sealedCode`` is sealed to.
     public var keyVersion: UInt32
-    /// The code, sealed (`Keyring.sealAppleCode(_:label:)`); erased (empty) once the exchange ended.
+    /// The code, sealed (`Keyring.seal(plaintext:id:blindIndex:reserve:appleCode:)`); erased (empty) once the exchange
+    /// ended.
     public var sealedCode: [UInt8]
     /// Exchange attempts so far: a claim counts one.
     public var attempts: Int
