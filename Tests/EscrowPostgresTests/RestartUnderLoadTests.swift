@@ -43,6 +43,8 @@ struct RestartUnderLoadTests {
         struct Answer {
             var status: Int  // -1: no HTTP answer at all
             var escrowID: String?
+            /// When the request was sent, and when its answer came.
+            var sent: ContinuousClock.Instant
             var at: ContinuousClock.Instant
         }
         let began = ContinuousClock.now
@@ -73,7 +75,8 @@ struct RestartUnderLoadTests {
                             request.headers.add(name: "Authorization", value: "Bearer \(token)")
                             request.headers.add(name: "Content-Type", value: "application/json")
                             request.body = .bytes(ByteBuffer(string: ServeKillTests.body(number)))
-                            var answer = Answer(status: -1, escrowID: nil, at: .now)
+                            let sent = ContinuousClock.now
+                            var answer = Answer(status: -1, escrowID: nil, sent: sent, at: sent)
                             do {
                                 let response = try await client.execute(request, timeout: .seconds(30))
                                 answer.status = Int(response.status.code)
@@ -133,9 +136,12 @@ struct RestartUnderLoadTests {
         let statuses = Set(all.map(\.status))
         #expect(statuses.isSubset(of: [201, 503]), "answers \(statuses.sorted()) (only 201 or 503 may be given)")
         // The captures that reached a store without its server failed with 503 (each after the store's bounded wait for
-        // a connection); none answered while the server was down was a success.
+        // a connection): none sent once the server had stopped and answered before it was back was a success. (Not
+        // judged by when the answer came alone: a capture committed just before the stop is rightly a 201, and on a
+        // loaded machine its answer can come seconds later.)
         #expect(all.contains { $0.status == 503 }, "no capture failed while the server was down")
-        let whileDown = all.filter { $0.at > down.advanced(by: .seconds(2)) && $0.at < up }
+        let whileDown = all.filter { $0.sent > down && $0.at < up }
+        #expect(!whileDown.isEmpty, "captures were sent while the server was down")
         #expect(whileDown.allSatisfy { $0.status == 503 }, "\(whileDown.map(\.status))")
 
         // Each acknowledged capture is in the store after the crash and the recovery; the chain verifies.
