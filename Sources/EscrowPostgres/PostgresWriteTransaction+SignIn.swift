@@ -39,6 +39,16 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         return rows.count == 1
     }
 
+    func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws {
+        try await connection.query(
+            """
+            UPDATE signin_attempt SET ticket_hash = \(Data(ticket.ticketHash)), ticket_result = \(Data(ticket.sealedResult))
+            WHERE state_hash = \(Data(attempt.stateHash))
+            """,
+            logger: logger
+        )
+    }
+
     func redeemSignInTicket(
         ticketHash: [UInt8],
         starterHash: [UInt8]?,

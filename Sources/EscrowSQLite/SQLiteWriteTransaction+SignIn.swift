@@ -68,6 +68,12 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         return db.changesCount == 1
     }
 
+    func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) throws {
+        try db.cachedStatement(
+            sql: "UPDATE signin_attempt SET ticket_hash = ?, ticket_result = ? WHERE state_hash = ?"
+        ).execute(arguments: [Data(ticket.ticketHash), Data(ticket.sealedResult), Data(attempt.stateHash)])
+    }
+
     func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) throws -> SignInRedemption? {
         guard
             let row = try Row.fetchOne(

@@ -13,6 +13,9 @@ extension StoreConformance {
         Check(name: "concurrent callbacks of one attempt capture once", run: signInConcurrentCallbacks),
         Check(name: "concurrent callbacks of many attempts each answer as alone", run: signInConcurrentAttempts),
         Check(name: "a sign-in's capture replaces the user's held escrow", run: signInReplaces),
+        Check(name: "a sign-in of the content already held issues its ticket for that escrow", run: signInUnchanged),
+        Check(name: "an attempt read before, used or gone since, is refused as if read", run: signInHeldStale),
+        Check(name: "an attempt not read before is read, used once, with its capture", run: signInNotHeld),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
         Check(name: "an app's attempt is completed without a cookie, a browser's never", run: signInStartedByApp),
@@ -209,6 +212,87 @@ extension StoreConformance {
         try expect(stored.id == record.id && previous == held.id, "the new escrow replaces the held one")
         try expect(try await subject.escrows.record(id: held.id) == nil, "the held one is purged")
         try expect(try await subject.escrows.record(blindIndex: record.blindIndex)?.id == record.id, "one live escrow")
+    }
+
+    static func signInUnchanged(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let fixture = SignInFixture()
+        let records = Fixture()
+        let held = try records.record(user: 1, content: "same", at: fixture.start)
+        _ = try await subject.escrows.capture(held, actor: .library)
+        let attempt = fixture.attempt(1)
+        try await subject.signInStore.createSignInAttempt(attempt)
+        var again = try records.record(user: 1, content: "same", at: fixture.start)
+        again.contentTag = held.contentTag
+        var request = fixture.request(attempt, at: fixture.start, ticket: 1)
+        // The ticket's result names the escrow it is issued for.
+        request.ticket = { id in
+            SignInTicket(
+                ticketHash: fixture.hash("ticket-1"),
+                sealedResult: Array("result-of-\(id?.hex ?? "none")".utf8),
+                expiresAt: fixture.start.addingTimeInterval(300)
+            )
+        }
+        let completion = try await fixture.complete(subject.signInStore, request, capture: again)
+        guard case .completed(_, .unchanged(let kept)) = completion, kept.id == held.id else {
+            throw ConformanceFailure("the held escrow is kept: \(completion)")
+        }
+        let result = try await subject.signInStore.unredeemedSignInTicket(
+            ticketHash: fixture.hash("ticket-1"),
+            at: fixture.start
+        )
+        try expect(
+            result == Array("result-of-\(held.id.hex)".utf8),
+            "the ticket names the escrow that holds the profile, not the one not stored"
+        )
+        try expect(try await subject.escrows.record(id: again.id) == nil, "the duplicate was not stored")
+    }
+
+    /// A completion that brings the attempt as read before (live, unused) is refused as the store has it now.
+    static func signInHeldStale(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = try subject.signInStore
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let first = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 1))
+        guard case .completed = first else { throw ConformanceFailure("the first completes: \(first)") }
+        let record = try Fixture().record(user: 1, at: fixture.start)
+        let used = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 2), capture: record)
+        guard case .expired(let stored) = used, stored.usedAt == fixture.start else {
+            throw ConformanceFailure("an attempt used since it was read is refused as used: \(used)")
+        }
+        let gone = try await fixture.complete(
+            store,
+            fixture.request(fixture.attempt(2), at: fixture.start, ticket: 3),
+            capture: record
+        )
+        try expect(gone == .unknown, "an attempt not stored (swept since it was read) is unknown: \(gone)")
+        try expect(try await subject.escrows.record(id: record.id) == nil, "neither captured anything")
+        let tickets = (
+            first: try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-1"), at: fixture.start),
+            second: try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-2"), at: fixture.start)
+        )
+        try expect(tickets.first != nil && tickets.second == nil, "the first ticket stays, no other was issued")
+    }
+
+    static func signInNotHeld(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = try subject.signInStore
+        let fixture = SignInFixture()
+        let attempt = fixture.attempt(1)
+        try await store.createSignInAttempt(attempt)
+        let records = try (1...2).map { try Fixture().record(user: $0, at: fixture.start) }
+        var request = fixture.request(attempt, at: fixture.start, ticket: 1)
+        request.attempt = nil
+        let first = try await fixture.complete(store, request, capture: records[0])
+        guard case .completed(let used, .created(let captured)) = first, used.usedAt == fixture.start,
+            captured.id == records[0].id
+        else { throw ConformanceFailure("read, used and captured: \(first)") }
+        request.ticket = { _ in fixture.ticket(2, at: fixture.start) }
+        let second = try await fixture.complete(store, request, capture: records[1])
+        guard case .expired = second else { throw ConformanceFailure("read, found used: \(second)") }
+        try expect(try await subject.escrows.record(id: records[1].id) == nil, "the second captured nothing")
     }
 
     static func signInRefusals(_ make: MakeSubject) async throws {
@@ -436,11 +520,13 @@ struct SignInFixture {
         )
     }
 
+    /// A completion as a callback brings it: with the attempt as it read it before (at its start).
     func request(_ attempt: SignInAttempt, at now: Date, ticket number: Int) -> SignInCompletionRequest {
         SignInCompletionRequest(
             stateHash: attempt.stateHash,
             bindingHash: attempt.bindingHash,
             now: now,
+            attempt: attempt,
             ticket: { _ in ticket(number, at: now) }
         )
     }

@@ -6,9 +6,11 @@ package protocol SignInWriteTransaction: AppleTokenWriteTransaction {
     func insertSignInAttempt(_ attempt: SignInAttempt) async throws
     /// The attempt with this state hash, locked until the transaction ends where the store locks rows.
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
-    /// Marks a live attempt (as read in this transaction) used and stores its ticket, keeping the row until the
-    /// ticket's expiry when that is after the attempt's; returns false when it was used already.
+    /// Marks an attempt used and stores its ticket, keeping the row until the ticket's expiry when that is after the
+    /// attempt's; returns false when it was used already, or is gone.
     func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) async throws -> Bool
+    /// Replaces the ticket of an attempt this transaction used (same ticket, another result).
+    func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws
     /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`, and its attempt was
     /// started by a browser or its binding hash is `starterHash`.
     func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
@@ -31,6 +33,13 @@ extension StoreEngine {
 
     /// One completion of ``completeSignIns(_:in:)``: its audit events are added to `audit`, its key version to
     /// `keyVersions`.
+    ///
+    /// When the caller read the attempt already (``SignInCompletionRequest/attempt``) and found it live and of this
+    /// binding, the attempt is used first, with the ticket of the escrow about to be captured: one statement, which
+    /// finds it unused or changes nothing (the store locks the row, or serializes writers), instead of a read and then
+    /// a write. Only when that changes nothing (used or swept since, or expired) is the attempt read, to say why, and
+    /// nothing is captured. When the capture keeps an escrow already held (``CaptureOutcome/unchanged(_:)``), the
+    /// ticket is issued again, naming it.
     private static func completeSignIn(
         _ request: SignInCompletionRequest,
         capture item: CaptureItem?,
@@ -38,9 +47,21 @@ extension StoreEngine {
         auditing audit: inout [AuditDraft],
         keyVersions: inout Set<UInt32>
     ) async throws -> SignInCompletion {
-        guard let attempt = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
-        guard attempt.isLive(at: request.receivedAt) else { return .expired(attempt) }
-        guard attempt.accepts(bindingHash: request.bindingHash) else { return .bindingMismatch(attempt) }
+        let attempt: SignInAttempt
+        // The escrow id the stored ticket names, when the attempt was used before the capture.
+        var ticketNames: EscrowID??
+        if let held = request.attempt, held.stateHash == request.stateHash, held.isLive(at: request.receivedAt),
+            held.accepts(bindingHash: request.bindingHash),
+            try await transaction.useSignInAttempt(held, at: request.now, ticket: request.ticket(item?.record.id))
+        {
+            attempt = held
+            ticketNames = .some(item?.record.id)
+        } else {
+            guard let stored = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
+            guard stored.isLive(at: request.receivedAt) else { return .expired(stored) }
+            guard stored.accepts(bindingHash: request.bindingHash) else { return .bindingMismatch(stored) }
+            attempt = stored
+        }
         var outcome: CaptureOutcome?
         if var item {
             // One event says it all: the escrow's `captured`, whose detail names the web sign-in.
@@ -53,10 +74,14 @@ extension StoreEngine {
             }
             keyVersions.insert(item.record.sealed.keyVersion)
         }
-        let ticket = request.ticket(outcome?.record.id)
-        // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
-        guard try await transaction.useSignInAttempt(attempt, at: request.now, ticket: ticket)
-        else { throw EscrowStoreError(.failed, "the sign-in attempt was used during its completion; try again") }
+        let escrowID = outcome?.record.id
+        if let named = ticketNames {
+            if named != escrowID { try await transaction.reissueSignInTicket(attempt, ticket: request.ticket(escrowID)) }
+        } else {
+            // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
+            guard try await transaction.useSignInAttempt(attempt, at: request.now, ticket: request.ticket(escrowID))
+            else { throw EscrowStoreError(.failed, "the sign-in attempt was used during its completion; try again") }
+        }
         var used = attempt
         used.usedAt = request.now
         return .completed(used, outcome)

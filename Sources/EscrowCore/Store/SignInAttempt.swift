@@ -90,17 +90,23 @@ public struct SignInCompletionRequest: Sendable {
     /// resubmission carries the service's stamp of an earlier receipt.
     public var receivedAt: Date
     /// The ticket to issue, given the id of the escrow that holds the profile (nil when none was captured); made in
-    /// the transaction, after the capture.
+    /// the transaction: after the capture, or before it for the escrow about to be captured when ``attempt`` is used
+    /// first (and again, should the capture keep another).
     public var ticket: @Sendable (EscrowID?) -> SignInTicket
     /// The exchange of the sign-in's authorization code, given the id of the escrow that holds the profile; queued in
     /// the transaction when a profile was captured (nil: the code is not exchanged here).
     public var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
+    /// The attempt as the caller read it before (from the store, or as it started it), when it did: a live one of
+    /// this binding is used without being read again. The store still decides: one used or gone meanwhile is
+    /// refused as if it had been read.
+    public var attempt: SignInAttempt?
 
     public init(
         stateHash: [UInt8],
         bindingHash: [UInt8]?,
         now: Date,
         receivedAt: Date? = nil,
+        attempt: SignInAttempt? = nil,
         appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)? = nil,
         ticket: @escaping @Sendable (EscrowID?) -> SignInTicket
     ) {
@@ -108,6 +114,7 @@ public struct SignInCompletionRequest: Sendable {
         self.bindingHash = bindingHash
         self.now = now
         self.receivedAt = receivedAt ?? now
+        self.attempt = attempt
         self.appleExchange = appleExchange
         self.ticket = ticket
     }

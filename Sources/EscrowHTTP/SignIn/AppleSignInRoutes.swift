@@ -315,7 +315,8 @@ struct AppleSignInRoutes: Sendable {
             stateHash: attempt.stateHash,
             bindingHash: bindingHash,
             now: now,
-            receivedAt: receivedAt
+            receivedAt: receivedAt,
+            attempt: attempt
         ) { id in
             var result = result
             result["escrowId"] = .string(id?.hex)
