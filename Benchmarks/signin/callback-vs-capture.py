@@ -17,6 +17,12 @@ client-side work (signing the tokens, made before the phase starts) is not count
 operation over all rounds, and the ratios the issue asks for (with the range of the callback's over the rounds).
 
     python3 Benchmarks/signin/callback-vs-capture.py BIN [N] [CONNECTIONS] [ROUNDS]
+
+Diagnostics (each changes what it measures: compare its figures with each other, not with a plain run's):
+  PERF_PHASE=verified,native  records serve's stacks in those phases into perf-<phase>.data (`perf report -i …`);
+      PERF_FREQ (default 999) above about 1,000 Hz inflates a profiled phase's CPU unevenly (up to 1.7× at 4,999 Hz)
+  PERF_STAT=1  counts serve's fdatasync and pwrite calls and context switches per operation in every phase (a WAL
+      frame is two pwrite calls: its header and its page)
 """
 
 from __future__ import annotations
@@ -183,18 +189,29 @@ def run(serve: Serve, requests: list, expect: set[int], phase: str = "") -> tupl
         connection.close()
 
     threads = [threading.Thread(target=worker, args=(range(k, len(requests), CONNECTIONS),)) for k in range(CONNECTIONS)]
-    # PERF_PHASE=<phase> records serve's stacks during that phase into perf-<phase>.data (perf report -i …).
     perf = None
-    if phase and os.environ.get("PERF_PHASE") == phase:
+    if phase and phase in os.environ.get("PERF_PHASE", "").split(","):
         perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", os.environ.get("PERF_FREQ", "999"), "-g", "-p", str(serve.process.pid), "-o",
                                  f"perf-{phase}.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
+    stat = None
+    if phase and os.environ.get("PERF_STAT") == "1":
+        events = "syscalls:sys_enter_fdatasync,syscalls:sys_enter_pwrite64,context-switches"
+        stat = subprocess.Popen(["perf", "stat", "-x", ",", "-e", events, "-p", str(serve.process.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
     before = serve.ticks()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     seconds = (serve.ticks() - before) / HZ
+    if stat:
+        stat.send_signal(2)
+        _, report = stat.communicate(timeout=60)
+        counts = [int(line.split(",")[0]) for line in report.splitlines() if line[:1].isdigit()]
+        print(f"  {phase}: per operation, fdatasync {counts[0] / len(requests):.2f}, pwrite "
+              f"{counts[1] / len(requests):.2f}, context switches {counts[2] / len(requests):.2f}", flush=True)
     if perf:
         perf.send_signal(2)
         perf.wait(timeout=60)
