@@ -42,11 +42,8 @@ extension StoreConformance {
     }
 
     static func signInUsedOnce(_ make: MakeSubject) async throws {
-        let subject = try await make()
-        let store = try subject.signInStore
         let fixture = SignInFixture()
-        let attempt = fixture.attempt(1)
-        try await store.createSignInAttempt(attempt)
+        let (subject, store, attempt) = try await fixture.started(make)
         let record = try Fixture().record(user: 1, at: fixture.start)
         let now = fixture.start.addingTimeInterval(60)
         let first = try await store.completeSignIn(
@@ -88,11 +85,8 @@ extension StoreConformance {
     }
 
     static func signInConcurrentCallbacks(_ make: MakeSubject) async throws {
-        let subject = try await make()
-        let store = try subject.signInStore
         let fixture = SignInFixture()
-        let attempt = fixture.attempt(1)
-        try await store.createSignInAttempt(attempt)
+        let (subject, store, attempt) = try await fixture.started(make)
         let records = try (0..<8).map { try Fixture().record(user: $0, at: fixture.start) }
         let completions = try await withThrowingTaskGroup(of: SignInCompletion.self) { group in
             for (number, record) in records.enumerated() {
@@ -215,13 +209,11 @@ extension StoreConformance {
     }
 
     static func signInUnchanged(_ make: MakeSubject) async throws {
-        let subject = try await make()
         let fixture = SignInFixture()
+        let (subject, store, attempt) = try await fixture.started(make)
         let records = Fixture()
         let held = try records.record(user: 1, content: "same", at: fixture.start)
         _ = try await subject.escrows.capture(held, actor: .library)
-        let attempt = fixture.attempt(1)
-        try await subject.signInStore.createSignInAttempt(attempt)
         var again = try records.record(user: 1, content: "same", at: fixture.start)
         again.contentTag = held.contentTag
         var request = fixture.request(attempt, at: fixture.start, ticket: 1)
@@ -233,11 +225,11 @@ extension StoreConformance {
                 expiresAt: fixture.start.addingTimeInterval(300)
             )
         }
-        let completion = try await fixture.complete(subject.signInStore, request, capture: again)
+        let completion = try await fixture.complete(store, request, capture: again)
         guard case .completed(_, .unchanged(let kept)) = completion, kept.id == held.id else {
             throw ConformanceFailure("the held escrow is kept: \(completion)")
         }
-        let result = try await subject.signInStore.unredeemedSignInTicket(
+        let result = try await store.unredeemedSignInTicket(
             ticketHash: fixture.hash("ticket-1"),
             at: fixture.start
         )
@@ -250,11 +242,8 @@ extension StoreConformance {
 
     /// A completion that brings the attempt as read before (live, unused) is refused as the store has it now.
     static func signInHeldStale(_ make: MakeSubject) async throws {
-        let subject = try await make()
-        let store = try subject.signInStore
         let fixture = SignInFixture()
-        let attempt = fixture.attempt(1)
-        try await store.createSignInAttempt(attempt)
+        let (subject, store, attempt) = try await fixture.started(make)
         let first = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 1))
         guard case .completed = first else { throw ConformanceFailure("the first completes: \(first)") }
         let record = try Fixture().record(user: 1, at: fixture.start)
@@ -277,11 +266,8 @@ extension StoreConformance {
     }
 
     static func signInNotHeld(_ make: MakeSubject) async throws {
-        let subject = try await make()
-        let store = try subject.signInStore
         let fixture = SignInFixture()
-        let attempt = fixture.attempt(1)
-        try await store.createSignInAttempt(attempt)
+        let (subject, store, attempt) = try await fixture.started(make)
         let records = try (1...2).map { try Fixture().record(user: $0, at: fixture.start) }
         var request = fixture.request(attempt, at: fixture.start, ticket: 1)
         request.attempt = nil
@@ -496,6 +482,17 @@ struct SignInFixture {
             createdAt: start,
             expiresAt: start.addingTimeInterval(600)
         )
+    }
+
+    /// A new store with attempt 1 created in it.
+    func started(
+        _ make: StoreConformance.MakeSubject
+    ) async throws -> (StoreConformance.Subject, any SignInStore, SignInAttempt) {
+        let subject = try await make()
+        let store = try subject.signInStore
+        let attempt = attempt(1)
+        try await store.createSignInAttempt(attempt)
+        return (subject, store, attempt)
     }
 
     func ticket(_ number: Int, at now: Date) -> SignInTicket {
