@@ -5,9 +5,11 @@ import GRDB
 extension SQLiteEscrowStore: SignInStore {
     /// Not waiting for the disk (see `write(durable:)`): an attempt lost in a power cut only makes its callback
     /// unknown, and the user signs in again; nothing was acknowledged yet. The callback's own commit is durable, and
-    /// syncs the WAL with every attempt before it.
+    /// syncs the WAL with every attempt before it. Concurrent attempts share one transaction (a group commit of
+    /// their own): a burst of starts writes the ends of the table and of its purge index once, not once each.
     public func createSignInAttempt(_ attempt: SignInAttempt) async throws {
-        try await write(durable: false) { try $0.insertSignInAttempt(attempt) }
+        try requireWritable()
+        try await attemptCommitter.submit(attempt)
     }
 
     public func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt? {

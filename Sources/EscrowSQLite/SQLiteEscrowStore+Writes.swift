@@ -19,30 +19,42 @@ extension SQLiteEscrowStore {
 
     /// Writes one batch of the group commit (captures or lifecycle actions) with the store engine: one transaction,
     /// and one transaction an item when that fails (``StoreEngine/writeBatch(_:order:describe:isUnavailable:write:)``).
-    /// Blocks the calling thread: for the group-commit queues only.
+    /// Blocks the calling thread: for the group-commit queues only. `durable: false` as for ``write(durable:_:)``.
     static func writeBatch<Item: Sendable, Output: Sendable>(
         _ batch: [Item],
         pool: DatabasePool,
         lock: WriteLock?,
         deadline: ContinuousClock.Instant? = nil,
+        durable: Bool = true,
         _ write: @escaping ([Item], SQLiteWriteTransaction) async throws -> [Output]
     ) -> [Result<Output, any Error>] {
         do {
             return try pool.writeWithoutTransaction { db in
-                try InlineTask.run {
-                    await StoreEngine.writeBatch(
-                        batch,
-                        describe: { storeError($0, "write transaction failed") },
-                        isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
-                        write: { items in
-                            try transaction(db, lock: lock, deadline: deadline) { try await write(items, $0) }
-                        }
-                    )
+                try synchronous(db, durable: durable) {
+                    try InlineTask.run {
+                        await StoreEngine.writeBatch(
+                            batch,
+                            describe: { storeError($0, "write transaction failed") },
+                            isUnavailable: { ($0 as? EscrowStoreError)?.code == .unavailable },
+                            write: { items in
+                                try transaction(db, lock: lock, deadline: deadline) { try await write(items, $0) }
+                            }
+                        )
+                    }
                 }
             }
         } catch {
             return batch.map { _ in .failure(storeError(error, "write transaction failed")) }
         }
+    }
+
+    /// Runs `body` with the writer connection's commits waiting for the disk (`synchronous=FULL`, the store's
+    /// setting) or, when not `durable`, not (`NORMAL`, for `body` only).
+    static func synchronous<T>(_ db: Database, durable: Bool, _ body: () throws -> T) throws -> T {
+        guard !durable else { return try body() }
+        try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+        return try body()
     }
 
     /// Commits go through the group commit (``CommitBatcher``): concurrent outcomes (a replay worker's deliveries,
@@ -166,9 +178,7 @@ extension SQLiteEscrowStore {
         let lock = writeLock
         do {
             return try await pool.writeWithoutTransaction { db in
-                if !durable { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-                defer { if !durable { try? db.execute(sql: "PRAGMA synchronous = FULL") } }
-                return try Self.transaction(db, lock: lock, body)
+                try Self.synchronous(db, durable: durable) { try Self.transaction(db, lock: lock, body) }
             }
         } catch {
             throw Self.storeError(error, "write transaction failed")

@@ -57,6 +57,8 @@ public final class SQLiteEscrowStore: EscrowStore {
     let committer: CommitBatcher
     /// Web sign-in callbacks' completions (capture and the attempt's use), grouped as captures are.
     let signInCommitter: SignInBatcher
+    /// New sign-in attempts (a browser's start, an app's attempt), grouped as captures are, not waiting for the disk.
+    let attemptCommitter: GroupCommit<SignInAttempt, Void>
     /// Nil when read-only.
     let writeLock: WriteLock?
     private let closed = NIOLockedValueBox(false)
@@ -151,6 +153,14 @@ public final class SQLiteEscrowStore: EscrowStore {
                 }
                 return Self.writeBatch(batch, pool: pool, lock: lock, deadline: deadline) { items, transaction in
                     try await StoreEngine.completeSignIns(items, in: transaction)
+                }
+            }
+        )
+
+        self.attemptCommitter = GroupCommit(
+            writer: .blocking(label: "profile-escrow.attempt-commit") { [pool] batch in
+                Self.writeBatch(batch, pool: pool, lock: lock, durable: false) { attempts, transaction in
+                    try attempts.map { try transaction.insertSignInAttempt($0) }
                 }
             }
         )
