@@ -32,6 +32,8 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
                 ticket_expires_at = \(ticketExpires), ticket_result = \(Data(ticket.sealedResult)),
                 purge_at = GREATEST(expires_at, \(ticketExpires))
             WHERE state_hash = \(Data(attempt.stateHash)) AND used_at IS NULL
+                AND binding_hash = \(Data(attempt.bindingHash)) AND started_by_app = \(attempt.startedByApp)
+                AND expires_at = \(PostgresEscrowStore.ms(attempt.expiresAt))
             RETURNING 1
             """,
             logger: logger
@@ -42,7 +44,10 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws {
         try await connection.query(
             """
-            UPDATE signin_attempt SET ticket_hash = \(Data(ticket.ticketHash)), ticket_result = \(Data(ticket.sealedResult))
+            UPDATE signin_attempt SET ticket_hash = \(Data(ticket.ticketHash)),
+                ticket_expires_at = \(PostgresEscrowStore.ms(ticket.expiresAt)),
+                ticket_result = \(Data(ticket.sealedResult)),
+                purge_at = GREATEST(purge_at, \(PostgresEscrowStore.ms(ticket.expiresAt)))
             WHERE state_hash = \(Data(attempt.stateHash))
             """,
             logger: logger

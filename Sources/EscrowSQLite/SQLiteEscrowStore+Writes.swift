@@ -2,6 +2,7 @@ public import EscrowCore
 public import EscrowCrypto
 public import Foundation
 import GRDB
+import NIOConcurrencyHelpers
 
 extension SQLiteEscrowStore {
     /// Captures go through the group commit (``CaptureBatcher``): concurrent captures share one
@@ -50,12 +51,31 @@ extension SQLiteEscrowStore {
 
     /// Runs `body` with the writer connection's commits waiting for the disk (`synchronous=FULL`, the store's
     /// setting) or, when not `durable`, not (`NORMAL`, for `body` only).
+    ///
+    /// SQLite refuses to switch inside a transaction, which a failed `ROLLBACK` can leave open: a connection whose
+    /// switch back failed is remembered, and its next durable write switches it first, or fails without writing.
     static func synchronous<T>(_ db: Database, durable: Bool, _ body: () throws -> T) throws -> T {
-        guard !durable else { return try body() }
+        let connection = ObjectIdentifier(db)
+        if durable {
+            if connectionsLeftNormal.withLockedValue({ $0.contains(connection) }) {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                _ = connectionsLeftNormal.withLockedValue { $0.remove(connection) }
+            }
+            return try body()
+        }
         try db.execute(sql: "PRAGMA synchronous = NORMAL")
-        defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+        defer {
+            do {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            } catch {
+                _ = connectionsLeftNormal.withLockedValue { $0.insert(connection) }
+            }
+        }
         return try body()
     }
+
+    /// Writer connections whose switch back to `synchronous=FULL` failed (``synchronous(_:durable:_:)``).
+    private static let connectionsLeftNormal = NIOLockedValueBox<Set<ObjectIdentifier>>([])
 
     /// Commits go through the group commit (``CommitBatcher``): concurrent outcomes (a replay worker's deliveries,
     /// confirmations) share one transaction and one fsync, each still a compare-and-set on its own revision and

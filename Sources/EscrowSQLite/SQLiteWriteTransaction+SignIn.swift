@@ -57,12 +57,16 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         // `purge_at` already holds: the statement then leaves the column, and so its index, alone.
         let extendsPurge = ticket.expiresAt > attempt.expiresAt
         if extendsPurge { arguments += [Timestamp.unixMilliseconds(ticket.expiresAt)] }
-        arguments += [Data(attempt.stateHash)]
+        // The attempt as given, which its caller may have read before this transaction: only if it is stored so.
+        arguments += [
+            Data(attempt.stateHash), Data(attempt.bindingHash), attempt.startedByApp,
+            Timestamp.unixMilliseconds(attempt.expiresAt),
+        ]
         try db.cachedStatement(
             sql: """
                 UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?\(
                     extendsPurge ? ", purge_at = ?" : "")
-                WHERE state_hash = ? AND used_at IS NULL
+                WHERE state_hash = ? AND used_at IS NULL AND binding_hash = ? AND started_by_app = ? AND expires_at = ?
                 """
         ).execute(arguments: arguments)
         return db.changesCount == 1
@@ -70,8 +74,17 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
 
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) throws {
         try db.cachedStatement(
-            sql: "UPDATE signin_attempt SET ticket_hash = ?, ticket_result = ? WHERE state_hash = ?"
-        ).execute(arguments: [Data(ticket.ticketHash), Data(ticket.sealedResult), Data(attempt.stateHash)])
+            sql: """
+                UPDATE signin_attempt SET ticket_hash = ?1, ticket_expires_at = ?2, ticket_result = ?3,
+                    purge_at = MAX(purge_at, ?2)
+                WHERE state_hash = ?4
+                """
+        ).execute(
+            arguments: [
+                Data(ticket.ticketHash), Timestamp.unixMilliseconds(ticket.expiresAt), Data(ticket.sealedResult),
+                Data(attempt.stateHash),
+            ]
+        )
     }
 
     func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) throws -> SignInRedemption? {

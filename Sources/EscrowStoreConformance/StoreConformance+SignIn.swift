@@ -16,6 +16,8 @@ extension StoreConformance {
         Check(name: "a sign-in of the content already held issues its ticket for that escrow", run: signInUnchanged),
         Check(name: "an attempt read before, used or gone since, is refused as if read", run: signInHeldStale),
         Check(name: "an attempt not read before is read, used once, with its capture", run: signInNotHeld),
+        Check(name: "an attempt read before but stored otherwise is refused as stored", run: signInHeldOtherwise),
+        Check(name: "a completion that fails leaves its attempt unused", run: signInFailedCompletion),
         Check(name: "sign-in ticket is redeemed once, before its expiry", run: signInTicketOnce),
         Check(name: "expired sign-in attempts are swept", run: signInSweep),
         Check(name: "an app's attempt is completed without a cookie, a browser's never", run: signInStartedByApp),
@@ -90,9 +92,12 @@ extension StoreConformance {
         let records = try (0..<8).map { try Fixture().record(user: $0, at: fixture.start) }
         let completions = try await withThrowingTaskGroup(of: SignInCompletion.self) { group in
             for (number, record) in records.enumerated() {
-                group.addTask {
+                // Half bring the attempt as read before (used with one statement), half do not (read, then used).
+                var request = fixture.request(attempt, at: fixture.start, ticket: number)
+                if number.isMultiple(of: 2) { request.attempt = nil }
+                group.addTask { [request] in
                     try await store.completeSignIn(
-                        fixture.request(attempt, at: fixture.start, ticket: number),
+                        request,
                         capture: record,
                         actor: .http(token: "signin"),
                         lifecycle: EscrowLifecycle()
@@ -279,6 +284,62 @@ extension StoreConformance {
         let second = try await fixture.complete(store, request, capture: records[1])
         guard case .expired = second else { throw ConformanceFailure("read, found used: \(second)") }
         try expect(try await subject.escrows.record(id: records[1].id) == nil, "the second captured nothing")
+    }
+
+    /// A copy of the attempt that differs from the stored row (a caller's mistake) does not use it: the store reads
+    /// the row and judges by it.
+    static func signInHeldOtherwise(_ make: MakeSubject) async throws {
+        let fixture = SignInFixture()
+        let (_, store, attempt) = try await fixture.started(make)
+        var otherBinding = fixture.request(attempt, at: fixture.start, ticket: 1)
+        otherBinding.attempt?.bindingHash = fixture.hash("binding-other")
+        otherBinding.bindingHash = fixture.hash("binding-other")
+        let mismatch = try await fixture.complete(store, otherBinding)
+        guard case .bindingMismatch = mismatch else {
+            throw ConformanceFailure("another binding than the stored one is refused: \(mismatch)")
+        }
+        var byApp = fixture.request(attempt, at: fixture.start, ticket: 2)
+        byApp.attempt?.startedByApp = true
+        byApp.bindingHash = nil
+        let noCookie = try await fixture.complete(store, byApp)
+        guard case .bindingMismatch = noCookie else {
+            throw ConformanceFailure("a browser's attempt said to be an app's is refused without a cookie: \(noCookie)")
+        }
+        let late = attempt.expiresAt.addingTimeInterval(60)
+        var longer = fixture.request(attempt, at: late, ticket: 3)
+        longer.attempt?.expiresAt = late.addingTimeInterval(60)
+        let expired = try await fixture.complete(store, longer)
+        guard case .expired = expired else {
+            throw ConformanceFailure("a copy with a later expiry is judged by the stored one: \(expired)")
+        }
+        try expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == nil, "still unused")
+    }
+
+    /// A completion whose transaction fails (its capture is sealed to a retired key version) leaves the attempt
+    /// unused and issues no ticket: the attempt's use is rolled back with the capture.
+    static func signInFailedCompletion(_ make: MakeSubject) async throws {
+        let fixture = SignInFixture()
+        let (subject, store, attempt) = try await fixture.started(make)
+        let record = try Fixture().record(user: 1, at: fixture.start)
+        let version = record.sealed.keyVersion
+        try await subject.escrows.retireKeyVersion(
+            version,
+            audit: [AuditDraft(type: .keysRetired, at: fixture.start, detail: "version \(version)", actor: .cli)]
+        )
+        var failed = false
+        do {
+            _ = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 1), capture: record)
+        } catch {
+            failed = true
+        }
+        try expect(failed, "a capture sealed to a retired version fails its completion")
+        try expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == nil, "the attempt is unused")
+        try expect(
+            try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-1"), at: fixture.start) == nil,
+            "no ticket was issued"
+        )
+        let again = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 2))
+        guard case .completed = again else { throw ConformanceFailure("it completes afterwards: \(again)") }
     }
 
     static func signInRefusals(_ make: MakeSubject) async throws {

@@ -7,9 +7,10 @@ package protocol SignInWriteTransaction: AppleTokenWriteTransaction {
     /// The attempt with this state hash, locked until the transaction ends where the store locks rows.
     func signInAttempt(stateHash: [UInt8]) async throws -> SignInAttempt?
     /// Marks an attempt used and stores its ticket, keeping the row until the ticket's expiry when that is after the
-    /// attempt's; returns false when it was used already, or is gone.
+    /// attempt's; returns false, changing nothing, when it was used already, is gone, or is not stored as given
+    /// (binding hash, started by an app, expiry).
     func useSignInAttempt(_ attempt: SignInAttempt, at now: Date, ticket: SignInTicket) async throws -> Bool
-    /// Replaces the ticket of an attempt this transaction used (same ticket, another result).
+    /// Replaces the ticket of an attempt this transaction used, keeping the row until the ticket's expiry.
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws
     /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`, and its attempt was
     /// started by a browser or its binding hash is `starterHash`.

@@ -40,11 +40,17 @@ public struct SignInAttempt: Sendable, Equatable {
         self.nonceHash = nonceHash
         self.bindingHash = bindingHash
         self.returnName = returnName
-        self.createdAt = createdAt
-        self.expiresAt = expiresAt
-        self.usedAt = usedAt
+        // At whole milliseconds, as the stores keep them: an attempt held in memory since its start is judged as the
+        // store would judge it.
+        self.createdAt = Self.wholeMilliseconds(createdAt)
+        self.expiresAt = Self.wholeMilliseconds(expiresAt)
+        self.usedAt = usedAt.map(Self.wholeMilliseconds)
         self.sealedAppState = sealedAppState
         self.startedByApp = startedByApp
+    }
+
+    private static func wholeMilliseconds(_ date: Date) -> Date {
+        Timestamp.date(unixMilliseconds: Timestamp.unixMilliseconds(date))
     }
 
     /// The most bytes of `appState` an app may pass through a sign-in.
@@ -97,8 +103,9 @@ public struct SignInCompletionRequest: Sendable {
     /// the transaction when a profile was captured (nil: the code is not exchanged here).
     public var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
     /// The attempt as the caller read it before (from the store, or as it started it), when it did: a live one of
-    /// this binding is used without being read again. The store still decides: one used or gone meanwhile is
-    /// refused as if it had been read.
+    /// this binding is used without being read again. The store still decides: it uses the attempt only when it is
+    /// unused and stored as given (binding, starter, expiry); one used, gone or different is read, and refused as
+    /// the store has it.
     public var attempt: SignInAttempt?
 
     public init(
