@@ -6,7 +6,7 @@ extension Keyring {
     /// escrow's key box (``SealedBox/sealBeside(_:to:using:)``: the key box's ephemeral public key, then the box with
     /// its own nonce), so the code costs no X25519 step of its own on a sign-in's answer path, and opens as the key box
     /// does, with the master secret key alone: it needs nothing of the escrow, and stays openable if the capture's
-    /// escrow is not the one kept, is rewrapped or is purged. Without a code, the escrow alone. Works on a public-only
+    /// escrow is not the one kept or is rewrapped. Without a code, the escrow alone. Works on a public-only
     /// keyring.
     public func seal(
         plaintext: SecretBytes,
@@ -47,8 +47,9 @@ extension Keyring {
         else { throw CryptoError.ciphertextInvalid }
         let opened = SecretBytes(count: sealed.count - Sodium.sealBytes)
         let valid = opened.withUnsafeMutableBytes { buffer in
-            (SealedBox.open(sealed, into: buffer, recipient: master.publicKey, key: key)
-                || SealedBox.openBeside(sealed, into: buffer, recipient: master.publicKey, key: key))
+            // Beside an escrow first (how codes are sealed now), then on its own (rows queued before that).
+            (SealedBox.openBeside(sealed, into: buffer, recipient: master.publicKey, key: key)
+                || SealedBox.open(sealed, into: buffer, recipient: master.publicKey, key: key))
                 && buffer.prefix(binding.count).elementsEqual(binding)
         }
         guard valid else { throw CryptoError.ciphertextInvalid }

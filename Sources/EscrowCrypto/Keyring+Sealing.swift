@@ -41,14 +41,32 @@ extension Keyring {
             .sealed
     }
 
+    /// A new profile for the escrow `sealed` (an email Apple changed), sealed to the active master key version with
+    /// the escrow's own key pair kept: what was sealed to its public key beside the profile (Apple's tokens,
+    /// ``sealAppleTokens(_:into:)``) still opens. Checks `sealed` as ``open(_:)`` does (it needs the master secret
+    /// key of its version); the profile and key boxes are new, with fresh ephemeral keys.
+    public func reseal(plaintext: SecretBytes, of sealed: SealedEscrow) throws(CryptoError) -> SealedEscrow {
+        let secretKey = try openKeyBox(sealed)
+        return try sealKeepingKeys(
+            plaintext: plaintext,
+            id: sealed.id,
+            blindIndex: sealed.blindIndex,
+            x25519: SealedBox.defaultX25519,
+            reserve: nil,
+            keyPair: (sealed.publicKey, secretKey)
+        ).sealed
+    }
+
     /// ``seal(plaintext:id:blindIndex:x25519:reserve:)``, and the keys it sealed with: the key box's ephemeral key
     /// and key seal what goes beside the escrow to the same master key at no X25519 cost (``SealedBox/sealBeside``).
+    /// `keyPair`: the escrow's own, kept (``reseal(plaintext:of:)``), instead of a new one.
     func sealKeepingKeys(
         plaintext: SecretBytes,
         id: EscrowID,
         blindIndex: BlindIndex,
         x25519: SealedBox.X25519,
-        reserve: SealingKeyReserve?
+        reserve: SealingKeyReserve?,
+        keyPair: (publicKey: [UInt8], secretKey: SecretBytes)? = nil
     ) throws(CryptoError) -> (sealed: SealedEscrow, keys: SealingKeys, masterPublicKey: [UInt8]) {
         Sodium.ensureInitialized()
         guard let master = masterKey(version: activeVersion) else {
@@ -56,10 +74,13 @@ extension Keyring {
         }
         try Self.requireRecipientLength(master.publicKey)
         // All of the escrow's X25519 work: made ahead when the reserve has some, here otherwise.
-        guard
-            let keys = reserve?.take(for: master.publicKey)
-                ?? SealingKeys.make(masterPublicKey: master.publicKey, x25519)
-        else { throw Self.smallOrderRecipient }
+        let made: SealingKeys?
+        if let keyPair {
+            made = SealingKeys.make(masterPublicKey: master.publicKey, x25519, keyPair: keyPair)
+        } else {
+            made = reserve?.take(for: master.publicKey) ?? SealingKeys.make(masterPublicKey: master.publicKey, x25519)
+        }
+        guard let keys = made else { throw Self.smallOrderRecipient }
         let publicKey = keys.publicKey
 
         let unpaddedCount = Self.bindingBytes + plaintext.count

@@ -88,7 +88,9 @@ enum SealedBox {
 
     /// A sealed box's ephemeral half, which does not depend on the message: the ephemeral public key that goes in
     /// front of the box, and the box's key (`crypto_box_beforenm` of the recipient and the ephemeral secret key, which
-    /// is not kept). Made ahead of a capture by ``SealingKeyReserve``; used for one box only.
+    /// is not kept). Made ahead of a capture by ``SealingKeyReserve``; seals one box with the default nonce
+    /// (``seal(_:to:using:)``); what goes beside it uses its key with nonces of its own (``sealBeside(_:to:using:)``,
+    /// and the profile box key, Keyring+ProfileBoxKey.swift).
     struct Ephemeral: Sendable {
         let publicKey: [UInt8]
         let key: SecretBytes
@@ -115,8 +117,8 @@ enum SealedBox {
         return Ephemeral(publicKey: publicKey(of: ephemeralSecretKey, x25519), key: key)
     }
 
-    /// Seals `message` to `recipient` with `ephemeral` (made for `recipient`, and never used again): the format of
-    /// `crypto_box_seal`.
+    /// Seals `message` to `recipient` with `ephemeral` (made for `recipient`; never seal a second message with it
+    /// here: the nonce depends on the keys alone): the format of `crypto_box_seal`.
     static func seal(
         _ message: UnsafeRawBufferPointer,
         to recipient: [UInt8],

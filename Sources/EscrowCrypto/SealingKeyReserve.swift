@@ -12,9 +12,14 @@ struct SealingKeys: Sendable {
     /// The master public key ``keyBox`` was made for.
     let masterPublicKey: [UInt8]
 
-    /// Fresh keys for a box to `masterPublicKey`; `nil` when that key is of small order.
-    static func make(masterPublicKey: [UInt8], _ x25519: SealedBox.X25519) -> SealingKeys? {
-        let (publicKey, secretKey) = SealedBox.keyPair(x25519)
+    /// Fresh keys for a box to `masterPublicKey`, for a new escrow key pair or for `keyPair`; `nil` when that key is of
+    /// small order.
+    static func make(
+        masterPublicKey: [UInt8],
+        _ x25519: SealedBox.X25519,
+        keyPair: (publicKey: [UInt8], secretKey: SecretBytes)? = nil
+    ) -> SealingKeys? {
+        let (publicKey, secretKey) = keyPair ?? SealedBox.keyPair(x25519)
         guard let profileBox = SealedBox.ephemeral(to: publicKey, recipientSecretKey: secretKey, x25519),
             let keyBox = SealedBox.ephemeral(to: masterPublicKey, recipientSecretKey: nil, x25519)
         else { return nil }

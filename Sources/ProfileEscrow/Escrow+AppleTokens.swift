@@ -1,6 +1,7 @@
 public import EscrowCore
 public import EscrowCrypto
 public import Foundation
+import Logging
 
 extension Escrow {
     /// The Apple token exchanges beside the escrows, when the store keeps them (SQLite's and PostgreSQL's do): the
@@ -51,7 +52,15 @@ extension Escrow {
         // The newest ended exchange with tokens wins, then the newest refusal.
         for exchange in exchanges.reversed() {
             if case .tokens(let sealed) = exchange.outcome {
-                let tokens = try keyring.openAppleTokens(sealed, of: record.sealed)
+                guard let tokens = try openedAppleTokens(sealed, of: record) else {
+                    // The escrow itself opened (its delivery opened it first): the tokens were sealed to a key pair
+                    // it no longer has. The profile is delivered, and the backend told, rather than held forever.
+                    logger.error(
+                        "the refresh token of this escrow's exchange cannot be opened; delivered without it",
+                        metadata: ["escrow.id": "\(record.id)", "escrow.index": "\(record.blindIndex.prefixHex)"]
+                    )
+                    return .error(AppleTokenExchange.tokensUnreadable)
+                }
                 return .refreshToken(tokens.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
             }
         }
@@ -60,6 +69,16 @@ extension Escrow {
         }
         if exchanges.contains(where: { now >= $0.expiresAt }) { return .error(AppleTokenExchange.timedOut) }
         return nil
+    }
+
+    /// The tokens sealed into `record`'s escrow; nil when their box does not open with its key.
+    private func openedAppleTokens(_ sealed: [UInt8], of record: EscrowRecord) throws(CryptoError) -> SecretBytes? {
+        do {
+            return try keyring.openAppleTokens(sealed, of: record.sealed)
+        } catch {
+            guard error.code == .ciphertextInvalid else { throw error }
+            return nil
+        }
     }
 
     /// Which of `ids` have Apple token exchanges, running or ended (none when the store keeps no exchanges).

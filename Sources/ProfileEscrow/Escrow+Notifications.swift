@@ -162,7 +162,8 @@ extension Escrow {
                 return .nothingLeft
             }
             guard plaintext != old else { return .unchanged }
-            let sealed = try keyring.seal(plaintext: plaintext.encoded(), id: record.id, blindIndex: index)
+            // The escrow's key pair is kept: Apple's tokens, sealed to it beside the profile, still open.
+            let sealed = try keyring.reseal(plaintext: plaintext.encoded(), of: record.sealed)
             let contentTag = keyring.contentTag(
                 blindIndex: index,
                 plaintext: Self.contentPlaintext(plaintext.profile, old.verified, plaintext.emailVerified)

@@ -123,8 +123,10 @@ struct AppleNotificationTests {
         #expect(disabled.json["outcome"] as? String == "updated")
         let after = try #require(try await harness.store.record(blindIndex: before.blindIndex))
         #expect(after.id == before.id)
-        #expect(after.sealed.publicKey != before.sealed.publicKey)
+        // New boxes; the escrow's key pair kept, so that Apple's tokens sealed to it beside the profile still open.
+        #expect(after.sealed.publicKey == before.sealed.publicKey)
         #expect(after.sealed.sealedProfile != before.sealed.sealedProfile)
+        #expect(after.sealed.sealedKey != before.sealed.sealedKey)
         let off = try await harness.escrow.replay(userIdentifier: Fake.userIdentifier(1))
         #expect(off.profile.email == Fake.email(1), "the address stays")
         #expect(off.emailForwarding == false)

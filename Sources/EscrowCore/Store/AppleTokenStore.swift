@@ -71,6 +71,10 @@ public struct AppleTokenExchange: Sendable, Equatable {
     /// The outcome of an exchange that found no answer from Apple within the code's life.
     public static let timedOut = "exchange_timed_out"
 
+    /// What a delivery says of a refresh token that no longer opens: sealed to the escrow's key pair before the
+    /// escrow's profile was sealed again under a new one (an email change, by a release that did not keep the pair).
+    public static let tokensUnreadable = "tokens_unreadable"
+
     /// Whether the exchange is over at `now`: ended, or past the code's life (a delivery waits no longer).
     public func isSettled(at now: Date) -> Bool { outcome != nil || now >= expiresAt }
 }
