@@ -10,13 +10,7 @@ import Testing
 struct ProfileBoxKeyTests {
     let keyring = Keyring.generate()
 
-    func seal(_ text: String) throws -> SealedEscrow {
-        try keyring.seal(
-            plaintext: secret(text),
-            id: .random(),
-            blindIndex: keyring.blindIndex(userIdentifier: FakeUser.first)
-        )
-    }
+    func seal(_ text: String) throws -> SealedEscrow { try keyring.sealFake(text) }
 
     @Test func aSealedEscrowCarriesItsProfileBoxKey() throws {
         let sealed = try seal("{\"givenName\":\"Test\"}")

@@ -9,13 +9,7 @@ import Testing
 struct ResealTests {
     let keyring = Keyring.generate()
 
-    func sealed(_ text: String) throws -> SealedEscrow {
-        try keyring.seal(
-            plaintext: secret(text),
-            id: .random(),
-            blindIndex: keyring.blindIndex(userIdentifier: FakeUser.first)
-        )
-    }
+    func sealed(_ text: String) throws -> SealedEscrow { try keyring.sealFake(text) }
 
     @Test func theTokensStillOpenAfterAReseal() throws {
         let original = try sealed("{\"email\":\"old@example.invalid\"}")

@@ -38,6 +38,13 @@ enum RowField: String, CaseIterable, Sendable {
     }
 }
 
+extension Keyring {
+    /// A new escrow of `text` for the first fake user.
+    func sealFake(_ text: String) throws -> SealedEscrow {
+        try seal(plaintext: secret(text), id: .random(), blindIndex: blindIndex(userIdentifier: FakeUser.first))
+    }
+}
+
 func bytes(hex: String) -> [UInt8] {
     Hex.decode(hex)!
 }
