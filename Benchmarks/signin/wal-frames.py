@@ -62,7 +62,8 @@ def checkpoint(database: str):
 
 
 def btrees(database: str) -> dict[int, str]:
-    copy = tempfile.mktemp(suffix=".sqlite")
+    descriptor, copy = tempfile.mkstemp(suffix=".sqlite")
+    os.close(descriptor)
     shutil.copy(database, copy)
     try:
         with sqlite3.connect(copy) as connection:

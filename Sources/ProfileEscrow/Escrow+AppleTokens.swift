@@ -177,7 +177,7 @@ extension Escrow {
 
 /// An Apple authorization code to queue for its exchange with the capture of the profile it came with
 /// (``Escrow/appleExchange(code:clientID:redirectURI:now:)``). The code stays in locked memory until the capture seals
-/// it beside its escrow, with the escrow's own keys (`Keyring.seal(plaintext:id:blindIndex:reserve:appleCode:label:)`).
+/// it beside its escrow, with the escrow's own keys (`Keyring.seal(plaintext:id:blindIndex:reserve:appleCode:)`).
 public struct AppleCodeExchange: Sendable {
     let code: SecretBytes
     let codeHash: [UInt8]

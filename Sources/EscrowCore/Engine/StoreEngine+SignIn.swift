@@ -38,9 +38,9 @@ extension StoreEngine {
     /// When the caller read the attempt already (``SignInCompletionRequest/attempt``) and found it live and of this
     /// binding, the attempt is used first, with the ticket of the escrow about to be captured: one statement, which
     /// finds it unused or changes nothing (the store locks the row, or serializes writers), instead of a read and then
-    /// a write. Only when that changes nothing (used or swept since, or expired) is the attempt read, to say why, and
-    /// nothing is captured. When the capture keeps an escrow already held (``CaptureOutcome/unchanged(_:)``), the
-    /// ticket is issued again, naming it.
+    /// a write. Only when that changes nothing (used or swept since, expired, or stored otherwise than the caller's
+    /// copy) is the attempt read, to say why, and nothing is captured. When the capture keeps an escrow already held
+    /// (``CaptureOutcome/unchanged(_:)``), the ticket is issued again, naming it.
     private static func completeSignIn(
         _ request: SignInCompletionRequest,
         capture item: CaptureItem?,
