@@ -49,7 +49,7 @@ struct AppleKeyCommandTests {
         let (p8, key) = try AppleKeySignerTests.p8(in: directory, mode: 0o644)
         let engine = try CustodyEngine.make(.pkcs11, key: "apple-" + Hex.encode(Hashing.randomBytes(count: 4)))
         let keyring = directory.path + "/keyring"
-        let imported = try ProfileEscrowCLI.run(
+        let imported = try await ProfileEscrowCLI.run(
             ["apple", "key", "import", "--p8", p8] + Self.ids + engine.arguments + ["--keyring", keyring],
             environment: engine.environment,
             in: directory.path
@@ -63,7 +63,7 @@ struct AppleKeyCommandTests {
         let recordText = try String(contentsOfFile: recordPath, encoding: .utf8)
 
         // `show` needs no PIN: it reads the record only.
-        let shown = try ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
+        let shown = try await ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
         #expect(shown.status == 0)
         #expect(shown.stdout.contains("key id: FAKEKEY001"))
         #expect(shown.stdout.contains("team id: FAKETEAM01"))
@@ -88,7 +88,7 @@ struct AppleKeyCommandTests {
         #expect(try await Self.mintedSecretVerifies(record, environment: engine.environment, key: key.publicKey))
 
         // A second import is refused before it touches the token.
-        let again = try ProfileEscrowCLI.run(
+        let again = try await ProfileEscrowCLI.run(
             ["apple", "key", "import", "--p8", p8] + Self.ids + engine.arguments + ["--keyring", keyring],
             environment: engine.environment,
             in: directory.path
@@ -107,14 +107,14 @@ struct AppleKeyCommandTests {
         ]
         let keyring = directory.path + "/keyring"
         let name = "apple-" + Hex.encode(Hashing.randomBytes(count: 4))
-        let imported = try ProfileEscrowCLI.run(
+        let imported = try await ProfileEscrowCLI.run(
             ["apple", "key", "import", "--p8", p8] + Self.ids
                 + ["--custody", "transit", "--transit-address", address, "--transit-key", name, "--keyring", keyring],
             environment: environment,
             in: directory.path
         )
         try #require(imported.status == 0, "import: \(imported.stderr)")
-        let shown = try ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
+        let shown = try await ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
         #expect(shown.stdout.contains("custody: transit: transit key \"\(name)\" at \(address)"))
         #expect(shown.stdout.contains(AppleP8Key.fingerprint(key.publicKey)))
         Self.expectNothingSecret(
@@ -132,15 +132,15 @@ struct AppleKeyCommandTests {
         let keyring = directory.path + "/keyring"
         let arguments =
             ["apple", "key", "import", "--p8", p8] + Self.ids + ["--custody", "file", "--keyring", keyring]
-        let refused = try ProfileEscrowCLI.run(arguments, in: directory.path)
+        let refused = try await ProfileEscrowCLI.run(arguments, in: directory.path)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("chmod 600"))
         #expect(!FileManager.default.fileExists(atPath: keyring + ".apple-key"))
 
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8)
-        let imported = try ProfileEscrowCLI.run(arguments, in: directory.path)
+        let imported = try await ProfileEscrowCLI.run(arguments, in: directory.path)
         try #require(imported.status == 0, "import: \(imported.stderr)")
-        let shown = try ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
+        let shown = try await ProfileEscrowCLI.run(["apple", "key", "show", "--keyring", keyring], in: directory.path)
         #expect(shown.stdout.contains("custody: file: file \(p8) (weaker"))
         Self.expectNothingSecret([imported.stdout, imported.stderr, shown.stdout, shown.stderr], key: key)
 
@@ -148,7 +148,7 @@ struct AppleKeyCommandTests {
         #expect(try await Self.mintedSecretVerifies(record, environment: [:], key: key.publicKey))
     }
 
-    @Test func badIdsAndMissingOptionsAreUsageErrors() throws {
+    @Test func badIdsAndMissingOptionsAreUsageErrors() async throws {
         let directory = TemporaryDirectory()
         for arguments in [
             ["--key-id", "short", "--team-id", "FAKETEAM01", "--custody", "file"],
@@ -160,13 +160,13 @@ struct AppleKeyCommandTests {
                 "--transit-address", "http://bao.example.invalid:8200",
             ],
         ] {
-            let result = try ProfileEscrowCLI.run(
+            let result = try await ProfileEscrowCLI.run(
                 ["apple", "key", "import", "--p8", directory.path + "/none.p8"] + arguments,
                 in: directory.path
             )
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
         }
-        let missing = try ProfileEscrowCLI.run(
+        let missing = try await ProfileEscrowCLI.run(
             ["apple", "key", "show", "--keyring", directory.path + "/k"],
             in: directory.path
         )

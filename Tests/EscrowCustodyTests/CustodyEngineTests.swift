@@ -22,17 +22,17 @@ import Glibc
         var keyringPath: String { directory.path + "/keyring" }
         var databasePath: String { directory.path + "/escrow.sqlite" }
 
-        init(_ kind: CustodyEngine.Kind, initialize: Bool = true, openBao: PrivateOpenBao? = nil) throws {
+        init(_ kind: CustodyEngine.Kind, initialize: Bool = true, openBao: PrivateOpenBao? = nil) async throws {
             engine = try CustodyEngine.make(kind, openBao: openBao)
             if initialize {
-                let result = try cli(["keys", "init"] + engine.arguments)
+                let result = try await cli(["keys", "init"] + engine.arguments)
                 try #require(result.status == 0, "keys init: \(result.stderr)")
             }
         }
 
         /// Runs the CLI on this node's keyring and store, with the engine's credential unless told otherwise.
-        func cli(_ arguments: [String], environment: [String: String]? = nil) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(
+        func cli(_ arguments: [String], environment: [String: String]? = nil) async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(
                 arguments + ["--keyring", keyringPath, "--database", databasePath],
                 environment: environment ?? engine.environment,
                 in: directory.path
@@ -66,9 +66,9 @@ import Glibc
 
     @Test(arguments: CustodyEngine.Kind.allCases)
     func theWholeEscrowLoopUnderCustody(kind: CustodyEngine.Kind) async throws {
-        let node = try Node(kind)
+        let node = try await Node(kind)
         #expect(try SecretScan.lines(node.keyringPath)[0] == "profile-escrow-keyring 2")
-        let shown = try node.cli(["keys", "show"], environment: [:])
+        let shown = try await node.cli(["keys", "show"], environment: [:])
         #expect(shown.status == 0)
         #expect(shown.stdout.contains("custody: \(kind.rawValue)"))
         #expect(shown.stdout.contains("secret wrapped"))
@@ -78,13 +78,13 @@ import Glibc
         #expect(try await escrow.replay(userIdentifier: Self.profile(1).userIdentifier).profile == Self.profile(1))
 
         // rotate, rewrap, retire and cycle work on the wrapped keyring; each new version is wrapped too.
-        let rotated = try node.cli(["keys", "rotate"])
+        let rotated = try await node.cli(["keys", "rotate"])
         #expect(rotated.status == 0, "\(rotated.stderr)")
-        let rewrapped = try node.cli(["keys", "rewrap"])
+        let rewrapped = try await node.cli(["keys", "rewrap"])
         #expect(rewrapped.status == 0, "\(rewrapped.stderr)")
-        let retired = try node.cli(["keys", "retire", "1"])
+        let retired = try await node.cli(["keys", "retire", "1"])
         #expect(retired.status == 0, "\(retired.stderr)")
-        let cycled = try node.cli(["keys", "cycle", "--grace", "0s"])
+        let cycled = try await node.cli(["keys", "cycle", "--grace", "0s"])
         #expect(cycled.status == 0, "\(cycled.stderr)")
         for result in [shown, rotated, rewrapped, retired, cycled] { node.expectNoCredential(result) }
 
@@ -103,7 +103,7 @@ import Glibc
         #expect(!(try SecretScan.file(node.keyringPath, holdsAnyOf: secrets)))
 
         // A capture-only node needs no engine.
-        let exported = try node.cli(
+        let exported = try await node.cli(
             ["keys", "export-public", "--out", node.directory.path + "/public"],
             environment: [:]
         )
@@ -115,11 +115,11 @@ import Glibc
 
     @Test(arguments: CustodyEngine.Kind.allCases)
     func aWrongOrMissingCredentialExits4NamingTheEngine(kind: CustodyEngine.Kind) async throws {
-        let node = try Node(kind)
+        let node = try await Node(kind)
         for environment in [
             node.engine.wrongCredential, node.engine.wrongCredential.filter { $0.key == "SOFTHSM2_CONF" },
         ] {
-            let result = try node.cli(["keys", "rewrap"], environment: environment)
+            let result = try await node.cli(["keys", "rewrap"], environment: environment)
             #expect(result.status == 4, "\(result.stderr)")
             #expect(result.stderr.contains(kind.rawValue))
             #expect(!result.stderr.contains("000000") && !result.stderr.contains("notAValidToken"))
@@ -137,8 +137,8 @@ import Glibc
 
     @Test(arguments: CustodyEngine.Kind.allCases)
     func aTamperedOrMovedBlobExits4(kind: CustodyEngine.Kind) async throws {
-        let node = try Node(kind)
-        #expect(try node.cli(["keys", "rotate"]).status == 0)
+        let node = try await Node(kind)
+        await #expect(try node.cli(["keys", "rotate"]).status == 0)
         let original = try SecretScan.lines(node.keyringPath)
 
         // One character of version 2's wrapped secret changed.
@@ -149,7 +149,7 @@ import Glibc
         fields[4] = Data(blob).base64EncodedString()
         tampered[tampered.count - 1] = fields.joined(separator: " ")
         try SecretScan.write(tampered, to: node.keyringPath)
-        let altered = try node.cli(["keys", "rewrap"])
+        let altered = try await node.cli(["keys", "rewrap"])
         #expect(altered.status == 4, "\(altered.stderr)")
         #expect(altered.stderr.contains(kind.rawValue))
         node.expectNoCredential(altered)
@@ -162,17 +162,17 @@ import Glibc
         swapped[swapped.count - 2] = first.joined(separator: " ")
         swapped[swapped.count - 1] = second.joined(separator: " ")
         try SecretScan.write(swapped, to: node.keyringPath)
-        let moved = try node.cli(["keys", "rewrap"])
+        let moved = try await node.cli(["keys", "rewrap"])
         #expect(moved.status == 4, "\(moved.stderr)")
         #expect(moved.stderr.contains("wrapped") || moved.stderr.contains("altered"))
 
         try SecretScan.write(original, to: node.keyringPath)
-        #expect(try node.cli(["keys", "rewrap"]).status == 0)
+        await #expect(try node.cli(["keys", "rewrap"]).status == 0)
     }
 
     @Test(arguments: CustodyEngine.Kind.allCases)
     func aCopiedKeyringOpensNothingWithoutTheEngine(kind: CustodyEngine.Kind) async throws {
-        let node = try Node(kind)
+        let node = try await Node(kind)
         let escrow = try node.escrow(try await node.load())
         _ = try await escrow.capture(try Self.profile(3))
 
@@ -194,20 +194,20 @@ import Glibc
 
     @Test(arguments: CustodyEngine.Kind.allCases)
     func wrapAndUnwrapMoveAPlainKeyringThroughASymlink(kind: CustodyEngine.Kind) async throws {
-        let node = try Node(kind, initialize: false)
+        let node = try await Node(kind, initialize: false)
         let real = node.directory.path + "/secrets/keyring.real"
         try FileManager.default.createDirectory(
             atPath: node.directory.path + "/secrets",
             withIntermediateDirectories: true
         )
-        let initialized = try ProfileEscrowCLI.run(["keys", "init", "--keyring", real], in: node.directory.path)
+        let initialized = try await ProfileEscrowCLI.run(["keys", "init", "--keyring", real], in: node.directory.path)
         #expect(initialized.status == 0, "\(initialized.stderr)")
         try FileManager.default.createSymbolicLink(atPath: node.keyringPath, withDestinationPath: real)
         let plainSecrets = try SecretScan.masterSecrets(inPlainFile: real)
         let escrow = try node.escrow(try Keyring.load(path: node.keyringPath))
         _ = try await escrow.capture(try Self.profile(4))
 
-        let wrapped = try node.cli(["keys", "custody", "wrap"] + node.engine.arguments)
+        let wrapped = try await node.cli(["keys", "custody", "wrap"] + node.engine.arguments)
         #expect(wrapped.status == 0, "\(wrapped.stderr)")
         node.expectNoCredential(wrapped)
         let attributes = try FileManager.default.attributesOfItem(atPath: node.keyringPath)
@@ -223,7 +223,7 @@ import Glibc
         let events = try await escrow.store.auditEvents(after: 0, limit: 100).map(\.draft.type)
         #expect(events.contains(.keysCustodyChanged))
 
-        let back = try node.cli(["keys", "custody", "unwrap"])
+        let back = try await node.cli(["keys", "custody", "unwrap"])
         #expect(back.status == 0, "\(back.stderr)")
         #expect(try SecretScan.lines(real)[0] == "profile-escrow-keyring 1")
         #expect(try SecretScan.masterSecrets(inPlainFile: real) == plainSecrets)
@@ -233,7 +233,7 @@ import Glibc
     @Test
     func aRunningNodeKeepsItsKeysWhenTransitGoesAway() async throws {
         let openBao = try PrivateOpenBao()
-        let node = try Node(.transit, openBao: openBao)
+        let node = try await Node(.transit, openBao: openBao)
         let escrow = try node.escrow(try await node.load())
         let reloader = KeyringReloader(
             escrow: escrow,
@@ -256,7 +256,7 @@ import Glibc
             _ = try await escrow.capture(try Self.profile(6))
             #expect(try await escrow.replay(userIdentifier: Self.profile(6).userIdentifier).profile == Self.profile(6))
             // A starting process exits 4, naming the engine.
-            let starting = try node.cli(["keys", "rewrap"])
+            let starting = try await node.cli(["keys", "rewrap"])
             #expect(starting.status == 4)
             #expect(starting.stderr.contains("transit") && starting.stderr.contains("unreachable"))
         } catch {
@@ -277,7 +277,7 @@ import Glibc
     @Test
     func serveReportsTheEngineOutageInReadyz() async throws {
         let openBao = try PrivateOpenBao()
-        let node = try Node(.transit, openBao: openBao)
+        let node = try await Node(.transit, openBao: openBao)
         let port = Self.freePort()
         let processes = ProfileEscrowProcesses(directory: node.directory.path, environment: node.engine.environment)
         defer { processes.killAll() }
@@ -289,23 +289,23 @@ import Glibc
             ]
         )
         let readyz = "http://127.0.0.1:\(port)/readyz"
-        try await Self.eventually("serve is ready") { try Self.get(readyz, in: node.directory.path).status == 200 }
+        try await Self.eventually("serve is ready") { try await Self.get(readyz, in: node.directory.path).status == 200 }
 
         try openBao.halt()
         do {
             kill(serve.processIdentifier, SIGHUP)
             try await Self.eventually("readyz reports the outage") {
-                let answer = try Self.get(readyz, in: node.directory.path)
+                let answer = try await Self.get(readyz, in: node.directory.path)
                 return answer.status == 503 && answer.body.contains("custody_unavailable")
             }
             // Nothing about the engine for an unauthenticated caller: no address, key name or error text.
-            let answer = try Self.get(readyz, in: node.directory.path)
+            let answer = try await Self.get(readyz, in: node.directory.path)
             let address = try #require(openBao.variables["PROFILE_ESCROW_TEST_BAO_ADDR"])
             for told in ["transit", address.replacingOccurrences(of: "http://", with: ""), "unreachable"] {
                 #expect(!answer.body.contains(told), "/readyz tells \(told)")
             }
             #expect(!answer.body.contains(node.engine.credential))
-            let metrics = try Self.get("http://127.0.0.1:\(port)/metrics", in: node.directory.path)
+            let metrics = try await Self.get("http://127.0.0.1:\(port)/metrics", in: node.directory.path)
             #expect(metrics.body.contains("profile_escrow_custody_up 0"))
             #expect(serve.isRunning)
         } catch {
@@ -314,7 +314,7 @@ import Glibc
         }
         try openBao.resume()
         // Tried again every 2 s while failing: ready again without a signal.
-        try await Self.eventually("readyz recovers") { try Self.get(readyz, in: node.directory.path).status == 200 }
+        try await Self.eventually("readyz recovers") { try await Self.get(readyz, in: node.directory.path).status == 200 }
         processes.stopAll()
         let log = processes.logs.map { ProfileEscrowCLI.text(atPath: $0) }.joined()
         #expect(log.contains("custody engine did not unwrap"))
@@ -338,8 +338,8 @@ import Glibc
     }
 
     /// `GET url` with curl: the status and the body.
-    static func get(_ url: String, in directory: String) throws -> (status: Int, body: String) {
-        let result = try ProfileEscrowCLI.run(
+    static func get(_ url: String, in directory: String) async throws -> (status: Int, body: String) {
+        let result = try await ProfileEscrowCLI.run(
             ["-s", "-m", "5", "-w", "\n%{http_code}", url],
             executable: "/usr/bin/curl",
             in: directory
@@ -356,14 +356,14 @@ import Glibc
 
     /// After a Transit key rotation, `keys custody rewrap` moves every wrapped secret to the newest key version.
     @Test func aTransitRotationThenCustodyRewrap() async throws {
-        let node = try Node(.transit)
-        #expect(try node.cli(["keys", "rotate"]).status == 0)
+        let node = try await Node(.transit)
+        await #expect(try node.cli(["keys", "rotate"]).status == 0)
         try CustodyEngine.openBaoRoot(
             "POST",
             "transit/keys/\(try CustodyEngine.variable("PROFILE_ESCROW_TEST_BAO_KEY"))/rotate"
         )
         let before = try Self.transitVersions(node.keyringPath)
-        let rewrapped = try node.cli(["keys", "custody", "rewrap"])
+        let rewrapped = try await node.cli(["keys", "custody", "rewrap"])
         #expect(rewrapped.status == 0, "\(rewrapped.stderr)")
         let after = try Self.transitVersions(node.keyringPath)
         #expect(after.count == 2)

@@ -28,8 +28,8 @@ import Glibc
     static func user(_ number: Int) -> String { "000000.custodyoutage\(String(format: "%020d", number)).0001" }
 
     /// Runs the CLI on the node with standard input.
-    static func run(_ node: Node, _ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
-        try ProfileEscrowCLI.run(
+    static func run(_ node: Node, _ arguments: [String], stdin: String = "") async throws -> ProfileEscrowCLI.Result {
+        try await ProfileEscrowCLI.run(
             arguments + ["--keyring", node.keyringPath, "--database", node.databasePath],
             stdin: stdin,
             environment: node.engine.environment,
@@ -38,8 +38,8 @@ import Glibc
     }
 
     /// `POST url` with curl: the status.
-    static func post(_ url: String, token: String, body: String, in directory: String) throws -> Int {
-        let result = try ProfileEscrowCLI.run(
+    static func post(_ url: String, token: String, body: String, in directory: String) async throws -> Int {
+        let result = try await ProfileEscrowCLI.run(
             [
                 "-s", "-o", "/dev/null", "-m", "10", "-w", "%{http_code}", "-X", "POST", "-H",
                 "Authorization: Bearer \(token)", "-H", "Content-Type: application/json", "--data-binary", body, url,
@@ -51,8 +51,8 @@ import Glibc
     }
 
     /// `custody` of `GET /v1/admin/overview`, with a `read` token.
-    static func overviewCustody(_ base: String, token: String, in directory: String) throws -> [String: Any]? {
-        let result = try ProfileEscrowCLI.run(
+    static func overviewCustody(_ base: String, token: String, in directory: String) async throws -> [String: Any]? {
+        let result = try await ProfileEscrowCLI.run(
             ["-s", "-m", "10", "-H", "Authorization: Bearer \(token)", base + "/v1/admin/overview"],
             executable: "/usr/bin/curl",
             in: directory
@@ -66,16 +66,16 @@ import Glibc
     /// and its worker delivers every escrow captured meanwhile.
     @Test func captureAndServeWorkWithTheEngineStoppedAndDeliverWhenItIsBack() async throws {
         let openBao = try PrivateOpenBao()
-        let node = try Node(.transit, openBao: openBao)
+        let node = try await Node(.transit, openBao: openBao)
         let address = try #require(openBao.variables["PROFILE_ESCROW_TEST_BAO_ADDR"])
         let keyName = try #require(openBao.variables["PROFILE_ESCROW_TEST_BAO_KEY"])
-        let added = try node.cli(["tokens", "add", "outage", "--scope", "capture"])
+        let added = try await node.cli(["tokens", "add", "outage", "--scope", "capture"])
         try #require(added.status == 0, "tokens add: \(added.stderr)")
         let token = String(try #require(added.stdout.split(separator: "\n").last))
-        let reader = try node.cli(["tokens", "add", "outage-read", "--scope", "read"])
+        let reader = try await node.cli(["tokens", "add", "outage-read", "--scope", "read"])
         try #require(reader.status == 0, "tokens add: \(reader.stderr)")
         let readToken = String(try #require(reader.stdout.split(separator: "\n").last))
-        let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: node.directory.path).stdout
+        let secret = try await ProfileEscrowCLI.run(["webhook-secret"], in: node.directory.path).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         try #require(secret.hasPrefix("whsec_"))
         let backend = try await FakeBackend.start(secret: secret)
@@ -84,9 +84,9 @@ import Glibc
         var resumed = false
         defer { if !resumed { try? openBao.resume() } }
         // A command that opens escrows needs the engine: it is really down.
-        #expect(try node.cli(["keys", "rewrap"]).status == 4)
+        await #expect(try node.cli(["keys", "rewrap"]).status == 4)
         // The CLI's capture needs only the public keys.
-        let captured = try Self.run(node, ["capture"], stdin: Self.body(1))
+        let captured = try await Self.run(node, ["capture"], stdin: Self.body(1))
         #expect(captured.status == 0, "capture with the engine stopped: \(captured.stderr)")
         node.expectNoCredential(captured)
 
@@ -106,7 +106,7 @@ import Glibc
         let base = "http://127.0.0.1:\(port)"
         try await CustodyEngineTests.eventually("serve answers /healthz") {
             guard serve.isRunning else { return true }
-            return try CustodyEngineTests.get(base + "/healthz", in: node.directory.path).status == 200
+            return try await CustodyEngineTests.get(base + "/healthz", in: node.directory.path).status == 200
         }
         try #require(
             serve.isRunning,
@@ -114,7 +114,7 @@ import Glibc
         )
 
         // Not ready for opening, and a stranger learns nothing about the engine.
-        let ready = try CustodyEngineTests.get(base + "/readyz", in: node.directory.path)
+        let ready = try await CustodyEngineTests.get(base + "/readyz", in: node.directory.path)
         #expect(ready.status == 503)
         #expect(ready.body.contains("custody_unavailable"))
         let hostAndPort = address.replacingOccurrences(of: "http://", with: "")
@@ -124,16 +124,16 @@ import Glibc
         ] {
             #expect(!ready.body.contains(secretOrLocation), "/readyz tells a stranger \(secretOrLocation)")
         }
-        let metrics = try CustodyEngineTests.get(base + "/metrics", in: node.directory.path)
+        let metrics = try await CustodyEngineTests.get(base + "/metrics", in: node.directory.path)
         #expect(metrics.body.contains("profile_escrow_custody_up 0"))
         // An operator with a `read` token sees where the engine is and why it failed.
-        let down = try Self.overviewCustody(base, token: readToken, in: node.directory.path)
+        let down = try await Self.overviewCustody(base, token: readToken, in: node.directory.path)
         #expect(down?["up"] as? Bool == false && down?["keysUnavailable"] as? Bool == true)
         #expect((down?["message"] as? String)?.contains(hostAndPort) == true)
 
         // It captures over HTTP, and claims nothing it cannot open.
         for number in 2...3 {
-            let status = try Self.post(
+            let status = try await Self.post(
                 base + "/v1/escrows",
                 token: token,
                 body: Self.body(number),
@@ -155,9 +155,9 @@ import Glibc
         try openBao.resume()
         resumed = true
         try await EscrowTestSupport.eventually("/readyz once OpenBao is back", within: 90, every: .milliseconds(250)) {
-            try CustodyEngineTests.get(base + "/readyz", in: node.directory.path).status == 200
+            try await CustodyEngineTests.get(base + "/readyz", in: node.directory.path).status == 200
         }
-        #expect(try Self.overviewCustody(base, token: readToken, in: node.directory.path)?["up"] as? Bool == true)
+        #expect(try await Self.overviewCustody(base, token: readToken, in: node.directory.path)?["up"] as? Bool == true)
         try await EscrowTestSupport.eventually("the three escrows delivered", within: 30, every: .milliseconds(250)) {
             Set(backend.requests.compactMap(\.escrowID)).count == 3
         }
@@ -180,11 +180,11 @@ import Glibc
     /// (`keys rewrap`) still needs the engine.
     @Test func operatorCommandsThatOpenNothingNeedNoEngine() async throws {
         let openBao = try PrivateOpenBao()
-        let node = try Node(.transit, openBao: openBao)
+        let node = try await Node(.transit, openBao: openBao)
         try openBao.halt()
         defer { try? openBao.resume() }
         for number in 1...3 {
-            let captured = try Self.run(node, ["capture"], stdin: Self.body(number))
+            let captured = try await Self.run(node, ["capture"], stdin: Self.body(number))
             #expect(captured.status == 0, "capture: \(captured.stderr)")
         }
         let commands: [[String]] = [
@@ -192,20 +192,20 @@ import Glibc
             ["requeue", "--all-dead"], ["sweep"], ["list"],
         ]
         for command in commands {
-            let result = try Self.run(node, command)
+            let result = try await Self.run(node, command)
             #expect(result.status == 0, "\(command[0]) with the engine stopped: \(result.stderr)")
             node.expectNoCredential(result)
         }
-        #expect(try Self.run(node, ["status", Self.user(1)]).status == 3, "confirmed: purged")
-        #expect(try Self.run(node, ["status", Self.user(3)]).status == 0, "the third is still held")
-        #expect(try Self.run(node, ["keys", "rewrap"]).status == 4, "a command that opens escrows needs the engine")
+        #expect(try await Self.run(node, ["status", Self.user(1)]).status == 3, "confirmed: purged")
+        #expect(try await Self.run(node, ["status", Self.user(3)]).status == 0, "the third is still held")
+        #expect(try await Self.run(node, ["keys", "rewrap"]).status == 4, "a command that opens escrows needs the engine")
     }
 
     /// The unwrap in the background: while the engine refuses (no token yet) the reloader tries again 2 s after a
     /// failure, then 4, then 8 (on the escrow's clock, not every interval), and the node captures and opens nothing;
     /// once the token is there the next try unwraps the keys and escrows open; the service ends at graceful shutdown.
     @Test func theUnwrapIsRetriedWithABackoffOnTheEscrowsClock() async throws {
-        let node = try Node(.transit)
+        let node = try await Node(.transit)
         let tokenFile = node.directory.path + "/bao-token"
         let environment = ["PROFILE_ESCROW_TRANSIT_TOKEN_FILE": tokenFile]
         let loaded = try await KeyringCustody.loadForService(path: node.keyringPath, environment: environment)
@@ -287,8 +287,8 @@ import Glibc
         }
 
         // The option.
-        let node = try Node(.transit, initialize: false)
-        let option = try node.cli([
+        let node = try await Node(.transit, initialize: false)
+        let option = try await node.cli([
             "keys", "init", "--custody", "transit", "--transit-address", "http://192.0.2.7:8200", "--transit-key", "k",
         ])
         #expect(option.status == 2)
@@ -297,7 +297,7 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: node.keyringPath))
 
         // A keyring file that records such an address: refused at load, by capture too (which needs no engine).
-        let made = try node.cli(["keys", "init"] + node.engine.arguments)
+        let made = try await node.cli(["keys", "init"] + node.engine.arguments)
         try #require(made.status == 0, "keys init: \(made.stderr)")
         var lines = try SecretScan.lines(node.keyringPath)
         let custodyLine = try #require(lines.firstIndex { $0.hasPrefix("custody transit ") })
@@ -308,7 +308,7 @@ import Glibc
         let error = #expect(throws: CryptoError.self) { _ = try Keyring.load(path: node.keyringPath) }
         #expect(error?.code == .keyringMalformed && error?.message.contains("plain http://") == true)
         for command in [["capture"], ["keys", "show"], ["keys", "rewrap"]] {
-            let result = try Self.run(node, command, stdin: Self.body(9))
+            let result = try await Self.run(node, command, stdin: Self.body(9))
             #expect(result.status == 4, "\(command): \(result.stderr)")
             #expect(result.stderr.contains("192.0.2.7") && result.stderr.contains("https://"))
             node.expectNoCredential(result)

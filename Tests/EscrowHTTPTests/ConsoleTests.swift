@@ -294,7 +294,7 @@ struct ConsoleTests {
         let harness = try await HTTPHarness()
         try await harness.app().test(.router) { client async throws in
             let ids = try await AdminRoutesTests.capture(1, harness, client)
-            try MalformedRowHTTPTests.tamper(harness, user: 1, "key_version = 4294967297")
+            try await MalformedRowHTTPTests.tamper(harness, user: 1, "key_version = 4294967297")
             let (browser, _) = try await Self.signIn("all", harness, client)
             let page = try await client.execute(
                 uri: "/console/escrows/\(ids[0])",

@@ -154,8 +154,8 @@ struct DeliveryControlTests {
         let harness = try await HTTPHarness()
         let folder = harness.directory.path
         try harness.keyring.write(path: folder + "/keyring", overwrite: false)
-        func run(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(
+        func run(_ arguments: [String]) async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(
                 ["deliveries"] + arguments,
                 environment: [
                     "PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_KEYRING": folder + "/keyring",
@@ -163,17 +163,17 @@ struct DeliveryControlTests {
                 in: folder
             )
         }
-        let paused = try run(["pause", "--reason", "incident 42"])
+        let paused = try await run(["pause", "--reason", "incident 42"])
         #expect(paused.status == 0, "\(paused.stderr)")
         #expect(paused.stdout.contains("deliveries paused"))
-        #expect(try run(["pause", "--reason", "incident 42"]).stdout.contains("already paused"))
-        let status = try run(["status"])
+        await #expect(try run(["pause", "--reason", "incident 42"]).stdout.contains("already paused"))
+        let status = try await run(["status"])
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains("deliveries: paused"))
         #expect(status.stdout.contains("by: cli"))
         #expect(status.stdout.contains("reason: incident 42"))
-        #expect(try run(["pause"]).status == 2, "a reason is required")
-        #expect(try run(["pause", "--reason", "  "]).status == 2, "a blank reason is refused")
+        await #expect(try run(["pause"]).status == 2, "a reason is required")
+        await #expect(try run(["pause", "--reason", "  "]).status == 2, "a blank reason is refused")
 
         try await harness.app().test(.live) { client async throws in
             let state = try await client.execute(
@@ -184,9 +184,9 @@ struct DeliveryControlTests {
             #expect(state.json["paused"] as? Bool == true, "the server reads what the CLI wrote")
             #expect(state.json["pausedBy"] as? String == "cli")
         }
-        let resumed = try run(["resume", "--reason", "incident 42 closed"])
+        let resumed = try await run(["resume", "--reason", "incident 42 closed"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(try run(["status"]).stdout.contains("deliveries: running"))
+        await #expect(try run(["status"]).stdout.contains("deliveries: running"))
         let switches = try await harness.auditEvents().map(\.draft).filter {
             $0.type == .deliveriesPaused || $0.type == .deliveriesResumed
         }

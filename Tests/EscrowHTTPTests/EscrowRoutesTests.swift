@@ -195,7 +195,7 @@ struct EscrowRoutesTests {
                 harness.databasePath,
             ]
             try python.run()
-            python.waitUntilExit()
+            await python.exited()
             #expect(python.terminationStatus == 0)
 
             let path = "/v1/escrows/\(Fake.userIdentifier(9))"

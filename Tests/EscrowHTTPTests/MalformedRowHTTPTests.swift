@@ -31,7 +31,7 @@ struct MalformedRowHTTPTests {
 
     /// Changes `user`'s row in the database file from another process (Python's sqlite3), as an attacker or a careless
     /// operator would; exactly one row must change.
-    static func tamper(_ harness: HTTPHarness, user: Int, _ assignment: String) throws {
+    static func tamper(_ harness: HTTPHarness, user: Int, _ assignment: String) async throws {
         let index = harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(user)).hex
         let python = ChildProcess()
         let output = Pipe()
@@ -45,7 +45,7 @@ struct MalformedRowHTTPTests {
         ]
         python.standardOutput = output
         try python.run()
-        python.waitUntilExit()
+        await python.exited()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(python.terminationStatus == 0 && printed.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
@@ -66,8 +66,8 @@ struct MalformedRowHTTPTests {
                 try ProfileParser.parse(Array(Fake.body(user).readableBytesView)).profile
             )
         }
-        try Self.tamper(harness, user: 1, mutation.first)
-        try Self.tamper(harness, user: 2, mutation.second)
+        try await Self.tamper(harness, user: 1, mutation.first)
+        try await Self.tamper(harness, user: 2, mutation.second)
         let index: @Sendable (Int) -> BlindIndex = { user in
             harness.keyring.blindIndex(userIdentifier: Fake.userIdentifier(user))
         }
@@ -128,7 +128,7 @@ struct MalformedRowHTTPTests {
         let receipt = try await harness.escrow.capture(
             try ProfileParser.parse(Array(Fake.body(1).readableBytesView)).profile
         )
-        try Self.tamper(harness, user: 1, mutation.first)
+        try await Self.tamper(harness, user: 1, mutation.first)
         #expect(try await harness.store.malformedRow(id: receipt.escrowID)?.isQuarantined == false, "\(mutation.name)")
         try await harness.app().test(.router) { client async throws in
             func call(_ method: HTTPRequest.Method, _ suffix: String = "") async throws -> TestResponse {

@@ -32,8 +32,9 @@ struct SignInLockedStoreTests {
             _ = flock(descriptor, LOCK_UN)
             close(descriptor)
             #expect(down.status == .serviceUnavailable)
-            // About 3 s (the default bound); far below the 30 s a capture waits, with room for a loaded machine.
-            #expect(waited >= .seconds(2) && waited < .seconds(15), "answered after \(waited)")
+            // About 3 s (the default bound), not the 30 s a capture waits; room for a loaded machine, where other
+            // tests of this process can hold up this one's task for seconds.
+            #expect(waited >= .seconds(2) && waited < .seconds(25), "answered after \(waited)")
             #expect(try await flow.captures() == 0, "nothing captured while the lock was held")
 
             // The browser posts the page's form again (as its script does): now it completes, captured once.

@@ -50,8 +50,8 @@ struct TLSTests {
     func servedAndReloaded() async throws {
         var harness = try await HTTPHarness()
         let directory = harness.fixture.directory.path
-        try TestCertificates.make(directory, ca: "ca1")
-        try TestCertificates.make(directory, ca: "ca2")
+        try await TestCertificates.make(directory, ca: "ca1")
+        try await TestCertificates.make(directory, ca: "ca2")
         let certificate = directory + "/tls.pem"
         let key = directory + "/tls.key"
         try FileManager.default.copyItem(atPath: directory + "/ca1-server.pem", toPath: certificate)
@@ -81,8 +81,8 @@ struct TLSTests {
     func mutualTLS() async throws {
         var harness = try await HTTPHarness()
         let directory = harness.fixture.directory.path
-        try TestCertificates.make(directory, ca: "ca1")
-        try TestCertificates.make(directory, ca: "other")
+        try await TestCertificates.make(directory, ca: "ca1")
+        try await TestCertificates.make(directory, ca: "other")
         harness.dependencies.tls = try TLSCertificateFiles(
             certificatePath: directory + "/ca1-server.pem",
             keyPath: directory + "/ca1-server.key"
@@ -97,12 +97,12 @@ struct TLSTests {
     }
 
     @Test("a key that is not the certificate's, or a file that is not PEM, is refused naming the file")
-    func refusedAtLoad() throws {
+    func refusedAtLoad() async throws {
         let directory = NSTemporaryDirectory() + "tls-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try TestCertificates.make(directory, ca: "ca1")
-        try TestCertificates.make(directory, ca: "ca2")
+        try await TestCertificates.make(directory, ca: "ca1")
+        try await TestCertificates.make(directory, ca: "ca2")
         #expect(throws: TLSCertificateFiles.LoadError.self) {
             try TLSCertificateFiles(
                 certificatePath: directory + "/ca1-server.pem",

@@ -111,8 +111,8 @@ struct TestDeliveryTests {
         let harness = try await HTTPHarness()
         let folder = harness.directory.path
         try harness.keyring.write(path: folder + "/keyring", overwrite: false)
-        func run() throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(
+        func run() async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(
                 ["replay", "--test"],
                 environment: [
                     "PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_KEYRING": folder + "/keyring",
@@ -122,20 +122,20 @@ struct TestDeliveryTests {
             )
         }
         backend.respond { _, _ in .status(204) }
-        let answered = try run()
+        let answered = try await run()
         #expect(answered.status == 0, "\(answered.stderr)")
         #expect(answered.stdout.contains("test delivery: status 204"))
         #expect(answered.stdout.contains("outcome confirmed"))
 
         backend.respond { _, _ in .status(503) }
-        let failing = try run()
+        let failing = try await run()
         #expect(failing.status == 1)
         #expect(failing.stdout.contains("status 503"))
         #expect(failing.stdout.contains("outcome retry"))
         #expect(backend.requests.allSatisfy { $0.signatureValid && $0.webhookID?.hasPrefix("test-") == true })
 
         await backend.stop()
-        let down = try run()
+        let down = try await run()
         #expect(down.status == 1)
         #expect(down.stdout.contains("no answer (connection_refused)"))
     }

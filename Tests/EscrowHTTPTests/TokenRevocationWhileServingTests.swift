@@ -19,10 +19,10 @@ struct TokenRevocationWhileServingTests {
         _ arguments: [String],
         environment: [String: String] = [:],
         in directory: String
-    ) throws
+    ) async throws
         -> ProfileEscrowCLI.Result
     {
-        try ProfileEscrowCLI.run(arguments, environment: environment, in: directory)
+        try await ProfileEscrowCLI.run(arguments, environment: environment, in: directory)
     }
 
     @Test("tokens add and revoke succeed beside the writer; the running app accepts, then refuses, the token")
@@ -34,11 +34,11 @@ struct TokenRevocationWhileServingTests {
         try harness.keyring.write(path: keyring, overwrite: false)
 
         // A command that writes the escrow database runs beside the writer too.
-        let sweep = try Self.run(["sweep", "--database", harness.databasePath, "--keyring", keyring], in: directory)
+        let sweep = try await Self.run(["sweep", "--database", harness.databasePath, "--keyring", keyring], in: directory)
         #expect(sweep.status == 0, "\(sweep.stderr)")
 
         // `--tokens` explicitly.
-        let add = try Self.run(
+        let add = try await Self.run(
             [
                 "tokens", "add", "leaky", "--scope", "read", "--database", harness.databasePath, "--tokens",
                 harness.tokensPath,
@@ -50,7 +50,7 @@ struct TokenRevocationWhileServingTests {
         #expect(token.hasPrefix(AccessTokens.prefix))
 
         // The default: tokens.sqlite beside the database.
-        let list = try Self.run(["tokens", "list", "--database", harness.databasePath], in: directory)
+        let list = try await Self.run(["tokens", "list", "--database", harness.databasePath], in: directory)
         #expect(list.status == 0, "\(list.stderr)")
         #expect(list.stdout.contains("leaky") && list.stdout.contains("active"))
         #expect(!list.stdout.contains(token))
@@ -63,7 +63,7 @@ struct TokenRevocationWhileServingTests {
             #expect(accepted.status == .notFound)
 
             // The environment variable names the token file too.
-            let revoke = try Self.run(
+            let revoke = try await Self.run(
                 ["tokens", "revoke", "leaky"],
                 environment: [
                     "PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_TOKENS": harness.tokensPath,
@@ -82,19 +82,19 @@ struct TokenRevocationWhileServingTests {
             #expect(other.status == .notFound)
         }
 
-        let again = try Self.run(
+        let again = try await Self.run(
             ["tokens", "revoke", "leaky", "--database", harness.databasePath],
             in: directory
         )
         #expect(again.status == 3, "nothing active to revoke any more")
-        let after = try Self.run(["tokens", "list", "--database", harness.databasePath], in: directory)
+        let after = try await Self.run(["tokens", "list", "--database", harness.databasePath], in: directory)
         #expect(after.stdout.contains("leaky") && after.stdout.contains("revoked"))
     }
 
     @Test("--tokens may not name the database file")
     func tokensIsNotTheDatabase() async throws {
         let harness = try await HTTPHarness()
-        let result = try Self.run(
+        let result = try await Self.run(
             ["tokens", "list", "--database", harness.databasePath, "--tokens", harness.databasePath],
             in: harness.directory.path
         )

@@ -19,40 +19,40 @@ struct AuditArchivePostgresTests {
             let environment = [
                 "PROFILE_ESCROW_DATABASE": database.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             ]
-            func cli(_ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
-                try ProfileEscrowCLI.run(arguments, stdin: stdin, environment: environment, in: directory.path)
+            func cli(_ arguments: [String], stdin: String = "") async throws -> ProfileEscrowCLI.Result {
+                try await ProfileEscrowCLI.run(arguments, stdin: stdin, environment: environment, in: directory.path)
             }
             let later = Timestamp.seconds(Date().addingTimeInterval(3600))
-            #expect(try cli(["keys", "init"]).status == 0)
+            #expect(try await cli(["keys", "init"]).status == 0)
             for number in 0..<6 {
-                let capture = try cli(["capture"], stdin: Self.body(number))
+                let capture = try await cli(["capture"], stdin: Self.body(number))
                 #expect(capture.status == 0, "\(capture.stderr)")
             }
-            for number in 0..<4 { #expect(try cli(["confirm", Self.user(number)]).status == 0) }
+            for number in 0..<4 { #expect(try await cli(["confirm", Self.user(number)]).status == 0) }
             let segment1 = directory.path + "/audit-1.jsonl"
-            let first = try cli(["audit", "archive", "--before", later, "--out", segment1])
+            let first = try await cli(["audit", "archive", "--before", later, "--out", segment1])
             #expect(first.status == 0, "\(first.stderr)")
             #expect(first.stdout.contains("archived 4 events (sequences 1-4)"), "users 0-3's captures: \(first.stdout)")
-            for number in 4..<6 { #expect(try cli(["confirm", Self.user(number)]).status == 0) }
+            for number in 4..<6 { #expect(try await cli(["confirm", Self.user(number)]).status == 0) }
             let segment2 = directory.path + "/audit-2.jsonl"
-            let second = try cli(["audit", "archive", "--before", later, "--out", segment2, "--redact-prefixes"])
+            let second = try await cli(["audit", "archive", "--before", later, "--out", segment2, "--redact-prefixes"])
             #expect(
                 second.status == 0 && second.stdout.contains("stopped by: the end of the chain"),
                 "\(second.stdout)"
             )
 
-            let whole = try cli(["audit", "verify", segment1, segment2, "--database", database.url])
+            let whole = try await cli(["audit", "verify", segment1, segment2, "--database", database.url])
             #expect(whole.status == 0, "\(whole.stdout)\(whole.stderr)")
             #expect(whole.stdout.contains("chain into the store's checkpoint"), "\(whole.stdout)")
-            let dropped = try cli(["audit", "verify", segment2, "--database", database.url])
+            let dropped = try await cli(["audit", "verify", segment2, "--database", database.url])
             #expect(
                 dropped.status == 1 && dropped.stdout.contains("in none of the segments given"),
                 "\(dropped.stdout)"
             )
 
-            let uncovered = try cli(["purge-report", "--since", "30d", "--verify"])
+            let uncovered = try await cli(["purge-report", "--since", "30d", "--verify"])
             #expect(uncovered.status == 0 && uncovered.stdout.contains("NOT COVERED"), "\(uncovered.stdout)")
-            let report = try cli([
+            let report = try await cli([
                 "purge-report", "--since", "30d", "--verify", "--format", "json", "--archive", segment1, segment2,
             ])
             #expect(report.status == 0, "\(report.stdout)\(report.stderr)")

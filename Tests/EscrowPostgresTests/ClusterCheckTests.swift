@@ -25,16 +25,16 @@ struct ClusterCheckTests {
         let server = try OwnServer.start()
         defer { server.stop() }
         let directory = TemporaryDirectory()
-        let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: directory.path).stdout
+        let secret = try await ProfileEscrowCLI.run(["webhook-secret"], in: directory.path).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let environment = [
             "PROFILE_ESCROW_DATABASE": server.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             "PROFILE_ESCROW_WEBHOOK_SECRET": secret,
         ]
-        func cli(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(arguments, environment: environment, in: directory.path)
+        func cli(_ arguments: [String]) async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(arguments, environment: environment, in: directory.path)
         }
-        let token = try ProfileEscrowCLI.setUpCaptureNode(
+        let token = try await ProfileEscrowCLI.setUpCaptureNode(
             token: "cluster.pgtest",
             environment: environment,
             in: directory.path
@@ -175,7 +175,7 @@ struct ClusterCheckTests {
         #expect(failed > 0, "the backend's chaos failed some deliveries")
         await store.close()
 
-        let report = try cli(["purge-report", "--verify"])
+        let report = try await cli(["purge-report", "--verify"])
         #expect(report.status == 0, "purge-report --verify: \(report.stdout.suffix(400)) \(report.stderr)")
 
         // No fake personal data in any log, or in the server's files (tables, WAL).

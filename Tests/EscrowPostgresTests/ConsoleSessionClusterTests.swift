@@ -70,8 +70,8 @@ struct ConsoleSessionClusterTests {
                 "PROFILE_ESCROW_DATABASE": database.url,
                 "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             ]
-            _ = try ProfileEscrowCLI.setUpCaptureNode(token: "capture", environment: environment, in: directory.path)
-            let added = try ProfileEscrowCLI.run(
+            _ = try await ProfileEscrowCLI.setUpCaptureNode(token: "capture", environment: environment, in: directory.path)
+            let added = try await ProfileEscrowCLI.run(
                 ["tokens", "add", "operator", "--scope", "read", "operate"],
                 environment: environment,
                 in: directory.path
@@ -122,7 +122,7 @@ struct ConsoleSessionClusterTests {
             let again = try await processes.startHealthyCaptureNode("one-again", client: client)
             #expect(try await Self.request(client, .GET, port: again, "/console/", jar: jar).status == 200)
 
-            let revoked = try ProfileEscrowCLI.run(
+            let revoked = try await ProfileEscrowCLI.run(
                 ["tokens", "revoke", "operator"],
                 environment: environment,
                 in: directory.path

@@ -39,12 +39,12 @@ struct FailoverTests {
             "PROFILE_ESCROW_BACKEND_URL": backend.url,
             "PROFILE_ESCROW_STORE_TIMEOUT": "3",
         ]
-        let token = try ProfileEscrowCLI.setUpCaptureNode(
+        let token = try await ProfileEscrowCLI.setUpCaptureNode(
             token: "failover",
             environment: environment,
             in: directory.path
         )
-        let added = try ProfileEscrowCLI.run(
+        let added = try await ProfileEscrowCLI.run(
             ["tokens", "add", "failover.ops", "--scope", "erase"],
             environment: environment,
             in: directory.path

@@ -16,19 +16,19 @@ struct KeyCycleTests {
             let environment = [
                 "PROFILE_ESCROW_DATABASE": database.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             ]
-            func cli(_ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
-                try ProfileEscrowCLI.run(arguments, stdin: stdin, environment: environment, in: directory.path)
+            func cli(_ arguments: [String], stdin: String = "") async throws -> ProfileEscrowCLI.Result {
+                try await ProfileEscrowCLI.run(arguments, stdin: stdin, environment: environment, in: directory.path)
             }
-            #expect(try cli(["keys", "init"]).status == 0)
+            #expect(try await cli(["keys", "init"]).status == 0)
             // An old copy of the keyring, as a backup or a capture node that missed the rotation would hold it.
             let oldKeyring = directory.path + "/keyring.old"
             try FileManager.default.copyItem(atPath: directory.path + "/keyring", toPath: oldKeyring)
             for number in 0..<3 {
-                let captured = try cli(["capture"], stdin: ServeKillTests.body(number))
+                let captured = try await cli(["capture"], stdin: ServeKillTests.body(number))
                 #expect(captured.status == 0, "\(captured.stderr)")
             }
 
-            let cycle = try cli(["keys", "cycle", "--grace", "0s"])
+            let cycle = try await cli(["keys", "cycle", "--grace", "0s"])
             #expect(cycle.status == 0, "\(cycle.stderr)")
             #expect(cycle.stdout.contains("active version 2; rewrapped 3, 0 failed; retired v1"), "\(cycle.stdout)")
             let versions = try await database.rows("SELECT DISTINCT key_version FROM escrow")
@@ -38,13 +38,13 @@ struct KeyCycleTests {
 
             // Every escrow still opens with the cycled keyring (its blind index is unchanged).
             for number in 0..<3 {
-                let status = try cli(["status", "000000.pgtest\(String(format: "%020d", number)).0002"])
+                let status = try await cli(["status", "000000.pgtest\(String(format: "%020d", number)).0002"])
                 #expect(status.status == 0, "\(status.stderr)")
             }
             // A capture sealed with the old keyring (version 1) is refused by the store, from any node.
             var old = environment
             old["PROFILE_ESCROW_KEYRING"] = oldKeyring
-            let refused = try ProfileEscrowCLI.run(
+            let refused = try await ProfileEscrowCLI.run(
                 ["capture"],
                 stdin: ServeKillTests.body(10),
                 environment: old,
@@ -52,7 +52,7 @@ struct KeyCycleTests {
             )
             #expect(refused.status == 4 && refused.stderr.contains("retired"), "\(refused.status) \(refused.stderr)")
 
-            let report = try cli(["purge-report", "--verify"])
+            let report = try await cli(["purge-report", "--verify"])
             #expect(report.status == 0, "\(report.stdout)\(report.stderr)")
         }
     }

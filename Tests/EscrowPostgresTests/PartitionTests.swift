@@ -40,7 +40,7 @@ struct PartitionTests {
                 "PROFILE_ESCROW_STORE_TIMEOUT": "\(Self.bound)",
                 "PROFILE_ESCROW_WEBHOOK_SECRET": "whsec_" + Data(repeating: 7, count: 32).base64EncodedString(),
             ]
-            let token = try ProfileEscrowCLI.setUpCaptureNode(
+            let token = try await ProfileEscrowCLI.setUpCaptureNode(
                 token: "partition.pgtest",
                 environment: environment,
                 in: directory.path

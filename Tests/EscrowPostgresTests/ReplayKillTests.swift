@@ -17,19 +17,19 @@ struct ReplayKillTests {
     @Test func anotherWorkerRedeliversAfterTheLease() async throws {
         try await TestDatabase.with { database in
             let directory = TemporaryDirectory()
-            let secret = try ProfileEscrowCLI.run(["webhook-secret"], in: directory.path).stdout
+            let secret = try await ProfileEscrowCLI.run(["webhook-secret"], in: directory.path).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             let environment = [
                 "PROFILE_ESCROW_DATABASE": database.url,
                 "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
                 "PROFILE_ESCROW_WEBHOOK_SECRET": secret,
             ]
-            let initialized = try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: directory.path)
+            let initialized = try await ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: directory.path)
             #expect(initialized.status == 0, "\(initialized.stderr)")
             let count = 4
             var ids: [String] = []
             for number in 0..<count {
-                let captured = try ProfileEscrowCLI.run(
+                let captured = try await ProfileEscrowCLI.run(
                     ["capture"],
                     stdin: ServeKillTests.body(number),
                     environment: environment,
@@ -100,7 +100,7 @@ struct ReplayKillTests {
             await store.close()
             await backend.stop()
 
-            let report = try ProfileEscrowCLI.run(
+            let report = try await ProfileEscrowCLI.run(
                 ["purge-report", "--verify"],
                 environment: environment,
                 in: directory.path

@@ -30,7 +30,7 @@ struct RestartUnderLoadTests {
         let environment = [
             "PROFILE_ESCROW_DATABASE": server.url, "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
         ]
-        let token = try ProfileEscrowCLI.setUpCaptureNode(
+        let token = try await ProfileEscrowCLI.setUpCaptureNode(
             token: "restart.pgtest",
             environment: environment,
             in: directory.path

@@ -24,7 +24,7 @@ struct ServeKillTests {
                 "PROFILE_ESCROW_DATABASE": database.url,
                 "PROFILE_ESCROW_KEYRING": directory.path + "/keyring",
             ]
-            let token = try ProfileEscrowCLI.setUpCaptureNode(
+            let token = try await ProfileEscrowCLI.setUpCaptureNode(
                 token: "fault.pgtest",
                 environment: environment,
                 in: directory.path
@@ -79,7 +79,7 @@ struct ServeKillTests {
                 }
                 return try await group.reduce(into: [String]()) { $0.append(contentsOf: $1) }
             }
-            serve.waitUntilExit()
+            await serve.exited()
             try await client.shutdown()
             #expect(serve.terminationReason == .uncaughtSignal, "serve was killed, not stopped")
             #expect(acknowledged.count >= 200, "\(acknowledged.count) acknowledged")

@@ -55,7 +55,7 @@ struct SQLiteTokenStoreTests {
         try await store.addToken(Self.record("second", [.capture], hash: 8))
         let second = [UInt8](repeating: 8, count: 32)
         #expect(try await store.token(hash: second)?.isRevoked == false)
-        try Self.python(
+        try await Self.python(
             path,
             "c.execute('UPDATE access_token SET revoked_at = 1700000300000 WHERE name = ?', ('second',))"
         )
@@ -63,7 +63,7 @@ struct SQLiteTokenStoreTests {
 
         // Someone else's WAL mode, in which writes leave the change counter alone: nothing is kept, so the kept
         // revoked record is not what the next lookup answers.
-        try Self.python(
+        try await Self.python(
             path,
             "c.execute('PRAGMA journal_mode=WAL'); "
                 + "c.execute('UPDATE access_token SET revoked_at = NULL WHERE name = ?', ('second',))"
@@ -73,7 +73,7 @@ struct SQLiteTokenStoreTests {
     }
 
     /// Runs `statements` on the file at `path` in a python3 process (SQLite's own library, another process).
-    static func python(_ path: String, _ statements: String) throws {
+    static func python(_ path: String, _ statements: String) async throws {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
@@ -83,7 +83,7 @@ struct SQLiteTokenStoreTests {
             path,
         ]
         try process.run()
-        process.waitUntilExit()
+        await process.exited()
         guard process.terminationStatus == 0 else {
             throw EscrowStoreError(.failed, "python3 sqlite3 exited \(process.terminationStatus)")
         }
@@ -196,7 +196,7 @@ struct SQLiteTokenStoreTests {
         #expect(try await store.token(hash: [UInt8](repeating: 1, count: 32))?.name == "registration")
         try await store.addToken(Self.record("ci", hash: 2))
         #expect(Date().timeIntervalSince(started) > 0.3, "the exclusive lock was held: the calls waited")
-        holder.wait()
+        await holder.wait()
         #expect(try await store.tokens().count == 2)
     }
 
@@ -209,7 +209,7 @@ struct SQLiteTokenStoreTests {
         }
         #expect(error?.code == .failed)
         #expect(error.map { !$0.description.contains("secret-name-canary") } == true)
-        holder.wait()
+        await holder.wait()
         #expect(try await store.tokens().isEmpty)
     }
 
@@ -255,7 +255,7 @@ struct LockHolder {
         }
     }
 
-    func wait() {
-        process.waitUntilExit()
+    func wait() async {
+        await process.exited()
     }
 }

@@ -19,15 +19,15 @@ public struct FaultShim: Sendable {
 
     /// Builds the shim into `scratch` and watches `directory` (absolute), keeping the disk's view in
     /// `<scratch>/shadow`.
-    public init(directory: String, scratch: String) throws {
+    public init(directory: String, scratch: String) async throws {
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("scripts/faults/faultshim.c").path
         library = scratch + "/faultshim.so"
         tool = scratch + "/faulttool"
         self.directory = directory
         shadow = scratch + "/shadow"
-        try Self.compile(["-O1", "-shared", "-fPIC", "-o", library, source, "-ldl"])
-        try Self.compile(["-O1", "-DFAULT_TOOL", "-o", tool, source])
+        try await Self.compile(["-O1", "-shared", "-fPIC", "-o", library, source, "-ldl"])
+        try await Self.compile(["-O1", "-DFAULT_TOOL", "-o", tool, source])
     }
 
     /// Debian's `cc` (`gcc`, installed by scripts/setup.sh --tests), else the Swift toolchain's `clang`.
@@ -37,8 +37,8 @@ public struct FaultShim: Sendable {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/cc"
     }
 
-    private static func compile(_ arguments: [String]) throws {
-        let result = try ProfileEscrowCLI.run(arguments, executable: compiler, in: "/")
+    private static func compile(_ arguments: [String]) async throws {
+        let result = try await ProfileEscrowCLI.run(arguments, executable: compiler, in: "/")
         guard result.status == 0 else { throw BuildFailed(description: "cc \(arguments): \(result.stderr)") }
     }
 
@@ -52,13 +52,13 @@ public struct FaultShim: Sendable {
     }
 
     /// The disk made equal to the folder as it is now (everything on it synced); the sync count starts again.
-    public func snapshot() throws {
+    public func snapshot() async throws {
         try? FileManager.default.removeItem(atPath: shadow)
-        try run("snapshot")
+        try await run("snapshot")
     }
 
     /// The power cut: the folder made equal to what the disk holds.
-    public func restore() throws { try run("restore") }
+    public func restore() async throws { try await run("restore") }
 
     /// The syncs since the last ``snapshot()``, all processes together.
     public var syncCount: Int {
@@ -68,8 +68,8 @@ public struct FaultShim: Sendable {
     /// Whether the power went off.
     public var isCut: Bool { FileManager.default.fileExists(atPath: shadow + "/cut") }
 
-    private func run(_ command: String) throws {
-        let result = try ProfileEscrowCLI.run([command, directory, shadow], executable: tool, in: "/")
+    private func run(_ command: String) async throws {
+        let result = try await ProfileEscrowCLI.run([command, directory, shadow], executable: tool, in: "/")
         guard result.status == 0 else { throw BuildFailed(description: "faulttool \(command): \(result.stderr)") }
     }
 }

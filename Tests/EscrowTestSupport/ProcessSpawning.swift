@@ -50,9 +50,16 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// Waits for the child to exit (polling every 5 ms, as `Process` polls its run loop).
+    /// Waits for the child to exit (polling every 5 ms, as `Process` polls its run loop), blocking the thread: for
+    /// synchronous code only. An async test awaits ``exited()``: a blocked thread is one of the few of Swift's
+    /// cooperative pool, and a long child on each stalls every other test of the process meanwhile.
     public func waitUntilExit() {
         while isRunning { usleep(5_000) }
+    }
+
+    /// Waits for the child to exit (polling every 5 ms) without holding a thread.
+    public func exited() async {
+        while isRunning { try? await Task.sleep(for: .milliseconds(5)) }
     }
 
     /// The exit code, or the signal that ended the child.

@@ -28,7 +28,7 @@ public enum ProfileEscrowCLI {
         environment: [String: String] = [:],
         executable: String? = nil,
         in directory: String
-    ) throws -> Result {
+    ) async throws -> Result {
         let process = ChildProcess()
         process.executableURL = executable.map { URL(fileURLWithPath: $0) } ?? binary
         process.arguments = arguments
@@ -58,7 +58,7 @@ public enum ProfileEscrowCLI {
         process.standardOutput = output
         process.standardError = error
         try process.run()
-        process.waitUntilExit()
+        await process.exited()
         return Result(
             status: process.terminationStatus,
             stdout: String(decoding: contents(atPath: paths[1]), as: UTF8.self),
@@ -72,10 +72,10 @@ public enum ProfileEscrowCLI {
         token name: String,
         environment: [String: String],
         in directory: String
-    ) throws -> String {
-        let initialized = try run(["keys", "init"], environment: environment, in: directory)
+    ) async throws -> String {
+        let initialized = try await run(["keys", "init"], environment: environment, in: directory)
         guard initialized.status == 0 else { throw SetUpFailed(description: "keys init: \(initialized.stderr)") }
-        let added = try run(["tokens", "add", name, "--scope", "capture"], environment: environment, in: directory)
+        let added = try await run(["tokens", "add", name, "--scope", "capture"], environment: environment, in: directory)
         guard added.status == 0, let token = added.stdout.split(separator: "\n").last else {
             throw SetUpFailed(description: "tokens add: \(added.stderr)")
         }

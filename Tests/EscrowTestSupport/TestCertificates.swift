@@ -14,13 +14,13 @@ public enum TestCertificates {
         _ directory: String,
         ca: String,
         serverNames: String = "IP:127.0.0.1,DNS:localhost"
-    ) throws {
-        func openssl(_ arguments: [String]) throws {
-            let result = try ProfileEscrowCLI.run(arguments, executable: "/usr/bin/openssl", in: directory)
+    ) async throws {
+        func openssl(_ arguments: [String]) async throws {
+            let result = try await ProfileEscrowCLI.run(arguments, executable: "/usr/bin/openssl", in: directory)
             guard result.status == 0 else { throw Failure(description: result.stderr) }
         }
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-        try openssl(
+        try await openssl(
             ["req", "-x509"] + ec + ["-keyout", "\(ca).key", "-out", "\(ca).pem", "-days", "1", "-subj", "/CN=\(ca)"]
         )
         try "subjectAltName=\(serverNames)\nextendedKeyUsage=serverAuth\n".write(
@@ -34,10 +34,10 @@ public enum TestCertificates {
             encoding: .utf8
         )
         for name in ["server", "client"] {
-            try openssl(
+            try await openssl(
                 ["req"] + ec + ["-keyout", "\(ca)-\(name).key", "-out", "\(ca)-\(name).csr", "-subj", "/CN=\(name)"]
             )
-            try openssl([
+            try await openssl([
                 "x509", "-req", "-in", "\(ca)-\(name).csr", "-CA", "\(ca).pem", "-CAkey", "\(ca).key",
                 "-CAcreateserial",
                 "-out", "\(ca)-\(name).pem", "-days", "1", "-extfile", "\(ca)-\(name).ext",

@@ -55,7 +55,7 @@ struct NativeSignInClientTests {
 
     @Test("an answer lost on the way back: the retry is given the same ticket, and the escrow captured once")
     func lostAnswer() async throws {
-        let escrow = try NativeSignInEscrow()
+        let escrow = try await NativeSignInEscrow()
         try await escrow.up()
         let lossy = try AnswerDroppingProxy(to: escrow.proxy.port)
         defer { lossy.stop() }
@@ -178,7 +178,7 @@ struct NativeSignInClientTests {
         timeout: Duration = .seconds(10),
         environment: [String: String] = [:]
     ) async throws -> (NativeSignInEscrow, TestApp) {
-        let escrow = try NativeSignInEscrow(environment: environment)
+        let escrow = try await NativeSignInEscrow(environment: environment)
         try await escrow.up()
         return (
             escrow,

@@ -20,7 +20,7 @@ final class NativeSignInEscrow: Sendable {
     var escrowURL: URL { URL(string: "http://127.0.0.1:\(proxy.port)")! }
 
     /// `environment` adds to (or overrides) the `serve` options of native sign-in.
-    init(environment extra: [String: String] = [:]) throws {
+    init(environment extra: [String: String] = [:]) async throws {
         let path = directory.path
         let jwks = path + "/apple-jwks.json"
         try TestAppleSigner.shared.jwks.write(to: URL(fileURLWithPath: jwks))
@@ -33,8 +33,8 @@ final class NativeSignInEscrow: Sendable {
             "PROFILE_ESCROW_APPLE_AUTHORIZE_URL": "https://apple.example.invalid/auth/authorize",
         ].merging(extra) { $1 }
         processes = ProfileEscrowProcesses(directory: path, environment: environment)
-        let initialized = try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: path)
-        let added = try ProfileEscrowCLI.run(
+        let initialized = try await ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: path)
+        let added = try await ProfileEscrowCLI.run(
             ["tokens", "add", "app-backend", "--scope", "signin", "read"],
             environment: environment,
             in: path

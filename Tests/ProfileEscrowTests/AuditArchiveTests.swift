@@ -23,8 +23,8 @@ struct AuditArchiveTests {
 
     var folder: String { harness.directory.path }
 
-    func cli(_ arguments: [String], database: String? = nil) throws -> ProfileEscrowCLI.Result {
-        try ProfileEscrowCLI.run(
+    func cli(_ arguments: [String], database: String? = nil) async throws -> ProfileEscrowCLI.Result {
+        try await ProfileEscrowCLI.run(
             arguments,
             environment: ["PROFILE_ESCROW_DATABASE": database ?? harness.databasePath],
             in: folder
@@ -32,8 +32,8 @@ struct AuditArchiveTests {
     }
 
     /// Without a store: `audit verify` on the segments alone.
-    func verifyAlone(_ segments: [String]) throws -> ProfileEscrowCLI.Result {
-        try ProfileEscrowCLI.run(["audit", "verify"] + segments, in: folder)
+    func verifyAlone(_ segments: [String]) async throws -> ProfileEscrowCLI.Result {
+        try await ProfileEscrowCLI.run(["audit", "verify"] + segments, in: folder)
     }
 
     var later: String { Timestamp.seconds(Date().addingTimeInterval(3600)) }
@@ -59,8 +59,8 @@ struct AuditArchiveTests {
         return copy
     }
 
-    func reportJSON(_ arguments: [String]) throws -> [String: Any] {
-        let result = try cli(["purge-report", "--format", "json"] + arguments)
+    func reportJSON(_ arguments: [String]) async throws -> [String: Any] {
+        let result = try await cli(["purge-report", "--format", "json"] + arguments)
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
@@ -71,25 +71,25 @@ struct AuditArchiveTests {
         try await capture(0..<10)
         try await confirm(0..<10)
         try await capture(10..<15)
-        let before = try reportJSON([])
+        let before = try await reportJSON([])
         #expect(before["captured"] as? Int == 15)
 
         let segment1 = folder + "/audit-1.jsonl"
-        let first = try cli(["audit", "archive", "--before", later, "--out", segment1])
+        let first = try await cli(["audit", "archive", "--before", later, "--out", segment1])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("archived 20 events (sequences 1-20)"), "\(first.stdout)")
         #expect(first.stdout.contains("escrow still in the store"), "stopped by user 10, live")
         // Nothing more can go while user 10 is live: no file.
-        let nothing = try cli(["audit", "archive", "--before", later, "--out", folder + "/none.jsonl"])
+        let nothing = try await cli(["audit", "archive", "--before", later, "--out", folder + "/none.jsonl"])
         #expect(nothing.status == 0 && nothing.stdout.contains("nothing to archive"), "\(nothing.stdout)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/none.jsonl"))
         // A segment is never overwritten.
-        #expect(try cli(["audit", "archive", "--before", later, "--out", segment1]).status == 2)
+        #expect(try await cli(["audit", "archive", "--before", later, "--out", segment1]).status == 2)
 
         try await confirm(10..<15)
         try await capture(15..<18)
         let segment2 = folder + "/audit-2.jsonl"
-        let second = try cli([
+        let second = try await cli([
             "audit", "archive", "--before", later, "--out", segment2, "--redact-prefixes", "--chunk", "4",
         ])
         #expect(second.status == 0, "\(second.stderr)")
@@ -103,15 +103,15 @@ struct AuditArchiveTests {
         }
 
         // Whole history: segments alone, then chained into the store's checkpoint and the store's chain.
-        let alone = try verifyAlone([segment1, segment2])
+        let alone = try await verifyAlone([segment1, segment2])
         #expect(alone.status == 0, "\(alone.stdout)\(alone.stderr)")
-        let whole = try cli(["audit", "verify", segment1, segment2, "--database", harness.databasePath])
+        let whole = try await cli(["audit", "verify", segment1, segment2, "--database", harness.databasePath])
         #expect(whole.status == 0, "\(whole.stdout)\(whole.stderr)")
         #expect(whole.stdout.contains("chain into the store's checkpoint"), "\(whole.stdout)")
         #expect(whole.stdout.contains("store chain: verified"), "\(whole.stdout)")
 
         // A compressed segment, verified through a pipe (read once).
-        let piped = try ProfileEscrowCLI.run(
+        let piped = try await ProfileEscrowCLI.run(
             [
                 "-c", "gzip -c \"$1\" > \"$1.gz\" && \"$0\" audit verify <(gzip -dc \"$1.gz\")",
                 ProfileEscrowCLI.binary.path, segment1,
@@ -124,20 +124,20 @@ struct AuditArchiveTests {
             "\(piped.stdout)\(piped.stderr)"
         )
         // Reordered segments, a dropped first or last segment.
-        let reordered = try verifyAlone([segment2, segment1])
+        let reordered = try await verifyAlone([segment2, segment1])
         #expect(
             reordered.status == 1 && reordered.stdout.contains("audit-2.jsonl: given out of order"),
             "\(reordered.stdout)"
         )
-        let droppedFirst = try cli(["audit", "verify", segment2, "--database", harness.databasePath])
+        let droppedFirst = try await cli(["audit", "verify", segment2, "--database", harness.databasePath])
         #expect(droppedFirst.status == 1, "\(droppedFirst.stdout)")
         #expect(
             droppedFirst.stdout.contains("archived sequences 1-20, which are in none of the segments given"),
             "\(droppedFirst.stdout)"
         )
-        let droppedLast = try cli(["audit", "verify", segment1, "--database", harness.databasePath])
+        let droppedLast = try await cli(["audit", "verify", segment1, "--database", harness.databasePath])
         #expect(droppedLast.status == 1 && droppedLast.stdout.contains("are missing"), "\(droppedLast.stdout)")
-        let twice = try verifyAlone([segment1, segment1])
+        let twice = try await verifyAlone([segment1, segment1])
         #expect(twice.status == 0 && twice.stdout.contains("repeats sequences 1-20"), "\(twice.stdout)")
 
         // Damage inside a segment: each named by file, line and sequence.
@@ -148,7 +148,7 @@ struct AuditArchiveTests {
                 with: "\"detail\":\"expired\""
             )
         }
-        let alteredResult = try verifyAlone([altered, segment2])
+        let alteredResult = try await verifyAlone([altered, segment2])
         #expect(alteredResult.status == 1)
         #expect(
             alteredResult.stdout.contains(
@@ -157,7 +157,7 @@ struct AuditArchiveTests {
             "\(alteredResult.stdout)"
         )
         let dropped = try tampered(segment1, "dropped.jsonl") { $0.remove(at: 5) }
-        let droppedResult = try verifyAlone([dropped])
+        let droppedResult = try await verifyAlone([dropped])
         #expect(droppedResult.status == 1)
         #expect(
             droppedResult.stdout.contains(
@@ -166,41 +166,41 @@ struct AuditArchiveTests {
             "\(droppedResult.stdout)"
         )
         let swapped = try tampered(segment1, "swapped.jsonl") { $0.swapAt(3, 4) }
-        let swappedResult = try verifyAlone([swapped])
+        let swappedResult = try await verifyAlone([swapped])
         #expect(swappedResult.status == 1)
         #expect(swappedResult.stdout.contains("swapped.jsonl: line 4 (sequence 4)"), "\(swappedResult.stdout)")
         let truncated = try tampered(segment1, "truncated.jsonl") { $0.removeLast(4) }
-        #expect(try verifyAlone([truncated]).stdout.contains("no trailer after line"))
+        await #expect(try verifyAlone([truncated]).stdout.contains("no trailer after line"))
         let header = try tampered(segment1, "header.jsonl") {
             $0[0] = $0[0].replacingOccurrences(of: "\"prefixes\":\"kept\"", with: "\"prefixes\":\"redacted\"")
         }
-        #expect(try verifyAlone([header]).stdout.contains("the file hash does not match"))
-        #expect(try verifyAlone(["/nonexistent/segment.jsonl"]).status == 2)
+        await #expect(try verifyAlone([header]).stdout.contains("the file hash does not match"))
+        await #expect(try verifyAlone(["/nonexistent/segment.jsonl"]).status == 2)
 
         // The store's chain starts at the checkpoint; the report says so.
-        let verified = try reportJSON(["--verify"])
+        let verified = try await reportJSON(["--verify"])
         let chain = try #require(verified["chain"] as? [String: Any])
         #expect(chain["verified"] as? Bool == true)
         #expect((chain["fromSequence"] as? Int ?? 0) > 21)
         // A period reaching before the checkpoint: named as not covered without segments, counted with them.
-        let text = try cli(["purge-report", "--since", "30d"])
+        let text = try await cli(["purge-report", "--since", "30d"])
         #expect(text.stdout.contains("NOT COVERED"), "\(text.stdout)")
-        let uncovered = try #require(try reportJSON(["--since", "30d"])["archive"] as? [String: Any])
+        let uncovered = try await #require(try reportJSON(["--since", "30d"])["archive"] as? [String: Any])
         #expect(uncovered["uncoveredFromSequence"] as? Int == 1)
-        let covered = try reportJSON(["--since", "30d", "--verify", "--archive", segment1, segment2])
+        let covered = try await reportJSON(["--since", "30d", "--verify", "--archive", segment1, segment2])
         #expect(covered["captured"] as? Int == 18)
         #expect((covered["purged"] as? [String: Int])?["confirmed"] == 15)
         #expect((covered["archive"] as? [String: Any])?["uncoveredFromSequence"] is NSNull)
         #expect((covered["chain"] as? [String: Any])?["verified"] as? Bool == true)
         // A period of the first cut needs only its segment; without the second, its period is named, not a problem.
-        let firstOnly = try cli(["purge-report", "--since", "30d", "--verify", "--archive", segment1])
+        let firstOnly = try await cli(["purge-report", "--since", "30d", "--verify", "--archive", segment1])
         #expect(firstOnly.status == 0 && firstOnly.stdout.contains("NOT COVERED"), "\(firstOnly.stdout)")
-        let broken = try cli(["purge-report", "--verify", "--archive", altered, segment2])
+        let broken = try await cli(["purge-report", "--verify", "--archive", altered, segment2])
         #expect(broken.status == 1 && broken.stdout.contains("its content does not match"), "\(broken.stdout)")
-        let brokenCount = try cli(["purge-report", "--archive", altered, segment2])
+        let brokenCount = try await cli(["purge-report", "--archive", altered, segment2])
         #expect(brokenCount.status == 1 && brokenCount.stdout.contains("SEGMENT PROBLEM"), "\(brokenCount.stdout)")
         // A period after the checkpoint needs no segment.
-        let recent = try reportJSON(["--since", Timestamp.seconds(Date().addingTimeInterval(1800))])
+        let recent = try await reportJSON(["--since", Timestamp.seconds(Date().addingTimeInterval(1800))])
         #expect((recent["archive"] as? [String: Any])?["uncoveredFromSequence"] is NSNull)
     }
 
@@ -271,16 +271,16 @@ struct AuditArchiveTests {
         }
         try await harness.tamper("UPDATE audit_head SET hash = ? WHERE singleton = 1", [Data(previous)])
         try await confirm(0..<3)
-        #expect(try cli(["purge-report", "--verify"]).status == 0, "v1 then v2 events verify")
+        #expect(try await cli(["purge-report", "--verify"]).status == 0, "v1 then v2 events verify")
         let segment = folder + "/audit-1.jsonl"
-        let archived = try cli(["audit", "archive", "--before", later, "--out", segment, "--redact-prefixes"])
+        let archived = try await cli(["audit", "archive", "--before", later, "--out", segment, "--redact-prefixes"])
         #expect(archived.status == 0, "\(archived.stderr)")
         #expect(archived.stdout.contains("3 events predate the v2 encoding"), "\(archived.stdout)")
         let lines = self.lines(segment)
         #expect(lines[1].contains("\"enc\":1") && lines[1].contains("\"prefix\":\""))
         // Events appended now are of the current encoding (3 since operator reasons), which commits to the prefix too.
         #expect(lines[4].contains("\"enc\":3") && lines[4].contains("\"prefix_commitment\":\""))
-        let verified = try cli(["audit", "verify", segment, "--database", harness.databasePath])
+        let verified = try await cli(["audit", "verify", segment, "--database", harness.databasePath])
         #expect(verified.status == 0, "\(verified.stdout)")
     }
 
@@ -294,18 +294,18 @@ struct AuditArchiveTests {
             try $0.execute(sql: "VACUUM INTO ?", arguments: [backup])
         }
         let segment = folder + "/audit-1.jsonl"
-        #expect(try cli(["audit", "archive", "--before", later, "--out", segment]).status == 0)
-        let restored = try cli(["audit", "verify", segment, "--database", backup], database: backup)
+        #expect(try await cli(["audit", "archive", "--before", later, "--out", segment]).status == 0)
+        let restored = try await cli(["audit", "verify", segment, "--database", backup], database: backup)
         #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
         #expect(restored.stdout.contains("restored from a backup"), "\(restored.stdout)")
-        let report = try cli(["purge-report", "--verify"], database: backup)
+        let report = try await cli(["purge-report", "--verify"], database: backup)
         #expect(report.status == 0, "\(report.stdout)")
         // Cutting the restored store again repeats the segment's events, identical: verified, counted once.
         let again = folder + "/audit-again.jsonl"
-        #expect(try cli(["audit", "archive", "--before", later, "--out", again], database: backup).status == 0)
-        let both = try cli(["audit", "verify", segment, again, "--database", backup], database: backup)
+        #expect(try await cli(["audit", "archive", "--before", later, "--out", again], database: backup).status == 0)
+        let both = try await cli(["audit", "verify", segment, again, "--database", backup], database: backup)
         #expect(both.status == 0 && both.stdout.contains("identical"), "\(both.stdout)")
-        let counted = try cli(
+        let counted = try await cli(
             ["purge-report", "--since", "30d", "--format", "json", "--archive", segment, again],
             database: backup
         )
@@ -319,11 +319,11 @@ struct AuditArchiveTests {
     @Test func archivingWhileServeAndItsWorkerRun() async throws {
         let keyring = folder + "/keyring"
         let base = ["PROFILE_ESCROW_DATABASE": harness.databasePath, "PROFILE_ESCROW_KEYRING": keyring]
-        func run(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(arguments, environment: base, in: folder)
+        func run(_ arguments: [String]) async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(arguments, environment: base, in: folder)
         }
-        #expect(try run(["keys", "init"]).status == 0)
-        let token = try run(["tokens", "add", "load", "--scope", "capture"])
+        #expect(try await run(["keys", "init"]).status == 0)
+        let token = try await run(["tokens", "add", "load", "--scope", "capture"])
         let bearer = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let secret = WebhookSecret.generateText()
         let stub = try await FakeBackend.start(secret: secret)
@@ -389,7 +389,7 @@ struct AuditArchiveTests {
                         acknowledged.withLockedValue { $0.count } >= target
                     }
                     let path = self.folder + "/segment-\(cut).jsonl"
-                    let result = try run(["audit", "archive", "--before", "0s", "--out", path])
+                    let result = try await run(["audit", "archive", "--before", "0s", "--out", path])
                     if result.status != 0 {
                         failures.withLockedValue { $0.append("archive exited \(result.status): \(result.stderr)") }
                     }

@@ -320,7 +320,7 @@ struct BackendClientTests {
 
     @Test("over TLS the backend's certificate is verified, for a name or an address, whatever the caller set")
     func tls() async throws {
-        let directory = try Self.certificates()
+        let directory = try await Self.certificates()
         let path = directory.path
         func serving(_ ca: String) async throws -> WireHTTPServer { try await Self.serving(ca, in: path) }
         func trusting(_ ca: String, verification: CertificateVerification = .fullVerification) -> TLSConfiguration {
@@ -365,11 +365,11 @@ struct BackendClientTests {
 
     /// A temporary directory with certificates from three CAs (``TestCertificates``): `trusted` and `stranger`, whose
     /// servers are 127.0.0.1 and `localhost`, and `named`, whose server is only `backend.invalid`.
-    static func certificates() throws -> TemporaryDirectory {
+    static func certificates() async throws -> TemporaryDirectory {
         let directory = TemporaryDirectory()
-        try TestCertificates.make(directory.path, ca: "trusted")
-        try TestCertificates.make(directory.path, ca: "stranger")
-        try TestCertificates.make(directory.path, ca: "named", serverNames: "DNS:backend.invalid")
+        try await TestCertificates.make(directory.path, ca: "trusted")
+        try await TestCertificates.make(directory.path, ca: "stranger")
+        try await TestCertificates.make(directory.path, ca: "named", serverNames: "DNS:backend.invalid")
         return directory
     }
 
@@ -400,7 +400,7 @@ struct BackendClientTests {
 
     @Test("a backend that asks for a client certificate gets the configured one")
     func mutualTLS() async throws {
-        let directory = try Self.certificates()
+        let directory = try await Self.certificates()
         let path = directory.path
         let server = try await Self.serving("trusted", in: path, clientCA: "trusted")
         let url = "https://127.0.0.1:\(server.port)/register"

@@ -15,9 +15,9 @@ struct CLITests {
     var database: String { directory.path + "/escrow.sqlite" }
     var keyring: String { directory.path + "/keyring" }
 
-    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) throws -> Result {
+    func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) async throws -> Result {
         let base = ["PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring]
-        return try ProfileEscrowCLI.run(
+        return try await ProfileEscrowCLI.run(
             arguments,
             stdin: stdin,
             environment: base.merging(environment) { $1 },
@@ -35,9 +35,9 @@ struct CLITests {
 
     static func user(_ number: Int) -> String { "000000.canaryuid\(String(format: "%023d", number)).0001" }
 
-    @Test func captureConfirmReportEndToEnd() throws {
-        #expect(try run(["keys", "init"]).status == 0)
-        let capture = try run(["capture"], stdin: Self.body(1))
+    @Test func captureConfirmReportEndToEnd() async throws {
+        #expect(try await run(["keys", "init"]).status == 0)
+        let capture = try await run(["capture"], stdin: Self.body(1))
         #expect(capture.status == 0, "\(capture.stderr)")
         #expect(EscrowID(hex: capture.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
         // umask 077: what the CLI creates is owner-only (the -wal and -shm are gone after the last close).
@@ -45,7 +45,7 @@ struct CLITests {
             let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
             #expect(mode.map { $0 & 0o077 } == 0, "\(path) is accessible by others")
         }
-        let status = try run(["status", Self.user(1), "--format", "json"])
+        let status = try await run(["status", Self.user(1), "--format", "json"])
         #expect(status.status == 0)
         #expect(status.stdout.contains("\"state\" : \"pending\""))
         // The HTTP shape: numbers as numbers, null as null, RFC 3339 times with milliseconds.
@@ -57,15 +57,15 @@ struct CLITests {
         #expect(metadata["deadCode"] is NSNull && metadata["lastStatus"] is NSNull)
         #expect((metadata["createdAt"] as? String)?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
         #expect(Set(metadata.keys).isSuperset(of: ["escrowId", "state", "nextAttemptAt", "expiresAt"]))
-        #expect(try run(["confirm", Self.user(1)]).status == 0)
-        #expect(try run(["confirm", Self.user(1)]).status == 3, "nothing held any more")
-        #expect(try run(["status", Self.user(1)]).status == 3)
-        let report = try run(["purge-report", "--verify", "--format", "json"])
+        #expect(try await run(["confirm", Self.user(1)]).status == 0)
+        #expect(try await run(["confirm", Self.user(1)]).status == 3, "nothing held any more")
+        #expect(try await run(["status", Self.user(1)]).status == 3)
+        let report = try await run(["purge-report", "--verify", "--format", "json"])
         #expect(report.status == 0, "\(report.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
         #expect((json["purged"] as? [String: Int])?["confirmed"] == 1)
         #expect((json["chain"] as? [String: Any])?["verified"] as? Bool == true)
-        let csv = try run(["purge-report", "--format", "csv"])
+        let csv = try await run(["purge-report", "--format", "csv"])
         #expect(csv.stdout.split(separator: "\n").filter { !$0.hasPrefix("# ") }.count == 2)  // header + 1 purge
         for result in [capture, status, report, csv] {
             for token in ["CANARYGIVEN", "CANARYFAMILY", "canarymail", "canaryuid"] {
@@ -74,13 +74,13 @@ struct CLITests {
         }
     }
 
-    @Test func exitCodes() throws {
+    @Test func exitCodes() async throws {
         // No keyring at an explicit path: store or keyring unavailable.
-        let missing = try run(["capture"], stdin: Self.body(1))
+        let missing = try await run(["capture"], stdin: Self.body(1))
         #expect(missing.status == 4)
         #expect(missing.stderr.contains("keyring"))
-        #expect(try run(["keys", "init"]).status == 0)
-        #expect(try run(["keys", "init"]).status != 0, "init refuses to overwrite")
+        #expect(try await run(["keys", "init"]).status == 0)
+        #expect(try await run(["keys", "init"]).status != 0, "init refuses to overwrite")
         // Bad input: exit 2, the offending value never echoed, nothing stored.
         for body in [
             "{", #"{"userIdentifier":"x"}"#, Self.body(2, email: "canarymail@@example.invalid"),
@@ -89,28 +89,28 @@ struct CLITests {
             // A code needs a verified capture, which the command line does not make.
             #"{"userIdentifier":"000000.a.1","email":"a@example.invalid","authorizationCode":"c.canarycode"}"#,
         ] {
-            let result = try run(["capture"], stdin: body)
+            let result = try await run(["capture"], stdin: body)
             #expect(result.status == 2, "\(result.stderr)")
             #expect(!result.stderr.contains("canarymail") && !result.stderr.contains("canarycode"))
         }
-        #expect(try run(["confirm", "not a valid id"]).status == 2)
-        #expect(try run(["requeue"]).status == 2)
-        #expect(try run(["purge-report", "--since", "yesterday-ish"]).status == 2)
-        #expect(try run(["no-such-command"]).status == 2)
-        #expect(try run(["erase", Self.user(5)]).status == 3)
-        let report = try run(["purge-report", "--format", "json"])
+        #expect(try await run(["confirm", "not a valid id"]).status == 2)
+        #expect(try await run(["requeue"]).status == 2)
+        #expect(try await run(["purge-report", "--since", "yesterday-ish"]).status == 2)
+        #expect(try await run(["no-such-command"]).status == 2)
+        #expect(try await run(["erase", Self.user(5)]).status == 3)
+        let report = try await run(["purge-report", "--format", "json"])
         #expect(report.stdout.contains("\"captured\" : 0"))
         // A world-readable keyring is refused.
         chmod(keyring, 0o644)
-        let loose = try run(["capture"], stdin: Self.body(1))
+        let loose = try await run(["capture"], stdin: Self.body(1))
         #expect(loose.status == 4)
         #expect(loose.stderr.contains("chmod"))
     }
 
-    @Test func purgeReportVerifyExitsOneOnABrokenChain() throws {
-        #expect(try run(["keys", "init"]).status == 0)
-        for number in 0..<3 { #expect(try run(["capture"], stdin: Self.body(number)).status == 0) }
-        #expect(try run(["purge-report", "--verify"]).status == 0)
+    @Test func purgeReportVerifyExitsOneOnABrokenChain() async throws {
+        #expect(try await run(["keys", "init"]).status == 0)
+        for number in 0..<3 { #expect(try await run(["capture"], stdin: Self.body(number)).status == 0) }
+        #expect(try await run(["purge-report", "--verify"]).status == 0)
         let sqlite = ChildProcess()
         sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         sqlite.arguments = [
@@ -119,16 +119,16 @@ struct CLITests {
                 + "c.execute(\"UPDATE audit_event SET actor='library' WHERE seq=2\"); c.commit()", database,
         ]
         try sqlite.run()
-        sqlite.waitUntilExit()
+        await sqlite.exited()
         #expect(sqlite.terminationStatus == 0)
-        let broken = try run(["purge-report", "--verify"])
+        let broken = try await run(["purge-report", "--verify"])
         #expect(broken.status == 1)
         #expect(broken.stdout.contains("BROKEN at sequence 2"))
     }
 
-    @Test func aSecondWriterProcessIsRefusedWhileReadersWork() throws {
-        #expect(try run(["keys", "init"]).status == 0)
-        #expect(try run(["capture"], stdin: Self.body(1)).status == 0)
+    @Test func aSecondWriterProcessIsRefusedWhileReadersWork() async throws {
+        #expect(try await run(["keys", "init"]).status == 0)
+        #expect(try await run(["capture"], stdin: Self.body(1)).status == 0)
         // Another process holds the store's write lock for a second, as a long write transaction would.
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -143,23 +143,23 @@ struct CLITests {
         try process.run()
         defer { process.terminate() }
         _ = ready.fileHandleForReading.availableData
-        #expect(try run(["status", Self.user(1)]).status == 0, "read-only commands do not wait")
+        #expect(try await run(["status", Self.user(1)]).status == 0, "read-only commands do not wait")
         let started = Date()
-        let second = try run(["capture"], stdin: Self.body(2))
+        let second = try await run(["capture"], stdin: Self.body(2))
         #expect(second.status == 0, "\(second.stderr)")
         #expect(Date().timeIntervalSince(started) > 0.3, "the capture waited for the other writer")
-        #expect(try run(["status", Self.user(2)]).status == 0, "and then stored its escrow")
-        #expect(try run(["purge-report", "--verify"]).status == 0)
+        #expect(try await run(["status", Self.user(2)]).status == 0, "and then stored its escrow")
+        #expect(try await run(["purge-report", "--verify"]).status == 0)
     }
 
     /// `purge-report` on a store in a folder this user cannot write, with no `-wal` or `-shm` beside it (a
     /// backup, a read-only mount): it opens and reads. As root (CI), the report runs as `nobody`, for whom
     /// the folder is read-only; otherwise the folder is made read-only.
-    @Test func readOnlyCommandsWorkInAReadOnlyFolder() throws {
-        #expect(try run(["keys", "init"]).status == 0)
-        #expect(try run(["capture"], stdin: Self.body(1)).status == 0)
-        #expect(try run(["confirm", Self.user(1)]).status == 0)
-        #expect(try run(["capture"], stdin: Self.body(2)).status == 0)
+    @Test func readOnlyCommandsWorkInAReadOnlyFolder() async throws {
+        #expect(try await run(["keys", "init"]).status == 0)
+        #expect(try await run(["capture"], stdin: Self.body(1)).status == 0)
+        #expect(try await run(["confirm", Self.user(1)]).status == 0)
+        #expect(try await run(["capture"], stdin: Self.body(2)).status == 0)
         let folder = directory.path + "/readonly"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         try FileManager.default.copyItem(atPath: database, toPath: folder + "/escrow.sqlite")
@@ -171,13 +171,13 @@ struct CLITests {
         let arguments = ["purge-report", "--verify", "--format", "json", "--database", folder + "/escrow.sqlite"]
         let report: Result
         if getuid() == 0 {
-            report = try ProfileEscrowCLI.run(
+            report = try await ProfileEscrowCLI.run(
                 ["-u", "nobody", "--", Self.binary.path] + arguments,
                 executable: "/usr/sbin/runuser",
                 in: "/"
             )
         } else {
-            report = try run(arguments)
+            report = try await run(arguments)
         }
         #expect(report.status == 0, "\(report.stderr)")
         #expect(report.stdout.contains("\"confirmed\" : 1") || report.stdout.contains("\"confirmed\":1"))
@@ -185,54 +185,54 @@ struct CLITests {
     }
 
     /// An operator's commands: keys cycle beside the data, inspect and list, status given an escrow id.
-    @Test func operatorCommands() throws {
-        #expect(try run(["keys", "init"]).status == 0)
+    @Test func operatorCommands() async throws {
+        #expect(try await run(["keys", "init"]).status == 0)
         var ids: [String] = []
         for number in 1...3 {
-            let capture = try run(["capture"], stdin: Self.body(number))
+            let capture = try await run(["capture"], stdin: Self.body(number))
             #expect(capture.status == 0, "\(capture.stderr)")
             ids.append(capture.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        #expect(try run(["confirm", Self.user(1)]).status == 0)
+        #expect(try await run(["confirm", Self.user(1)]).status == 0)
 
-        let cycle = try run(["keys", "cycle", "--grace", "0s"])
+        let cycle = try await run(["keys", "cycle", "--grace", "0s"])
         #expect(cycle.status == 0, "\(cycle.stderr)")
         #expect(cycle.stdout.contains("active version 2; rewrapped 2, 0 failed; retired v1"))
-        let show = try run(["keys", "show"])
+        let show = try await run(["keys", "show"])
         #expect(show.stdout.contains("v1") && show.stdout.contains("retired") && show.stdout.contains("v2"))
-        #expect(try run(["status", Self.user(2)]).status == 0, "still opens after the cycle (blind index unchanged)")
+        #expect(try await run(["status", Self.user(2)]).status == 0, "still opens after the cycle (blind index unchanged)")
 
-        let purged = try run(["inspect", ids[0], "--format", "json"])
+        let purged = try await run(["inspect", ids[0], "--format", "json"])
         #expect(purged.status == 0, "\(purged.stderr)")
         let history = try #require(try JSONSerialization.jsonObject(with: Data(purged.stdout.utf8)) as? [String: Any])
         #expect(history["status"] is NSNull)
         let types = (history["events"] as? [[String: Any]])?.compactMap { $0["type"] as? String }
         #expect(types == ["captured", "purged"])
-        let live = try run(["inspect", ids[1]])
+        let live = try await run(["inspect", ids[1]])
         #expect(live.status == 0 && live.stdout.contains("pending") && live.stdout.contains("captured"))
         for result in [purged, live] {
             for token in ["CANARYGIVEN", "CANARYFAMILY", "canarymail", "canaryuid"] {
                 #expect(!result.stdout.contains(token))
             }
         }
-        #expect(try run(["inspect", String(repeating: "0", count: 32)]).status == 3)
-        #expect(try run(["inspect", "not-an-id"]).status == 2)
+        #expect(try await run(["inspect", String(repeating: "0", count: 32)]).status == 3)
+        #expect(try await run(["inspect", "not-an-id"]).status == 2)
 
-        let asUser = try run(["status", ids[1]])
+        let asUser = try await run(["status", ids[1]])
         #expect(asUser.status == 3 && asUser.stderr.contains("inspect \(ids[1])"))
 
-        let list = try run(["list", "--state", "pending", "--format", "json"])
+        let list = try await run(["list", "--state", "pending", "--format", "json"])
         #expect(list.status == 0, "\(list.stderr)")
         let listed = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
         #expect(listed.compactMap { $0["escrowId"] as? String } == [ids[1], ids[2]], "oldest first")
-        #expect(try run(["list", "--state", "purged"]).status == 2)
+        #expect(try await run(["list", "--state", "purged"]).status == 2)
     }
 
     /// A crash report must not print memory: every command replaces Swift's runtime backtracer with its own crash
     /// handlers at start (whatever `SWIFT_BACKTRACE` it was given), so a fatal signal ends it without registers or
     /// memory on stderr.
     @Test func aCrashPrintsNoMemory() async throws {
-        #expect(try run(["keys", "init"]).status == 0)
+        #expect(try await run(["keys", "init"]).status == 0)
         let process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = ["serve", "--no-worker", "--port", "0"]
@@ -253,7 +253,7 @@ struct CLITests {
         }
         // A fatal signal in a running `serve`: the crash handler's one fixed line and 128 + signal, nothing else.
         kill(process.processIdentifier, SIGSEGV)
-        process.waitUntilExit()
+        await process.exited()
         let served = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(process.terminationReason == .exit && process.terminationStatus == 128 + SIGSEGV)
         #expect(served.contains("profile-escrow: fatal signal; exiting without a crash report"))
@@ -262,7 +262,7 @@ struct CLITests {
         }
 
         // A real crash (a trap inside the process, after the hardening): no registers, no memory, no backtrace.
-        let crash = try ProfileEscrowCLI.run(
+        let crash = try await ProfileEscrowCLI.run(
             ["status", Self.user(1)],
             environment: [
                 "PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring,

@@ -9,10 +9,10 @@ struct CrashReportTests {
         "a deliberate crash prints no registers or memory, even with the backtracer asked for",
         arguments: [("trap", Int32(128 + 4)), ("segv", Int32(128 + 11)), ("abort", Int32(128 + 6))]
     )
-    func noMemoryInCrashReport(kind: String, status: Int32) throws {
+    func noMemoryInCrashReport(kind: String, status: Int32) async throws {
         let directory = TemporaryDirectory()
         // The runtime's backtracer reads this at start: on, it would print registers and memory.
-        let result = try ProfileEscrowCLI.run(
+        let result = try await ProfileEscrowCLI.run(
             ["crash-check", kind],
             environment: ["SWIFT_BACKTRACE": "enable=yes,interactive=no"],
             in: directory.path

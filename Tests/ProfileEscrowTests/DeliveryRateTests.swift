@@ -40,10 +40,10 @@ struct DeliveryRateTests {
     @Test("serve at --delivery-rate 10: a backlog of 40 resumed reaches the backend over at least 3.5 s")
     func serveSpreadsABacklog() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
-        let token = try cli.run(["tokens", "add", "rate", "--scope", "capture", "--scope", "read"])
+        await #expect(try cli.run(["keys", "init"]).status == 0)
+        let token = try await cli.run(["tokens", "add", "rate", "--scope", "capture", "--scope", "read"])
         let bearer = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(try cli.run(["deliveries", "pause", "--reason", "backend outage"]).status == 0)
+        await #expect(try cli.run(["deliveries", "pause", "--reason", "backend outage"]).status == 0)
         let secret = WebhookSecret.generateText()
         let backend = try await FakeBackend.start(secret: secret)
         defer { Task { await backend.stop() } }
@@ -87,10 +87,10 @@ struct DeliveryRateTests {
         #expect(json?["ratePerSecond"] as? Double == Double(Self.rate), "the admin API shows the rate: \(json ?? [:])")
         #expect(json?["paused"] as? Bool == true)
         #expect(backend.requests.isEmpty, "nothing delivered while paused")
-        let shown = try cli.run(["deliveries", "status"])
+        let shown = try await cli.run(["deliveries", "status"])
         #expect(shown.stdout.contains("rate: 10 a second for the cluster"), "\(shown.stdout)")
 
-        #expect(try cli.run(["deliveries", "resume", "--reason", "backend back"]).status == 0)
+        await #expect(try cli.run(["deliveries", "resume", "--reason", "backend back"]).status == 0)
         try await eventually("40 deliveries", within: 60, every: .milliseconds(100)) {
             backend.requests.count >= Self.escrows
         }
@@ -100,8 +100,8 @@ struct DeliveryRateTests {
     @Test("two replay workers sharing one store at --delivery-rate 10 deliver 40 escrows at 10 a second together")
     func twoWorkersShareTheRate() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
-        for number in 0..<Self.escrows { #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
+        await #expect(try cli.run(["keys", "init"]).status == 0)
+        for number in 0..<Self.escrows { await #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
         let secret = WebhookSecret.generateText()
         let backend = try await FakeBackend.start(secret: secret)
         defer { Task { await backend.stop() } }
@@ -122,7 +122,7 @@ struct DeliveryRateTests {
 
     static func replay(_ cli: CLITests, _ arguments: [String], secret: String) async throws -> ProfileEscrowCLI.Result {
         try await Task.detached {
-            try cli.run(arguments, environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret])
+            try await cli.run(arguments, environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret])
         }.value
     }
 

@@ -44,14 +44,14 @@ struct DiskFaultTests {
                 "PROFILE_ESCROW_KEYRING": data + "/keyring",
                 "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
             ]
-            token = try ProfileEscrowCLI.setUpCaptureNode(token: "disk.fault", environment: environment, in: data)
+            token = try await ProfileEscrowCLI.setUpCaptureNode(token: "disk.fault", environment: environment, in: data)
             // The store's schema made before the faults start, so that they meet captures, not its migrations.
-            let opened = try ProfileEscrowCLI.run(["sweep"], environment: environment, in: data)
+            let opened = try await ProfileEscrowCLI.run(["sweep"], environment: environment, in: data)
             guard opened.status == 0 else {
                 throw ProfileEscrowCLI.SetUpFailed(description: "sweep: \(opened.stderr)")
             }
-            shim = try FaultShim(directory: data, scratch: scratch.path)
-            try shim.snapshot()
+            shim = try await FaultShim(directory: data, scratch: scratch.path)
+            try await shim.snapshot()
             port = try freePort()
             processes = ProfileEscrowProcesses(
                 directory: scratch.path,
@@ -91,7 +91,7 @@ struct DiskFaultTests {
         /// After the power cut (serve killed): the disk put in place of the folder; how many of `acknowledged` are
         /// missing from the store, and whether its audit chain verifies.
         func afterPowerCut(_ acknowledged: [String]) async throws -> (missing: Int, chainIntact: Bool) {
-            try shim.restore()
+            try await shim.restore()
             let store = try SQLiteEscrowStore(path: data + "/escrow.sqlite", logger: Logger(label: "disk-fault-test"))
             defer { try? store.close() }
             var missing = 0
@@ -232,15 +232,15 @@ struct DiskFaultTests {
             "PROFILE_ESCROW_BACKEND_URL": "http://127.0.0.1:9/register",
             "PROFILE_ESCROW_WEBHOOK_SECRET": OperatorConventionTests.secret,
         ]
-        #expect(try ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: data).status == 0)
+        #expect(try await ProfileEscrowCLI.run(["keys", "init"], environment: environment, in: data).status == 0)
         for one in 0..<5 {
             let body =
                 #"{"userIdentifier":"000000.disk\#(String(format: "%020d", one)).0002","email":"d@example.invalid"}"#
-            #expect(try ProfileEscrowCLI.run(["capture"], stdin: body, environment: environment, in: data).status == 0)
+            #expect(try await ProfileEscrowCLI.run(["capture"], stdin: body, environment: environment, in: data).status == 0)
         }
-        let shim = try FaultShim(directory: data, scratch: scratch.path)
-        try shim.snapshot()
-        let replay = try ProfileEscrowCLI.run(
+        let shim = try await FaultShim(directory: data, scratch: scratch.path)
+        try await shim.snapshot()
+        let replay = try await ProfileEscrowCLI.run(
             ["replay", "--once"],
             environment: environment.merging(shim.environment(fail: "write:escrow.sqlite:1:EIO:0")) { $1 },
             in: data

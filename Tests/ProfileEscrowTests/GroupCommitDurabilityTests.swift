@@ -20,8 +20,8 @@ import Glibc
 struct GroupCommitDurabilityTests {
     @Test func capturesAcknowledgedUnderGroupCommitSurviveSIGKILL() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
-        let added = try cli.run(["tokens", "add", "durability", "--scope", "capture"])
+        await #expect(try cli.run(["keys", "init"]).status == 0)
+        let added = try await cli.run(["tokens", "add", "durability", "--scope", "capture"])
         #expect(added.status == 0, "\(added.stderr)")
         let token = try #require(added.stdout.split(separator: "\n").last.map(String.init))
         let port = try freePort()
@@ -56,7 +56,7 @@ struct GroupCommitDurabilityTests {
             return try await group.reduce(into: [String]()) { if let id = $1 { $0.append(id) } }
         }
         kill(serve.processIdentifier, SIGKILL)
-        serve.waitUntilExit()
+        await serve.exited()
         try await client.shutdown()
         #expect(acknowledged.count == 400, "every capture was acknowledged")
 

@@ -36,7 +36,7 @@ struct KeyringDurabilityTests {
             "PROFILE_ESCROW_DATABASE": scratch.path + "/escrow.sqlite",
             "PROFILE_ESCROW_KEYRING": keys + "/keyring",
         ]
-        let token = try ProfileEscrowCLI.setUpCaptureNode(
+        let token = try await ProfileEscrowCLI.setUpCaptureNode(
             token: "keyring.durability",
             environment: environment,
             in: scratch.path
@@ -50,9 +50,9 @@ struct KeyringDurabilityTests {
         #expect(await DiskFaultTests.capture(client, port: port, token: token, number: 0).0 == .created)
 
         // The rotation, on a disk whose `failedSync`th folder sync fails with EIO.
-        let shim = try FaultShim(directory: keys, scratch: shimFolder)
-        try shim.snapshot()
-        let rotate = try ProfileEscrowCLI.run(
+        let shim = try await FaultShim(directory: keys, scratch: shimFolder)
+        try await shim.snapshot()
+        let rotate = try await ProfileEscrowCLI.run(
             ["keys", "rotate"],
             environment: environment.merging(shim.environment(fail: "fsync:/:\(failedSync):EIO")) { $1 },
             in: scratch.path
@@ -78,7 +78,7 @@ struct KeyringDurabilityTests {
 
         // The power cut: the folder holds what the disk holds.
         processes.signal("serve")
-        try shim.restore()
+        try await shim.restore()
         let kept = try Keyring.load(path: keys + "/keyring")
         // The staged file is durable when the second sync failed: the new version's secret key survives.
         #expect(kept.keys.map(\.version) == (failedSync == 1 ? [1] : [1, 2]))
@@ -91,7 +91,7 @@ struct KeyringDurabilityTests {
         }
 
         // Run again on a sound disk, it finishes the job.
-        let again = try ProfileEscrowCLI.run(["keys", "rotate"], environment: environment, in: scratch.path)
+        let again = try await ProfileEscrowCLI.run(["keys", "rotate"], environment: environment, in: scratch.path)
         #expect(again.status == 0, "keys rotate again: \(again.stderr)")
         let rotated = try Keyring.load(path: keys + "/keyring")
         #expect(rotated.activeVersion == 2 && rotated.keys.map(\.version) == [1, 2])

@@ -72,7 +72,7 @@ struct MalformedRowTests {
             ["keys", "rewrap"], ["requeue", "--all-dead"], ["status", Fake.userIdentifier(0)],
             ["inspect", ids[0].hex],
         ] {
-            let result = try ProfileEscrowCLI.run(
+            let result = try await ProfileEscrowCLI.run(
                 arguments,
                 environment: environment,
                 in: fixture.harness.directory.path

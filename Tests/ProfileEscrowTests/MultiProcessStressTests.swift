@@ -45,11 +45,11 @@ struct MultiProcessStressTests {
         let database = directory.path + "/escrow.sqlite"
         let keyring = directory.path + "/keyring"
         let base = ["PROFILE_ESCROW_DATABASE": database, "PROFILE_ESCROW_KEYRING": keyring]
-        func cli(_ arguments: [String]) throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(arguments, environment: base, in: directory.path)
+        func cli(_ arguments: [String]) async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(arguments, environment: base, in: directory.path)
         }
-        #expect(try cli(["keys", "init"]).status == 0)
-        let token = try cli(["tokens", "add", "load", "--scope", "capture", "read", "confirm", "erase"])
+        #expect(try await cli(["keys", "init"]).status == 0)
+        let token = try await cli(["tokens", "add", "load", "--scope", "capture", "read", "confirm", "erase"])
         #expect(token.status == 0, "\(token.stderr)")
         let bearer = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
@@ -148,7 +148,7 @@ struct MultiProcessStressTests {
                             (["purge-report", "--verify"], [0]),
                         ] + (round % 4 == 1 ? [(["keys", "cycle", "--grace", "3s"], [0])] : [])
                     for (arguments, allowed) in commands {
-                        let result = try cli(arguments)
+                        let result = try await cli(arguments)
                         outcomes.count(arguments[0])
                         if !allowed.contains(result.status) {
                             outcomes.fail(
@@ -165,7 +165,7 @@ struct MultiProcessStressTests {
             }
             try await group.waitForAll()
         }
-        workers[0].waitUntilExit()
+        await workers[0].exited()
         workers[0] = try launch("worker-3", ["replay", "-v"] + tuning)
         // Signals are handled once the worker runs (before that SIGTERM would just end it).
         try await eventually("the new worker to start", within: 60) {
@@ -201,7 +201,7 @@ struct MultiProcessStressTests {
 
         let integrity = try await reader.pool.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
-        let verify = try cli(["purge-report", "--verify", "--format", "json"])
+        let verify = try await cli(["purge-report", "--verify", "--format", "json"])
         #expect(verify.status == 0, "\(verify.stderr)")
         let events = try await reader.auditEvents(after: 0, limit: 1_000_000).map(\.draft)
         let purged = Dictionary(grouping: events.filter { $0.type == .purged }, by: { $0.escrowID ?? "" })

@@ -12,7 +12,7 @@ struct NotificationsCommandTests {
     @Test("counts over the last 24 hours by type and outcome, the last events newest first, in text and JSON")
     func countsAndLastEvents() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
+        await #expect(try cli.run(["keys", "init"]).status == 0)
         let store = try SQLiteEscrowStore(path: cli.database, logger: Logger(label: "t"))
         let now = Date()
         let recorded: [(String, String, Double)] = [
@@ -25,7 +25,7 @@ struct NotificationsCommandTests {
             )
         }
 
-        let json = try cli.run(["notifications", "--format", "json", "--last", "2"])
+        let json = try await cli.run(["notifications", "--format", "json", "--last", "2"])
         #expect(json.status == 0, "\(json.stderr)")
         let view = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let counts = try #require(view["last24h"] as? [String: [String: Int]])
@@ -34,10 +34,10 @@ struct NotificationsCommandTests {
         #expect(events.map { $0["type"] } == ["consent-revoked", "account-delete"], "the newest first, two")
         #expect(events.first?["outcome"] == "duplicate")
 
-        let text = try cli.run(["notifications"])
+        let text = try await cli.run(["notifications"])
         #expect(text.status == 0)
         #expect(text.stdout.contains("consent-revoked: 1 applied, 1 duplicate"), "\(text.stdout)")
         #expect(text.stdout.contains("last 4:"), "a week of events listed: \(text.stdout)")
-        #expect(try cli.run(["notifications", "--last", "101"]).status == 2, "past the list's limit")
+        await #expect(try cli.run(["notifications", "--last", "101"]).status == 2, "past the list's limit")
     }
 }

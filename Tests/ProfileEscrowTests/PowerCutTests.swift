@@ -59,12 +59,12 @@ struct PowerCutTests {
         // The store before the sequence: a keyring, three tokens, four escrows (made without the shim).
         let setUp: [Step] = [.capture(0), .capture(1), .capture(2), .capture(3)]
         let baseEnvironment = Self.environment(base)
-        _ = try ProfileEscrowCLI.run(["keys", "init"], environment: baseEnvironment, in: base)
+        _ = try await ProfileEscrowCLI.run(["keys", "init"], environment: baseEnvironment, in: base)
         for name in ["first", "second", "third"] {
-            _ = try ProfileEscrowCLI.run(Step.addToken(name).arguments, environment: baseEnvironment, in: base)
+            _ = try await ProfileEscrowCLI.run(Step.addToken(name).arguments, environment: baseEnvironment, in: base)
         }
         for step in setUp {
-            let result = try ProfileEscrowCLI.run(
+            let result = try await ProfileEscrowCLI.run(
                 step.arguments,
                 stdin: step.stdin,
                 environment: baseEnvironment,
@@ -73,12 +73,12 @@ struct PowerCutTests {
             #expect(result.status == 0, "set-up \(step): \(result.stderr)")
         }
 
-        let shim = try FaultShim(directory: data, scratch: scratch.path)
+        let shim = try await FaultShim(directory: data, scratch: scratch.path)
         // Once without a cut: how many syncs the sequence makes.
         try Self.reset(base, to: data)
-        try shim.snapshot()
+        try await shim.snapshot()
         for step in Self.steps {
-            let result = try Self.run(step, shim: shim, cutAt: nil, in: data)
+            let result = try await Self.run(step, shim: shim, cutAt: nil, in: data)
             #expect(result.status == 0, "\(step) without a power cut: \(result.stderr)")
         }
         let syncs = shim.syncCount
@@ -86,11 +86,11 @@ struct PowerCutTests {
 
         for cut in 1...max(1, syncs) {
             try Self.reset(base, to: data)
-            try shim.snapshot()
+            try await shim.snapshot()
             var acknowledged: [Step] = []
             var interrupted: Step?
             for step in Self.steps {
-                let result = try Self.run(step, shim: shim, cutAt: cut, in: data)
+                let result = try await Self.run(step, shim: shim, cutAt: cut, in: data)
                 if shim.isCut {
                     interrupted = step
                     break
@@ -98,7 +98,7 @@ struct PowerCutTests {
                 #expect(result.status == 0, "cut \(cut): \(step) failed: \(result.stderr)")
                 acknowledged.append(step)
             }
-            try shim.restore()
+            try await shim.restore()
             try await Self.check(data, acknowledged: acknowledged, interrupted: interrupted, cut: cut)
         }
     }
@@ -110,9 +110,9 @@ struct PowerCutTests {
         ]
     }
 
-    static func run(_ step: Step, shim: FaultShim, cutAt: Int?, in directory: String) throws -> ProfileEscrowCLI.Result
+    static func run(_ step: Step, shim: FaultShim, cutAt: Int?, in directory: String) async throws -> ProfileEscrowCLI.Result
     {
-        try ProfileEscrowCLI.run(
+        try await ProfileEscrowCLI.run(
             step.arguments,
             stdin: step.stdin,
             environment: environment(directory).merging(shim.environment(cutAt: cutAt)) { $1 },

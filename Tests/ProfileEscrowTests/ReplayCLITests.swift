@@ -20,10 +20,10 @@ struct ReplayCLITests {
         let stub = try await FakeBackend.start(secret: secret)
         defer { Task { await stub.stop() } }
         stub.respond { _, _ in .status(201) }
-        #expect(try cli.run(["keys", "init"]).status == 0)
-        for number in 0..<3 { #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
+        await #expect(try cli.run(["keys", "init"]).status == 0)
+        for number in 0..<3 { await #expect(try cli.run(["capture"], stdin: CLITests.body(number)).status == 0) }
 
-        let result = try cli.run(
+        let result = try await cli.run(
             [
                 "replay", "--once", "--backend", stub.url, "--concurrency", "2", "--lease", "1m", "--delivery-timeout",
                 "5s",
@@ -34,7 +34,7 @@ struct ReplayCLITests {
         #expect(result.stdout.contains("delivered 3: 3 confirmed, 0 accepted, 0 retried, 0 dead"), "\(result.stdout)")
         #expect(stub.requests.count == 3 && stub.violations.isEmpty)
 
-        let report = try cli.run(["purge-report", "--verify", "--format", "json"])
+        let report = try await cli.run(["purge-report", "--verify", "--format", "json"])
         #expect(report.status == 0)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
         #expect((json["purged"] as? [String: Int])?["confirmed"] == 3)
@@ -42,46 +42,46 @@ struct ReplayCLITests {
             for token in Fake.tokens { #expect(!output.contains(token)) }
         }
         // Nothing is due any more; the backend URL may come from the environment too.
-        let again = try cli.run(
+        let again = try await cli.run(
             ["replay", "--once"],
             environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": secret, "PROFILE_ESCROW_BACKEND_URL": stub.url]
         )
         #expect(again.status == 0 && again.stdout.contains("delivered 0"), "\(again.stderr)")
     }
 
-    @Test func replayRefusesBadSettings() throws {
+    @Test func replayRefusesBadSettings() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
+        await #expect(try cli.run(["keys", "init"]).status == 0)
         let secret = ["PROFILE_ESCROW_WEBHOOK_SECRET": WebhookSecret.generateText()]
         let backend = ["--backend", "http://127.0.0.1:9/register"]
 
-        let unsigned = try cli.run(["replay", "--once"] + backend)
+        let unsigned = try await cli.run(["replay", "--once"] + backend)
         #expect(unsigned.status == 2)
         #expect(unsigned.stderr.contains("PROFILE_ESCROW_WEBHOOK_SECRET"), "\(unsigned.stderr)")
-        let badSecret = try cli.run(
+        let badSecret = try await cli.run(
             ["replay", "--once"] + backend,
             environment: ["PROFILE_ESCROW_WEBHOOK_SECRET": "hunter2hunter2"]
         )
         #expect(badSecret.status == 2 && badSecret.stderr.contains("whsec_") && !badSecret.stderr.contains("hunter2"))
-        #expect(try cli.run(["replay", "--once"], environment: secret).status == 2, "no backend")
-        #expect(
+        await #expect(try cli.run(["replay", "--once"], environment: secret).status == 2, "no backend")
+        await #expect(
             try cli.run(["replay", "--once", "--backend", "ftp://example.invalid/"], environment: secret).status == 2
         )
-        let lease = try cli.run(
+        let lease = try await cli.run(
             ["replay", "--once", "--lease", "10s", "--delivery-timeout", "30s"] + backend,
             environment: secret
         )
         #expect(lease.status == 2 && lease.stderr.contains("at least the delivery timeout"), "\(lease.stderr)")
         // As long as the delivery timeout is not enough: the outcome needs a margin to be recorded in.
-        let noMargin = try cli.run(
+        let noMargin = try await cli.run(
             ["replay", "--once", "--lease", "30s", "--delivery-timeout", "30s"] + backend,
             environment: secret
         )
         #expect(noMargin.status == 2 && noMargin.stderr.contains("plus a margin of 3s"), "\(noMargin.stderr)")
-        #expect(try cli.run(["replay", "--once", "--backoff-base", "soon"] + backend, environment: secret).status == 2)
-        #expect(try cli.run(["replay", "--once", "--concurrency", "0"] + backend, environment: secret).status == 2)
-        #expect(try cli.run(["replay", "--once", "--max-attempts", "0"] + backend, environment: secret).status == 2)
-        let noKeyring = try cli.run(
+        await #expect(try cli.run(["replay", "--once", "--backoff-base", "soon"] + backend, environment: secret).status == 2)
+        await #expect(try cli.run(["replay", "--once", "--concurrency", "0"] + backend, environment: secret).status == 2)
+        await #expect(try cli.run(["replay", "--once", "--max-attempts", "0"] + backend, environment: secret).status == 2)
+        let noKeyring = try await cli.run(
             ["replay", "--once", "--keyring", cli.directory.path + "/missing"] + backend,
             environment: secret
         )
@@ -139,7 +139,7 @@ struct ReplayCrashTests {
                 kill(process.processIdentifier, SIGKILL)
                 kills += 1
             }
-            process.waitUntilExit()
+            await process.exited()
             let log = ProfileEscrowCLI.text(atPath: directory.path + "/worker-\(number).log")
             #expect(
                 process.terminationReason == .uncaughtSignal,

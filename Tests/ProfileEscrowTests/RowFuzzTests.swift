@@ -156,8 +156,8 @@ struct RowFuzzTests {
             "PROFILE_ESCROW_DATABASE": fixture.harness.databasePath, "PROFILE_ESCROW_KEYRING": keyring,
             "PROFILE_ESCROW_WEBHOOK_SECRET": fixture.secret,
         ]
-        func cli(_ arguments: [String], stdin: String = "") throws -> ProfileEscrowCLI.Result {
-            try ProfileEscrowCLI.run(
+        func cli(_ arguments: [String], stdin: String = "") async throws -> ProfileEscrowCLI.Result {
+            try await ProfileEscrowCLI.run(
                 arguments,
                 stdin: stdin,
                 environment: environment,
@@ -175,7 +175,7 @@ struct RowFuzzTests {
 
         // Every read and write command of the CLI over the store (for `replay --once`, over the rows as broken, before
         // any worker saw them): none crashes (132 SIGILL, 134 SIGABRT, 139 SIGSEGV), the reads answer.
-        func everyCommand() throws {
+        func everyCommand() async throws {
             let brokenIndex = mutations.firstIndex { $0.column == "attempts" && $0.kind == "-1" } ?? 0
             let commands: [(arguments: [String], mustSucceed: Bool)] = [
                 (["status", Fake.userIdentifier(0)], false), (["status", Fake.userIdentifier(brokenIndex)], false),
@@ -188,7 +188,7 @@ struct RowFuzzTests {
                 (["erase", Fake.userIdentifier(3)], false),
             ]
             for command in commands {
-                let result = try cli(command.arguments)
+                let result = try await cli(command.arguments)
                 #expect(
                     result.status < 128,
                     "\(command.arguments) crashed: \(result.status) \(result.stderr.suffix(300))"
@@ -205,9 +205,9 @@ struct RowFuzzTests {
             _ = try await fixture.worker().runOnce()
             #expect(summary.confirmed >= intact)
         case .replayOnce:
-            try everyCommand()
+            try await everyCommand()
             for _ in 0..<2 {
-                let result = try cli(["replay", "--once", "--backend", fixture.stub.url])
+                let result = try await cli(["replay", "--once", "--backend", fixture.stub.url])
                 #expect(result.status < 128, "replay --once crashed: \(result.status) \(result.stderr.suffix(300))")
             }
         case .serve:
@@ -269,6 +269,6 @@ struct RowFuzzTests {
             let record = try? SQLiteEscrowStore.record(from: row)
             #expect(record.map { fixture.harness.keyring.verify($0.sealed) } == true, "rowid \(row["rowid"] as Int64)")
         }
-        if driver != .replayOnce { try everyCommand() }
+        if driver != .replayOnce { try await everyCommand() }
     }
 }

@@ -52,7 +52,7 @@ struct SchedulingTests {
         _ body: (ChildProcess, () -> String) throws -> Void
     ) async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
+        await #expect(try cli.run(["keys", "init"]).status == 0)
         let processes = ProfileEscrowProcesses(
             directory: cli.directory.path,
             environment: ["PROFILE_ESCROW_DATABASE": cli.database, "PROFILE_ESCROW_KEYRING": cli.keyring]
@@ -75,7 +75,7 @@ struct SchedulingTests {
     @Test("replay, running as its own process: every thread is batch")
     func replayThreads() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
+        await #expect(try cli.run(["keys", "init"]).status == 0)
         let processes = ProfileEscrowProcesses(
             directory: cli.directory.path,
             environment: [

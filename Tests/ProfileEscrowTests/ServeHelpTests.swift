@@ -24,9 +24,9 @@ struct ServeHelpTests {
     }
 
     @Test("the defaults an operator reads in serve --help are the documented ones")
-    func defaultsShown() throws {
+    func defaultsShown() async throws {
         let directory = TemporaryDirectory()
-        let help = try ProfileEscrowCLI.run(["serve", "--help"], in: directory.path)
+        let help = try await ProfileEscrowCLI.run(["serve", "--help"], in: directory.path)
         #expect(help.status == 0)
         // Help wraps its lines: compare with the white space folded.
         let text = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")

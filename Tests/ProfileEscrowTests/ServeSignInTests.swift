@@ -11,7 +11,7 @@ struct ServeSignInTests {
     @Test("the start answers a 302 to the configured authorize page with the binding cookie; the callback is served")
     func startAndCallbackServed() async throws {
         let cli = CLITests()
-        #expect(try cli.run(["keys", "init"]).status == 0)
+        await #expect(try cli.run(["keys", "init"]).status == 0)
         // A JWKS file with one RSA public key (a random modulus: no token is verified in this test). Odd, as an RSA
         // modulus is: an even one is refused when the file is loaded, and serve would not start.
         var modulus = (0..<256).map { _ in UInt8.random(in: 0...255) }
