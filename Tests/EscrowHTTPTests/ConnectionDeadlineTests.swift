@@ -30,16 +30,15 @@ struct ConnectionDeadlineTests {
             // One byte every 200 ms of real time (the server's deadline is a real timer on a real socket): an idle
             // timer restarted by each byte would never fire.
             var closed = false
-            for _ in 0..<25 where !closed {
+            for _ in 0..<100 where !closed {
                 try await pause(for: .milliseconds(200))
                 closed = !socket.send("{") || socket.isClosed(waiting: .milliseconds(1))
             }
             let elapsed = ContinuousClock.now - start
             #expect(closed, "the connection was closed")
-            #expect(
-                elapsed < .seconds(4.5),
-                "within the 1 s body deadline (plus a loaded machine's lag), not after 5 s"
-            )
+            // Bytes keep coming for up to 20 s: a timer restarted by each of them would never close the connection.
+            // Far below that, with room for a loaded machine, where other tests can hold up this one's task.
+            #expect(elapsed < .seconds(12), "within the 1 s body deadline (plus a loaded machine's lag)")
         }
     }
 
@@ -50,12 +49,12 @@ struct ConnectionDeadlineTests {
             socket.send("GET /healthz HTTP/1.1\r\n")
             let start = ContinuousClock.now
             var closed = false
-            for _ in 0..<25 where !closed {
+            for _ in 0..<100 where !closed {
                 try await pause(for: .milliseconds(200))  // one byte every 200 ms of real time, as above
                 closed = !socket.send("X") || socket.isClosed(waiting: .milliseconds(1))
             }
             #expect(closed)
-            #expect(ContinuousClock.now - start < .seconds(4.5), "within the 1 s head deadline, not after 5 s")
+            #expect(ContinuousClock.now - start < .seconds(12), "within the 1 s head deadline, not never")
         }
     }
 
