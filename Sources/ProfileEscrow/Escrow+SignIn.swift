@@ -30,7 +30,7 @@ extension Escrow {
         var request = request
         var record: EscrowRecord?
         if let profile {
-            let sealed = try sealedRecord(
+            var (sealed, appleExchange) = try sealedRecord(
                 profile,
                 verified: true,
                 emailVerified: emailVerified,
@@ -38,12 +38,12 @@ extension Escrow {
                 appleCode: code,
                 now: request.now
             )
-            record = sealed.record
-            if let appleExchange = sealed.appleExchange { request.appleExchange = appleExchange }
+            if let appleExchange { request.appleExchange = appleExchange }
             // The first delivery waits for the code's exchange: ending it makes the escrow due at once.
             if request.appleExchange != nil {
-                record?.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
+                sealed.nextAttemptAt = request.now.addingTimeInterval(AppleTokenExchange.codeLifetime)
             }
+            record = sealed
         }
         let completion = try await signIns.completeSignIn(
             request,

@@ -9,10 +9,8 @@ import Testing
 struct ResealTests {
     let keyring = Keyring.generate()
 
-    func sealed(_ text: String) throws -> SealedEscrow { try keyring.sealFake(text) }
-
     @Test func theTokensStillOpenAfterAReseal() throws {
-        let original = try sealed("{\"email\":\"old@example.invalid\"}")
+        let original = try keyring.sealFake("{\"email\":\"old@example.invalid\"}")
         let tokens = try keyring.sealAppleTokens(secret("fake-refresh-token"), into: original)
         let resealed = try keyring.reseal(plaintext: secret("{\"email\":\"new@example.invalid\"}"), of: original)
         #expect(resealed.id == original.id && resealed.blindIndex == original.blindIndex)
@@ -26,7 +24,7 @@ struct ResealTests {
     }
 
     @Test func aResealGoesToTheActiveVersion() throws {
-        let original = try sealed("{\"email\":\"old@example.invalid\"}")
+        let original = try keyring.sealFake("{\"email\":\"old@example.invalid\"}")
         let tokens = try keyring.sealAppleTokens(secret("fake-refresh-token"), into: original)
         let rotated = try keyring.rotated(now: Date())
         let resealed = try rotated.reseal(plaintext: secret("{\"email\":\"new@example.invalid\"}"), of: original)
@@ -36,7 +34,7 @@ struct ResealTests {
     }
 
     @Test func aDamagedRowIsNotResealed() throws {
-        var damaged = try sealed("{\"email\":\"old@example.invalid\"}")
+        var damaged = try keyring.sealFake("{\"email\":\"old@example.invalid\"}")
         damaged.sealedKey[damaged.sealedKey.count - 1] ^= 1
         #expect(cryptoErrorCode { try keyring.reseal(plaintext: secret("x"), of: damaged) } == .ciphertextInvalid)
     }

@@ -49,19 +49,20 @@ extension StoreEngine {
         keyVersions: inout Set<UInt32>
     ) async throws -> SignInCompletion {
         let attempt: SignInAttempt
-        // The escrow id the stored ticket names, when the attempt was used before the capture.
-        var ticketNames: EscrowID??
+        // Whether the attempt was used, with a ticket naming the escrow about to be captured, before the capture.
+        let usedFirst: Bool
         if let held = request.attempt, held.stateHash == request.stateHash, held.isLive(at: request.receivedAt),
             held.accepts(bindingHash: request.bindingHash),
             try await transaction.useSignInAttempt(held, at: request.now, ticket: request.ticket(item?.record.id))
         {
             attempt = held
-            ticketNames = .some(item?.record.id)
+            usedFirst = true
         } else {
             guard let stored = try await transaction.signInAttempt(stateHash: request.stateHash) else { return .unknown }
             guard stored.isLive(at: request.receivedAt) else { return .expired(stored) }
             guard stored.accepts(bindingHash: request.bindingHash) else { return .bindingMismatch(stored) }
             attempt = stored
+            usedFirst = false
         }
         var outcome: CaptureOutcome?
         if var item {
@@ -76,8 +77,11 @@ extension StoreEngine {
             keyVersions.insert(item.record.sealed.keyVersion)
         }
         let escrowID = outcome?.record.id
-        if let named = ticketNames {
-            if named != escrowID { try await transaction.reissueSignInTicket(attempt, ticket: request.ticket(escrowID)) }
+        if usedFirst {
+            // The capture kept an escrow already held (or captured none): the ticket names what is held.
+            if item?.record.id != escrowID {
+                try await transaction.reissueSignInTicket(attempt, ticket: request.ticket(escrowID))
+            }
         } else {
             // The attempt is locked (or the store serializes writers): it cannot have been used since it was read.
             guard try await transaction.useSignInAttempt(attempt, at: request.now, ticket: request.ticket(escrowID))
