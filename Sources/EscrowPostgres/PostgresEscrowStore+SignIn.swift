@@ -38,27 +38,37 @@ extension PostgresEscrowStore: SignInStore {
     }
 
     public func redeemSignInTicket(
-        ticketHash: [UInt8],
+        _ key: SignInTicketKey,
         starterHash: [UInt8]?,
         at now: Date
     ) async throws -> SignInRedemption? {
         try requireWritable()
         return try await Self.engineTransaction(database, "redeeming a sign-in ticket failed") {
-            try await $0.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now)
+            try await $0.redeemSignInTicket(key, starterHash: starterHash, at: now)
         }
     }
 
-    public func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
+    /// Found by the state hash (the table's key) with the ticket's hash checked in the row, or for a ticket stored
+    /// before tickets named their attempt, by its hash in `ticket_hash`'s index.
+    public func unredeemedSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> [UInt8]? {
         let logger = database.logger
+        let now = PostgresEscrowStore.ms(now)
+        let query: PostgresQuery
+        if let stateHash = key.stateHash {
+            query = try """
+            SELECT ticket_result FROM signin_attempt
+            WHERE state_hash = \(Data(stateHash)) AND ticket_check = \(Data(key.ticketHash))
+                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
+            """
+        } else {
+            query = try """
+            SELECT ticket_result FROM signin_attempt
+            WHERE ticket_hash = \(Data(key.ticketHash))
+                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
+            """
+        }
         return try await database.withConnection("read failed") { connection in
-            try await connection.query(
-                """
-                SELECT ticket_result FROM signin_attempt
-                WHERE ticket_hash = \(Data(ticketHash)) AND redeemed_at IS NULL
-                    AND ticket_expires_at > \(PostgresEscrowStore.ms(now))
-                """,
-                logger: logger
-            ).collect().first.map { [UInt8](try $0.decode(Data.self)) }
+            try await connection.query(query, logger: logger).collect().first.map { [UInt8](try $0.decode(Data.self)) }
         }
     }
 

@@ -351,6 +351,17 @@ enum PostgresSchema {
                 "ALTER TABLE escrow ADD COLUMN profile_box_key bytea NOT NULL DEFAULT ''::bytea",
             ]
         ),
+        Migration(
+            version: 13,
+            name: "tickets found by their attempt",
+            statements: [
+                // A ticket names its attempt (docs/FORMAT.md, "Web sign-in secrets"): its hash is kept in
+                // `ticket_check`, which has no index, and checked in the row the state hash finds, so storing a ticket
+                // changes no indexed column (the update can stay on its page). `ticket_hash` stays for the tickets
+                // issued before.
+                "ALTER TABLE signin_attempt ADD COLUMN ticket_check bytea",
+            ]
+        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -28,7 +28,7 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
         let ticketExpires = PostgresEscrowStore.ms(ticket.expiresAt)
         let rows = try await connection.query(
             """
-            UPDATE signin_attempt SET used_at = \(PostgresEscrowStore.ms(now)), ticket_hash = \(Data(ticket.ticketHash)),
+            UPDATE signin_attempt SET used_at = \(PostgresEscrowStore.ms(now)), ticket_check = \(Data(ticket.ticketHash)),
                 ticket_expires_at = \(ticketExpires), ticket_result = \(Data(ticket.sealedResult)),
                 purge_at = GREATEST(expires_at, \(ticketExpires))
             WHERE state_hash = \(Data(attempt.stateHash)) AND used_at IS NULL
@@ -44,7 +44,7 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws {
         try await connection.query(
             """
-            UPDATE signin_attempt SET ticket_hash = \(Data(ticket.ticketHash)),
+            UPDATE signin_attempt SET ticket_check = \(Data(ticket.ticketHash)),
                 ticket_expires_at = \(PostgresEscrowStore.ms(ticket.expiresAt)),
                 ticket_result = \(Data(ticket.sealedResult)),
                 purge_at = GREATEST(purge_at, \(PostgresEscrowStore.ms(ticket.expiresAt)))
@@ -55,31 +55,37 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
     }
 
     func redeemSignInTicket(
-        ticketHash: [UInt8],
+        _ key: SignInTicketKey,
         starterHash: [UInt8]?,
         at now: Date
     ) async throws
         -> SignInRedemption?
     {
         let now = PostgresEscrowStore.ms(now)
-        let rows = try await connection.query(
-            """
-            SELECT ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
-            WHERE ticket_hash = \(Data(ticketHash)) AND redeemed_at IS NULL AND ticket_result IS NOT NULL
-                AND ticket_expires_at > \(now)
+        let select: PostgresQuery
+        if let stateHash = key.stateHash {
+            select = try """
+            SELECT state_hash, ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
+            WHERE state_hash = \(Data(stateHash)) AND ticket_check = \(Data(key.ticketHash))
+                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
             FOR UPDATE
-            """,
-            logger: logger
-        ).collect().map { try $0.decode((Data, String, Data, Bool).self) }
-        guard let (result, returnName, bindingHash, startedByApp) = rows.first else { return nil }
+            """
+        } else {
+            select = try """
+            SELECT state_hash, ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
+            WHERE ticket_hash = \(Data(key.ticketHash))
+                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
+            FOR UPDATE
+            """
+        }
+        let rows = try await connection.query(select, logger: logger).collect()
+            .map { try $0.decode((Data, Data, String, Data, Bool).self) }
+        guard let (stateHash, result, returnName, bindingHash, startedByApp) = rows.first else { return nil }
         if startedByApp {
             guard let starterHash, Hashing.constantTimeEqual([UInt8](bindingHash), starterHash) else { return nil }
         }
         try await connection.query(
-            """
-            UPDATE signin_attempt SET redeemed_at = \(now), ticket_result = NULL
-            WHERE ticket_hash = \(Data(ticketHash))
-            """,
+            "UPDATE signin_attempt SET redeemed_at = \(now), ticket_result = NULL WHERE state_hash = \(stateHash)",
             logger: logger
         )
         return SignInRedemption(sealedResult: [UInt8](result), returnName: returnName)

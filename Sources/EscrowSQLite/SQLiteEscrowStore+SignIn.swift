@@ -33,15 +33,15 @@ extension SQLiteEscrowStore: SignInStore {
     }
 
     public func redeemSignInTicket(
-        ticketHash: [UInt8],
+        _ key: SignInTicketKey,
         starterHash: [UInt8]?,
         at now: Date
     ) async throws -> SignInRedemption? {
-        try await write { try $0.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now) }
+        try await write { try $0.redeemSignInTicket(key, starterHash: starterHash, at: now) }
     }
 
-    public func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
-        try await read { db in try SQLiteWriteTransaction.unredeemedSignInTicket(db, ticketHash: ticketHash, at: now) }
+    public func unredeemedSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> [UInt8]? {
+        try await read { db in try SQLiteWriteTransaction.unredeemedSignInTicket(db, key, at: now) }
     }
 
     public func sweepSignInAttempts(at now: Date) async throws -> Int {

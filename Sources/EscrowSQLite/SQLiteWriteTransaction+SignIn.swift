@@ -64,7 +64,7 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         ]
         try db.cachedStatement(
             sql: """
-                UPDATE signin_attempt SET used_at = ?, ticket_hash = ?, ticket_expires_at = ?, ticket_result = ?\(
+                UPDATE signin_attempt SET used_at = ?, ticket_check = ?, ticket_expires_at = ?, ticket_result = ?\(
                     extendsPurge ? ", purge_at = ?" : "")
                 WHERE state_hash = ? AND used_at IS NULL AND binding_hash = ? AND started_by_app = ? AND expires_at = ?
                 """
@@ -75,7 +75,7 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) throws {
         try db.cachedStatement(
             sql: """
-                UPDATE signin_attempt SET ticket_hash = ?1, ticket_expires_at = ?2, ticket_result = ?3,
+                UPDATE signin_attempt SET ticket_check = ?1, ticket_expires_at = ?2, ticket_result = ?3,
                     purge_at = MAX(purge_at, ?2)
                 WHERE state_hash = ?4
                 """
@@ -87,17 +87,13 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
         )
     }
 
-    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) throws -> SignInRedemption? {
+    func redeemSignInTicket(_ key: SignInTicketKey, starterHash: [UInt8]?, at now: Date) throws -> SignInRedemption? {
         guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
-                        WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_result IS NOT NULL
-                            AND ticket_expires_at > ?
-                        """
-                ),
-                arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
+            let row = try Self.unredeemedTicket(
+                db,
+                key,
+                columns: "state_hash, ticket_result, return_name, binding_hash, started_by_app",
+                at: now
             )
         else { return nil }
         if row["started_by_app"] {
@@ -105,21 +101,39 @@ extension SQLiteWriteTransaction: SignInWriteTransaction {
             else { return nil }
         }
         try db.cachedStatement(
-            sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE ticket_hash = ?"
-        ).execute(arguments: [Timestamp.unixMilliseconds(now), Data(ticketHash)])
+            sql: "UPDATE signin_attempt SET redeemed_at = ?, ticket_result = NULL WHERE state_hash = ?"
+        ).execute(arguments: [Timestamp.unixMilliseconds(now), row["state_hash"] as Data])
         return SignInRedemption(sealedResult: [UInt8](row["ticket_result"] as Data), returnName: row["return_name"])
     }
 
-    static func unredeemedSignInTicket(_ db: Database, ticketHash: [UInt8], at now: Date) throws -> [UInt8]? {
-        try Data.fetchOne(
+    static func unredeemedSignInTicket(_ db: Database, _ key: SignInTicketKey, at now: Date) throws -> [UInt8]? {
+        try unredeemedTicket(db, key, columns: "ticket_result", at: now).map { [UInt8]($0["ticket_result"] as Data) }
+    }
+
+    /// The row of an unredeemed ticket not past its expiry: found by the state hash (the table's key) with the
+    /// ticket's hash checked in the row, or for a ticket stored before tickets named their attempt, by its hash in
+    /// `ticket_hash`'s index.
+    private static func unredeemedTicket(
+        _ db: Database,
+        _ key: SignInTicketKey,
+        columns: String,
+        at now: Date
+    ) throws -> Row? {
+        let (match, arguments): (String, StatementArguments) =
+            if let stateHash = key.stateHash {
+                ("state_hash = ? AND ticket_check = ?", [Data(stateHash), Data(key.ticketHash)])
+            } else {
+                ("ticket_hash = ?", [Data(key.ticketHash)])
+            }
+        return try Row.fetchOne(
             db.cachedStatement(
                 sql: """
-                    SELECT ticket_result FROM signin_attempt
-                    WHERE ticket_hash = ? AND redeemed_at IS NULL AND ticket_expires_at > ?
+                    SELECT \(columns) FROM signin_attempt
+                    WHERE \(match) AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > ?
                     """
             ),
-            arguments: [Data(ticketHash), Timestamp.unixMilliseconds(now)]
-        ).map { [UInt8]($0) }
+            arguments: arguments + [Timestamp.unixMilliseconds(now)]
+        )
     }
 
     func deleteSignInAttempts(expiredAt now: Date) throws -> Int {

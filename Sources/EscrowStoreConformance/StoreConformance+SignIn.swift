@@ -234,10 +234,7 @@ extension StoreConformance {
         guard case .completed(_, .unchanged(let kept)) = completion, kept.id == held.id else {
             throw ConformanceFailure("the held escrow is kept: \(completion)")
         }
-        let result = try await store.unredeemedSignInTicket(
-            ticketHash: fixture.hash("ticket-1"),
-            at: fixture.start
-        )
+        let result = try await store.unredeemedSignInTicket(fixture.key(1), at: fixture.start)
         try expect(
             result == Array("result-of-\(held.id.hex)".utf8),
             "the ticket names the escrow that holds the profile, not the one not stored"
@@ -264,8 +261,8 @@ extension StoreConformance {
         try expect(gone == .unknown, "an attempt not stored (swept since it was read) is unknown: \(gone)")
         try expect(try await subject.escrows.record(id: record.id) == nil, "neither captured anything")
         let tickets = (
-            first: try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-1"), at: fixture.start),
-            second: try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-2"), at: fixture.start)
+            first: try await store.unredeemedSignInTicket(fixture.key(1), at: fixture.start),
+            second: try await store.unredeemedSignInTicket(fixture.key(2, attempt: 1), at: fixture.start)
         )
         try expect(tickets.first != nil && tickets.second == nil, "the first ticket stays, no other was issued")
     }
@@ -335,7 +332,7 @@ extension StoreConformance {
         try expect(failed, "a capture sealed to a retired version fails its completion")
         try expect(try await store.signInAttempt(stateHash: attempt.stateHash)?.usedAt == nil, "the attempt is unused")
         try expect(
-            try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-1"), at: fixture.start) == nil,
+            try await store.unredeemedSignInTicket(fixture.key(1), at: fixture.start) == nil,
             "no ticket was issued"
         )
         let again = try await fixture.complete(store, fixture.request(attempt, at: fixture.start, ticket: 2))
@@ -390,19 +387,32 @@ extension StoreConformance {
             )
         }
         let ticket = fixture.ticket(1, at: fixture.start)
-        let redeemed = try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
+        try expect(
+            try await store.redeemSignInTicket(fixture.key(2, attempt: 1), at: fixture.start) == nil,
+            "a ticket is checked in its attempt's row: another attempt's ticket with this state hash gives nothing"
+        )
+        try expect(
+            try await store.redeemSignInTicket(SignInTicketKey(ticketHash: ticket.ticketHash), at: fixture.start)
+                == nil,
+            "nor does its hash alone, which only finds tickets stored before tickets named their attempt"
+        )
+        let redeemed = try await store.redeemSignInTicket(fixture.key(1), at: fixture.start)
         try expect(
             redeemed == SignInRedemption(sealedResult: ticket.sealedResult, returnName: "app"),
-            "the first redeem gives the sealed result: \(String(describing: redeemed))"
+            "the first redeem gives the sealed result, the refusals having left it: \(String(describing: redeemed))"
         )
-        let again = try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
+        let again = try await store.redeemSignInTicket(fixture.key(1), at: fixture.start)
         try expect(again == nil, "a second redeem gives nothing")
-        let unknown = try await store.redeemSignInTicket(ticketHash: fixture.hash("ticket-0"), at: fixture.start)
+        let unknown = try await store.redeemSignInTicket(fixture.key(0), at: fixture.start)
         try expect(unknown == nil, "an unknown ticket gives nothing")
         let late = fixture.ticket(2, at: fixture.start)
         try expect(
-            try await store.redeemSignInTicket(ticketHash: late.ticketHash, at: late.expiresAt) == nil,
+            try await store.redeemSignInTicket(fixture.key(2), at: late.expiresAt) == nil,
             "a ticket at its expiry gives nothing"
+        )
+        try expect(
+            try await store.unredeemedSignInTicket(fixture.key(2), at: fixture.start) == late.sealedResult,
+            "the other attempt's ticket is untouched"
         )
     }
 
@@ -488,32 +498,31 @@ extension StoreConformance {
         _ = try await fixture.complete(store, fixture.request(app, at: fixture.start, ticket: 1))
         let ticket = fixture.ticket(1, at: fixture.start)
         try expect(
-            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start)
-                == ticket.sealedResult,
+            try await store.unredeemedSignInTicket(fixture.key(1), at: fixture.start) == ticket.sealedResult,
             "an unredeemed ticket's result is read"
         )
         try expect(
-            try await store.unredeemedSignInTicket(ticketHash: fixture.hash("ticket-0"), at: fixture.start) == nil,
+            try await store.unredeemedSignInTicket(fixture.key(0), at: fixture.start) == nil,
             "an unknown ticket reads nothing"
         )
         try expect(
-            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: ticket.expiresAt) == nil,
+            try await store.unredeemedSignInTicket(fixture.key(1), at: ticket.expiresAt) == nil,
             "a ticket at its expiry reads nothing"
         )
         try expect(
-            try await store.redeemSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start) == nil,
+            try await store.redeemSignInTicket(fixture.key(1), at: fixture.start) == nil,
             "without the attempt secret the ticket does not redeem"
         )
         try expect(
             try await store.redeemSignInTicket(
-                ticketHash: ticket.ticketHash,
+                fixture.key(1),
                 starterHash: fixture.hash("binding-2"),
                 at: fixture.start
             ) == nil,
             "nor with another attempt's secret"
         )
         let redeemed = try await store.redeemSignInTicket(
-            ticketHash: ticket.ticketHash,
+            fixture.key(1),
             starterHash: app.bindingHash,
             at: fixture.start
         )
@@ -522,7 +531,7 @@ extension StoreConformance {
             "with its attempt secret it redeems, refusals having left it unredeemed"
         )
         try expect(
-            try await store.unredeemedSignInTicket(ticketHash: ticket.ticketHash, at: fixture.start) == nil,
+            try await store.unredeemedSignInTicket(fixture.key(1), at: fixture.start) == nil,
             "a redeemed ticket reads nothing"
         )
     }
@@ -562,6 +571,11 @@ struct SignInFixture {
             sealedResult: Array("sealed-result-\(number)".utf8),
             expiresAt: now.addingTimeInterval(300)
         )
+    }
+
+    /// What finds ticket `number` of attempt `attempt` (its own number unless given).
+    func key(_ number: Int, attempt: Int? = nil) -> SignInTicketKey {
+        SignInTicketKey(stateHash: hash("state-\(attempt ?? number)"), ticketHash: hash("ticket-\(number)"))
     }
 
     /// Completes `request` as a callback does, capturing `record` when given.

@@ -578,19 +578,19 @@ final class FailingSignInStore: SignInStore {
     }
 
     func redeemSignInTicket(
-        ticketHash: [UInt8],
+        _ key: SignInTicketKey,
         starterHash: [UInt8]?,
         at now: Date
     ) async throws
         -> SignInRedemption?
     {
         try check()
-        return try await base.redeemSignInTicket(ticketHash: ticketHash, starterHash: starterHash, at: now)
+        return try await base.redeemSignInTicket(key, starterHash: starterHash, at: now)
     }
 
-    func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]? {
+    func unredeemedSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> [UInt8]? {
         if failingReads.withLockedValue({ $0 }) { throw EscrowStoreError(.unavailable, "the test's store is down") }
-        return try await base.unredeemedSignInTicket(ticketHash: ticketHash, at: now)
+        return try await base.unredeemedSignInTicket(key, at: now)
     }
 
     func sweepSignInAttempts(at now: Date) async throws -> Int {

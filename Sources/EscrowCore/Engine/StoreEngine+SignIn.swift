@@ -14,7 +14,7 @@ package protocol SignInWriteTransaction: AppleTokenWriteTransaction {
     func reissueSignInTicket(_ attempt: SignInAttempt, ticket: SignInTicket) async throws
     /// Erases and returns an unredeemed ticket's result when it is not past its expiry at `now`, and its attempt was
     /// started by a browser or its binding hash is `starterHash`.
-    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+    func redeemSignInTicket(_ key: SignInTicketKey, starterHash: [UInt8]?, at now: Date) async throws
         -> SignInRedemption?
     /// Deletes attempts past their expiry, and past their ticket's when used; returns how many.
     func deleteSignInAttempts(expiredAt now: Date) async throws -> Int

@@ -72,7 +72,8 @@ public struct SignInAttempt: Sendable, Equatable {
 }
 
 /// The single-use ticket a completed sign-in issues: its hash, and the sign-in's result sealed under a key only the
-/// ticket gives (a copy of the database reveals neither).
+/// ticket gives (a copy of the database reveals neither). Stored in its attempt's row, and found by the attempt's
+/// state hash (``SignInTicketKey``).
 public struct SignInTicket: Sendable, Equatable {
     public var ticketHash: [UInt8]
     public var sealedResult: [UInt8]
@@ -82,6 +83,27 @@ public struct SignInTicket: Sendable, Equatable {
         self.ticketHash = ticketHash
         self.sealedResult = sealedResult
         self.expiresAt = expiresAt
+    }
+}
+
+/// What finds a ticket in the store: the state hash of the attempt that issued it, and the ticket's own hash, which
+/// must match the one stored in that attempt's row. A ticket is found by its attempt's key, so storing one writes no
+/// index of its own. A ticket a store kept before tickets named their attempt (its hash alone, indexed) has no state
+/// hash, and is found by its hash.
+public struct SignInTicketKey: Sendable, Equatable {
+    public var stateHash: [UInt8]?
+    public var ticketHash: [UInt8]
+
+    /// A ticket of the attempt whose state hash is `stateHash`.
+    public init(stateHash: [UInt8], ticketHash: [UInt8]) {
+        self.stateHash = stateHash
+        self.ticketHash = ticketHash
+    }
+
+    /// A ticket stored by its hash alone, before tickets named their attempt.
+    public init(ticketHash: [UInt8]) {
+        self.stateHash = nil
+        self.ticketHash = ticketHash
     }
 }
 
@@ -174,12 +196,16 @@ public protocol SignInStore: Sendable {
     /// The ticket's sealed result, once: a ticket redeemed before, past its expiry or unknown gives nil. The sealed
     /// result is erased as it is given. A ticket of an attempt ``SignInAttempt/startedByApp`` is given only when
     /// `starterHash` is its binding hash (the attempt secret's), and left unredeemed otherwise.
-    func redeemSignInTicket(ticketHash: [UInt8], starterHash: [UInt8]?, at now: Date) async throws
+    func redeemSignInTicket(
+        _ key: SignInTicketKey,
+        starterHash: [UInt8]?,
+        at now: Date
+    ) async throws
         -> SignInRedemption?
 
     /// The ticket's sealed result while it is unredeemed and not past its expiry at `now`, left in place: an app that
     /// lost its capture's answer is given the same ticket again.
-    func unredeemedSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> [UInt8]?
+    func unredeemedSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> [UInt8]?
 
     /// Deletes every attempt past its expiry at `now` whose ticket, if any, is past its own; returns how many.
     func sweepSignInAttempts(at now: Date) async throws -> Int
@@ -187,7 +213,7 @@ public protocol SignInStore: Sendable {
 
 extension SignInStore {
     /// Redeems a ticket of a browser-started attempt (one started by an app needs its attempt secret's hash).
-    public func redeemSignInTicket(ticketHash: [UInt8], at now: Date) async throws -> SignInRedemption? {
-        try await redeemSignInTicket(ticketHash: ticketHash, starterHash: nil, at: now)
+    public func redeemSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> SignInRedemption? {
+        try await redeemSignInTicket(key, starterHash: nil, at: now)
     }
 }

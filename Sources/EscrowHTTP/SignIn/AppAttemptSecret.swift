@@ -28,16 +28,17 @@ struct AppAttemptSecret {
     /// The attempt's binding hash in the store.
     var bindingHash: [UInt8] { AppleSignInRoutes.hash(secret) }
 
-    /// The ticket of the native capture of this identity token and code: the same request gives the same ticket.
-    func ticket(identityToken: String, authorizationCode: String?) -> String {
+    /// The ticket of the native capture of this identity token and code (``SignInTicketText``, its own part derived
+    /// from the secret): the same request gives the same ticket.
+    func ticket(stateHash: [UInt8], identityToken: String, authorizationCode: String?) -> String {
         let token = Hex.encode(Hashing.sha256(Array(identityToken.utf8)))
         let code = Hex.encode(Hashing.sha256(Array((authorizationCode ?? "").utf8)))
-        return derive("ticket \(token) \(code)")
+        return SignInTicketText.make(stateHash: stateHash, secret: hmac("ticket \(token) \(code)"))
     }
 
-    private func derive(_ label: String) -> String {
-        Base64URL.encode(
-            Hashing.hmacSHA256(key: Array(secret.utf8), message: Array("profile-escrow app attempt \(label)".utf8))
-        )
+    private func derive(_ label: String) -> String { Base64URL.encode(hmac(label)) }
+
+    private func hmac(_ label: String) -> [UInt8] {
+        Hashing.hmacSHA256(key: Array(secret.utf8), message: Array("profile-escrow app attempt \(label)".utf8))
     }
 }

@@ -135,6 +135,7 @@ extension AppleSignInRoutes {
             throw Self.attemptGone
         }
         let ticket = secret.ticket(
+            stateHash: stateHash,
             identityToken: credential.identityToken,
             authorizationCode: credential.authorizationCode
         )
@@ -189,7 +190,7 @@ extension AppleSignInRoutes {
     /// The answer to a capture whose attempt is used or expired: the same `200` with the same ticket when this very
     /// capture used it and the ticket is unredeemed (the app lost the first answer), else `410`.
     private func answerAgain(_ ticket: String, now: Date, _ context: some RequestContext) async throws -> Response {
-        guard let sealed = try await signIns.unredeemedSignInTicket(ticketHash: Self.hash(ticket), at: now),
+        guard let sealed = try await signIns.unredeemedSignInTicket(SignInTicketText.key(ticket), at: now),
             var plaintext = TicketSeal.open(sealed, ticket: Array(ticket.utf8))
         else {
             context.logger.info("native capture refused: attempt expired or used")

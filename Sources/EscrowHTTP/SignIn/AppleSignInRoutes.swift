@@ -227,7 +227,7 @@ struct AppleSignInRoutes: Sendable {
         }
         let (profile, refusal) = profile(form["user"], identity)
         let signIn = VerifiedSignIn(identity: identity, authorizationCode: code, profile: profile, refusal: refusal)
-        let ticket = Self.secret()
+        let ticket = SignInTicketText.random(stateHash: stateHash)
         let completion: SignInCompletion
         do {
             completion = try await captureAndIssue(
@@ -420,7 +420,7 @@ struct AppleSignInRoutes: Sendable {
         let now = escrow.configuration.clock.now()
         guard
             let redemption = try await signIns.redeemSignInTicket(
-                ticketHash: Self.hash(ticket),
+                SignInTicketText.key(ticket),
                 starterHash: starterHash,
                 at: now
             ),
