@@ -355,7 +355,7 @@ enum PostgresSchema {
             version: 13,
             name: "tickets found by their attempt",
             statements: [
-                // A ticket names its attempt (docs/FORMAT.md, "Web sign-in secrets"): its hash is kept in
+                // A ticket names its attempt (docs/FORMAT.md, "A sign-in's ticket"): its hash is kept in
                 // `ticket_check`, which has no index, and checked in the row the state hash finds, so storing a ticket
                 // changes no indexed column (the update can stay on its page). `ticket_hash` stays for the tickets
                 // issued before.

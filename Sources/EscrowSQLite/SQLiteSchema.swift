@@ -297,7 +297,7 @@ enum SQLiteSchema {
         migrator.registerMigration("v14") { db in
             try db.execute(sql: "ALTER TABLE escrow ADD COLUMN profile_box_key BLOB NOT NULL DEFAULT x''")
         }
-        // v15: a ticket names its attempt (docs/FORMAT.md, "Web sign-in secrets"), so its hash is kept in
+        // v15: a ticket names its attempt (docs/FORMAT.md, "A sign-in's ticket"), so its hash is kept in
         // `ticket_check`, which has no index, and checked in the row the state hash finds: storing a ticket no longer
         // writes a random page of `ticket_hash`'s unique index. `ticket_hash` stays for the tickets issued before.
         migrator.registerMigration("v15") { db in
