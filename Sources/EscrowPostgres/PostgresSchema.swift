@@ -358,8 +358,14 @@ enum PostgresSchema {
                 // A ticket names its attempt (docs/FORMAT.md, "A sign-in's ticket"): its hash is kept in
                 // `ticket_check`, which has no index, and checked in the row the state hash finds, so storing a ticket
                 // changes no indexed column (the update can stay on its page). `ticket_hash` stays for the tickets
-                // issued before.
+                // issued before, unique among the rows that have one: a partial index holds no entry for the NULL of
+                // every attempt since.
                 "ALTER TABLE signin_attempt ADD COLUMN ticket_check bytea",
+                "ALTER TABLE signin_attempt DROP CONSTRAINT signin_attempt_ticket_hash_key",
+                """
+                CREATE UNIQUE INDEX signin_attempt_ticket_hash ON signin_attempt (ticket_hash)
+                WHERE ticket_hash IS NOT NULL
+                """,
             ]
         ),
     ]

@@ -299,9 +299,42 @@ enum SQLiteSchema {
         }
         // v15: a ticket names its attempt (docs/FORMAT.md, "A sign-in's ticket"), so its hash is kept in
         // `ticket_check`, which has no index, and checked in the row the state hash finds: storing a ticket no longer
-        // writes a random page of `ticket_hash`'s unique index. `ticket_hash` stays for the tickets issued before.
+        // writes a random page of a ticket index. `ticket_hash` stays for the tickets issued before, unique among
+        // the rows that have one; the table is rebuilt because a column's UNIQUE cannot be dropped, and its index
+        // held an entry (NULL) for every attempt, written at its start. Attempts live minutes: the copy is small.
         migrator.registerMigration("v15") { db in
-            try db.execute(sql: "ALTER TABLE signin_attempt ADD COLUMN ticket_check BLOB")
+            try db.execute(
+                sql: """
+                    CREATE TABLE signin_attempt_v15 (
+                        state_hash BLOB PRIMARY KEY NOT NULL,
+                        nonce_hash BLOB NOT NULL,
+                        binding_hash BLOB NOT NULL,
+                        return_name TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER,
+                        ticket_hash BLOB,
+                        ticket_expires_at INTEGER,
+                        ticket_result BLOB,
+                        redeemed_at INTEGER,
+                        purge_at INTEGER NOT NULL,
+                        app_state BLOB,
+                        started_by_app INTEGER NOT NULL DEFAULT 0,
+                        ticket_check BLOB
+                    ) STRICT;
+                    INSERT INTO signin_attempt_v15 (state_hash, nonce_hash, binding_hash, return_name, created_at,
+                        expires_at, used_at, ticket_hash, ticket_expires_at, ticket_result, redeemed_at, purge_at,
+                        app_state, started_by_app)
+                    SELECT state_hash, nonce_hash, binding_hash, return_name, created_at, expires_at, used_at,
+                        ticket_hash, ticket_expires_at, ticket_result, redeemed_at, purge_at, app_state, started_by_app
+                    FROM signin_attempt;
+                    DROP TABLE signin_attempt;
+                    ALTER TABLE signin_attempt_v15 RENAME TO signin_attempt;
+                    CREATE INDEX signin_attempt_purge ON signin_attempt(purge_at);
+                    CREATE UNIQUE INDEX signin_attempt_ticket_hash ON signin_attempt(ticket_hash)
+                        WHERE ticket_hash IS NOT NULL;
+                    """
+            )
         }
         return migrator
     }

@@ -29,6 +29,13 @@ struct PostgresTicketTests {
                     \(ms + 600_000), false)
                 """
             )
+            let index = try await database.rows(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'signin_attempt' AND indexdef LIKE '%(ticket_hash)%'"
+            ).map { try $0.decode(String.self) }
+            #expect(
+                index.count == 1 && index[0].contains("UNIQUE") && index[0].contains("WHERE (ticket_hash IS NOT NULL)"),
+                "old tickets' hashes stay unique, in an index without the NULL of every later attempt: \(index)"
+            )
             let old = SignInTicketKey(ticketHash: Self.hash("fake-ticket-old"))
             #expect(try await store.unredeemedSignInTicket(old, at: Self.start) == Array("sealed-result-old".utf8))
             #expect(

@@ -51,6 +51,27 @@ struct SQLiteTicketMigrationTests {
         let redeemed = try await store.redeemSignInTicket(old, at: Self.start)
         #expect(redeemed == SignInRedemption(sealedResult: Array("sealed-result-old".utf8), returnName: "app"))
         #expect(try await store.redeemSignInTicket(old, at: Self.start) == nil, "once")
+        // The old tickets' hashes stay unique, in an index that holds no entry for the attempts without one.
+        let partial = try await store.read { db in
+            try Row.fetchAll(db, sql: "PRAGMA index_list(signin_attempt)")
+                .filter { ($0["name"] as String) == "signin_attempt_ticket_hash" }
+                .map { ($0["unique"] as Bool, $0["partial"] as Bool) }
+        }
+        #expect(partial.count == 1 && partial[0] == (true, true))
+        let raw = try DatabaseQueue(path: path)
+        let duplicate = #expect(throws: DatabaseError.self) {
+            try raw.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO signin_attempt (state_hash, nonce_hash, binding_hash, return_name, created_at,
+                            expires_at, ticket_hash, purge_at)
+                        SELECT x'00', nonce_hash, binding_hash, return_name, created_at, expires_at, ticket_hash, purge_at
+                        FROM signin_attempt
+                        """
+                )
+            }
+        }
+        #expect(duplicate?.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE, "a second row with an old ticket's hash")
     }
 
     @Test("a ticket issued now is kept in its attempt's row and leaves the ticket index alone")
