@@ -1,5 +1,4 @@
 import EscrowCore
-import EscrowCrypto
 import EscrowTestSupport
 import Foundation
 import GRDB
@@ -11,7 +10,6 @@ import Testing
 @Suite("SQLite schema v15: tickets found by their attempt")
 struct SQLiteTicketMigrationTests {
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
-    static func hash(_ text: String) -> [UInt8] { Hashing.blake2b256(Array(text.utf8)) }
 
     @Test("a ticket issued before v15 (its hash in the unique index) still redeems once by its hash alone")
     func ticketIssuedBefore() async throws {
@@ -29,9 +27,9 @@ struct SQLiteTicketMigrationTests {
                         VALUES (?, ?, ?, 'app', ?, ?, ?, ?, ?, ?, ?, 0)
                         """,
                     arguments: [
-                        Data(Self.hash("fake-state-old")), Data(Self.hash("fake-nonce-old")),
-                        Data(Self.hash("fake-binding-old")), ms, ms + 600_000, ms,
-                        Data(Self.hash("fake-ticket-old")), ms + 300_000, Data("sealed-result-old".utf8),
+                        Data(FakeSignIn.hash("fake-state-old")), Data(FakeSignIn.hash("fake-nonce-old")),
+                        Data(FakeSignIn.hash("fake-binding-old")), ms, ms + 600_000, ms,
+                        Data(FakeSignIn.hash("fake-ticket-old")), ms + 300_000, Data("sealed-result-old".utf8),
                         ms + 600_000,
                     ]
                 )
@@ -39,11 +37,14 @@ struct SQLiteTicketMigrationTests {
             try pool.close()
         }
         let store = try SQLiteEscrowStore(path: path, logger: Logger(label: "test"))
-        let old = SignInTicketKey(ticketHash: Self.hash("fake-ticket-old"))
+        let old = SignInTicketKey(ticketHash: FakeSignIn.hash("fake-ticket-old"))
         #expect(try await store.unredeemedSignInTicket(old, at: Self.start) == Array("sealed-result-old".utf8))
         #expect(
             try await store.redeemSignInTicket(
-                SignInTicketKey(stateHash: Self.hash("fake-state-old"), ticketHash: Self.hash("fake-ticket-old")),
+                SignInTicketKey(
+                    stateHash: FakeSignIn.hash("fake-state-old"),
+                    ticketHash: FakeSignIn.hash("fake-ticket-old")
+                ),
                 at: Self.start
             ) == nil,
             "a ticket stored before has no hash in its row to check"
@@ -78,40 +79,16 @@ struct SQLiteTicketMigrationTests {
     func ticketIssuedNow() async throws {
         let directory = TemporaryDirectory()
         let store = try SQLiteEscrowStore(path: directory.path + "/escrow.sqlite", logger: Logger(label: "test"))
-        let attempt = SignInAttempt(
-            stateHash: Self.hash("fake-state-new"),
-            nonceHash: Self.hash("fake-nonce-new"),
-            bindingHash: Self.hash("fake-binding-new"),
-            returnName: "app",
-            createdAt: Self.start,
-            expiresAt: Self.start.addingTimeInterval(600)
-        )
-        try await store.createSignInAttempt(attempt)
-        let ticket = SignInTicket(
-            ticketHash: Self.hash("fake-ticket-new"),
-            sealedResult: Array("sealed-result-new".utf8),
-            expiresAt: Self.start.addingTimeInterval(300)
-        )
-        let completion = try await store.completeSignIn(
-            SignInCompletionRequest(
-                stateHash: attempt.stateHash,
-                bindingHash: attempt.bindingHash,
-                now: Self.start,
-                attempt: attempt,
-                ticket: { _ in ticket }
-            ),
-            capture: nil,
-            actor: .http(token: "signin"),
-            lifecycle: EscrowLifecycle()
-        )
-        #expect({ if case .completed = completion { true } else { false } }(), "completes: \(completion)")
+        let signIn = try await FakeSignIn.complete("new", in: store, at: Self.start)
+        #expect(signIn.completed, "completes: \(signIn.completion)")
         let (indexed, checked) = try await store.read { db in
             let row = try Row.fetchOne(db, sql: "SELECT ticket_hash, ticket_check FROM signin_attempt")
             return (row?["ticket_hash"] as Data?, row?["ticket_check"] as Data?)
         }
         #expect(indexed == nil, "nothing is written to ticket_hash's unique index")
-        #expect(checked == Data(ticket.ticketHash))
-        let key = SignInTicketKey(stateHash: attempt.stateHash, ticketHash: ticket.ticketHash)
-        #expect(try await store.redeemSignInTicket(key, at: Self.start)?.sealedResult == ticket.sealedResult)
+        #expect(checked == Data(signIn.ticket.ticketHash))
+        #expect(
+            try await store.redeemSignInTicket(signIn.key, at: Self.start)?.sealedResult == signIn.ticket.sealedResult
+        )
     }
 }
