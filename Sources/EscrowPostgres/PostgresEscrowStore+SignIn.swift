@@ -48,28 +48,42 @@ extension PostgresEscrowStore: SignInStore {
         }
     }
 
-    /// Found by the state hash (the table's key) with the ticket's hash checked in the row, or for a ticket stored
-    /// before tickets named their attempt, by its hash in `ticket_hash`'s index.
     public func unredeemedSignInTicket(_ key: SignInTicketKey, at now: Date) async throws -> [UInt8]? {
         let logger = database.logger
-        let now = PostgresEscrowStore.ms(now)
-        let query: PostgresQuery
-        if let stateHash = key.stateHash {
-            query = try """
-            SELECT ticket_result FROM signin_attempt
-            WHERE state_hash = \(Data(stateHash)) AND ticket_check = \(Data(key.ticketHash))
-                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
-            """
-        } else {
-            query = try """
-            SELECT ticket_result FROM signin_attempt
-            WHERE ticket_hash = \(Data(key.ticketHash))
-                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
-            """
-        }
+        let query = try Self.unredeemedTicket(key, columns: "ticket_result", at: now)
         return try await database.withConnection("read failed") { connection in
             try await connection.query(query, logger: logger).collect().first.map { [UInt8](try $0.decode(Data.self)) }
         }
+    }
+
+    /// The `SELECT` of an unredeemed ticket's `columns` while it is not past its expiry at `now`: found by the state
+    /// hash (the table's key) with the ticket's hash checked in the row, or for a ticket stored before tickets named
+    /// their attempt, by its hash in `ticket_hash`'s index. Only the SQL's shape depends on which; values are binds.
+    static func unredeemedTicket(
+        _ key: SignInTicketKey,
+        columns: String,
+        at now: Date,
+        forUpdate: Bool = false
+    ) throws -> PostgresQuery {
+        var binds = PostgresBindings(capacity: 3)
+        let match: String
+        if let stateHash = key.stateHash {
+            try binds.append(Data(stateHash))
+            try binds.append(Data(key.ticketHash))
+            match = "state_hash = $1 AND ticket_check = $2"
+        } else {
+            try binds.append(Data(key.ticketHash))
+            match = "ticket_hash = $1"
+        }
+        binds.append(ms(now))
+        return PostgresQuery(
+            unsafeSQL: """
+                SELECT \(columns) FROM signin_attempt
+                WHERE \(match) AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > $\(binds.count)
+                \(forUpdate ? "FOR UPDATE" : "")
+                """,
+            binds: binds
+        )
     }
 
     public func sweepSignInAttempts(at now: Date) async throws -> Int {

@@ -61,23 +61,12 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
     ) async throws
         -> SignInRedemption?
     {
-        let now = PostgresEscrowStore.ms(now)
-        let select: PostgresQuery
-        if let stateHash = key.stateHash {
-            select = try """
-            SELECT state_hash, ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
-            WHERE state_hash = \(Data(stateHash)) AND ticket_check = \(Data(key.ticketHash))
-                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
-            FOR UPDATE
-            """
-        } else {
-            select = try """
-            SELECT state_hash, ticket_result, return_name, binding_hash, started_by_app FROM signin_attempt
-            WHERE ticket_hash = \(Data(key.ticketHash))
-                AND redeemed_at IS NULL AND ticket_result IS NOT NULL AND ticket_expires_at > \(now)
-            FOR UPDATE
-            """
-        }
+        let select = try PostgresEscrowStore.unredeemedTicket(
+            key,
+            columns: "state_hash, ticket_result, return_name, binding_hash, started_by_app",
+            at: now,
+            forUpdate: true
+        )
         let rows = try await connection.query(select, logger: logger).collect()
             .map { try $0.decode((Data, Data, String, Data, Bool).self) }
         guard let (stateHash, result, returnName, bindingHash, startedByApp) = rows.first else { return nil }
@@ -85,7 +74,10 @@ extension PostgresWriteTransaction: SignInWriteTransaction {
             guard let starterHash, Hashing.constantTimeEqual([UInt8](bindingHash), starterHash) else { return nil }
         }
         try await connection.query(
-            "UPDATE signin_attempt SET redeemed_at = \(now), ticket_result = NULL WHERE state_hash = \(stateHash)",
+            """
+            UPDATE signin_attempt SET redeemed_at = \(PostgresEscrowStore.ms(now)), ticket_result = NULL
+            WHERE state_hash = \(stateHash)
+            """,
             logger: logger
         )
         return SignInRedemption(sealedResult: [UInt8](result), returnName: returnName)
