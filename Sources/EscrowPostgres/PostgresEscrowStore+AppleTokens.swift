@@ -13,22 +13,26 @@ extension PostgresEscrowStore: AppleTokenStore {
         }
     }
 
-    public func rescheduleAppleExchange(codeHash: [UInt8], attempts: Int, at next: Date) async throws -> Bool {
+    public func rescheduleAppleExchange(
+        _ key: AppleTokenExchange.Key,
+        attempts: Int,
+        at next: Date
+    ) async throws -> Bool {
         try requireWritable()
         return try await Self.engineTransaction(database, "rescheduling an Apple token exchange failed") {
-            try await $0.setAppleExchange(codeHash: codeHash, expected: attempts, attempts: attempts, next: next)
+            try await $0.setAppleExchange(key, expected: attempts, attempts: attempts, next: next)
         }
     }
 
     public func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         attempts: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date
     ) async throws -> Bool {
         try requireWritable()
         return try await Self.engineTransaction(database, "ending an Apple token exchange failed") {
-            try await $0.endAppleExchange(codeHash: codeHash, expected: attempts, outcome: outcome, at: now)
+            try await $0.endAppleExchange(key, expected: attempts, outcome: outcome, at: now)
         }
     }
 

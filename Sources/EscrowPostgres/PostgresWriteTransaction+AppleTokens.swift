@@ -15,7 +15,7 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
                 \(exchange.redirectURI), \(Int64(exchange.keyVersion)), \(Data(exchange.sealedCode)),
                 \(Int64(exchange.attempts)), \(PostgresEscrowStore.ms(exchange.nextAttemptAt)),
                 \(PostgresEscrowStore.ms(exchange.createdAt)), \(PostgresEscrowStore.ms(exchange.expiresAt)))
-            ON CONFLICT (code_hash) DO NOTHING RETURNING 1
+            ON CONFLICT (escrow_id, code_hash) DO NOTHING RETURNING 1
             """,
             logger: logger
         ).collect()
@@ -33,12 +33,18 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
         ).collect().compactMap(PostgresEscrowStore.appleExchange)
     }
 
-    func setAppleExchange(codeHash: [UInt8], expected: Int, attempts: Int, next: Date) async throws -> Bool {
+    func setAppleExchange(
+        _ key: AppleTokenExchange.Key,
+        expected: Int,
+        attempts: Int,
+        next: Date
+    ) async throws -> Bool {
         let rows = try await connection.query(
             """
             UPDATE apple_token_exchange
             SET attempts = \(Int64(attempts)), next_attempt_at = \(PostgresEscrowStore.ms(next))
-            WHERE code_hash = \(Data(codeHash)) AND attempts = \(Int64(expected)) AND ended_at IS NULL RETURNING 1
+            WHERE escrow_id = \(Data(key.escrowID.bytes)) AND code_hash = \(Data(key.codeHash))
+                AND attempts = \(Int64(expected)) AND ended_at IS NULL RETURNING 1
             """,
             logger: logger
         ).collect()
@@ -46,7 +52,7 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
     }
 
     func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         expected: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date
@@ -57,18 +63,18 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
             """
             UPDATE apple_token_exchange
             SET sealed_code = ''::bytea, sealed_tokens = \(tokens.map { Data($0) }), error = \(error), ended_at = \(ms)
-            WHERE code_hash = \(Data(codeHash)) AND attempts = \(Int64(expected)) AND ended_at IS NULL
-            RETURNING escrow_id
+            WHERE escrow_id = \(Data(key.escrowID.bytes)) AND code_hash = \(Data(key.codeHash))
+                AND attempts = \(Int64(expected)) AND ended_at IS NULL
+            RETURNING 1
             """,
             logger: logger
         ).collect()
-        guard let row = ended.first else { return false }
+        guard ended.count == 1 else { return false }
         // The escrow's first delivery was held for the exchange: due now.
-        let escrowID = try row.decode(Data.self)
         _ = try await connection.query(
             """
             UPDATE escrow SET next_attempt_at = \(ms), due_at = \(ms), revision = revision + 1, updated_at = \(ms)
-            WHERE id = \(escrowID) AND state = 'pending' AND attempts = 0 AND due_at > \(ms)
+            WHERE id = \(Data(key.escrowID.bytes)) AND state = 'pending' AND attempts = 0 AND due_at > \(ms)
             """,
             logger: logger
         ).collect()

@@ -13,19 +13,23 @@ extension SQLiteEscrowStore: AppleTokenStore {
         }
     }
 
-    public func rescheduleAppleExchange(codeHash: [UInt8], attempts: Int, at next: Date) async throws -> Bool {
+    public func rescheduleAppleExchange(
+        _ key: AppleTokenExchange.Key,
+        attempts: Int,
+        at next: Date
+    ) async throws -> Bool {
         try await write(durable: false) {
-            try $0.setAppleExchange(codeHash: codeHash, expected: attempts, attempts: attempts, next: next)
+            try $0.setAppleExchange(key, expected: attempts, attempts: attempts, next: next)
         }
     }
 
     public func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         attempts: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date
     ) async throws -> Bool {
-        try await write { try $0.endAppleExchange(codeHash: codeHash, expected: attempts, outcome: outcome, at: now) }
+        try await write { try $0.endAppleExchange(key, expected: attempts, outcome: outcome, at: now) }
     }
 
     public func appleExchanges(escrowID: EscrowID) async throws -> [AppleTokenExchange] {

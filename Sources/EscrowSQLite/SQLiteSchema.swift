@@ -336,6 +336,46 @@ enum SQLiteSchema {
                     """
             )
         }
+        // v16: an exchange is its escrow's code, keyed by (escrow_id, code_hash) in a table without rowids, in the
+        // escrow ids' time order: queueing a sign-in's code appends to the table and its due index, where a key of
+        // the code's hash alone wrote a random page of its index for every sign-in (and the escrow's index was a
+        // third B-tree). A code is still queued once: it belongs to one user, who has one escrow at a time. The
+        // exchanges, ended ones holding sealed refresh tokens, are copied; the purge trigger is made again around
+        // the rebuild, as it names the table.
+        migrator.registerMigration("v16") { db in
+            try db.execute(
+                sql: """
+                    DROP TRIGGER apple_token_exchange_purged;
+                    CREATE TABLE apple_token_exchange_v16 (
+                        escrow_id BLOB NOT NULL,
+                        code_hash BLOB NOT NULL,
+                        client_id TEXT NOT NULL,
+                        redirect_uri TEXT,
+                        key_version INTEGER NOT NULL,
+                        sealed_code BLOB NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        sealed_tokens BLOB,
+                        error TEXT,
+                        ended_at INTEGER,
+                        PRIMARY KEY (escrow_id, code_hash)
+                    ) STRICT, WITHOUT ROWID;
+                    INSERT INTO apple_token_exchange_v16 SELECT escrow_id, code_hash, client_id, redirect_uri,
+                        key_version, sealed_code, attempts, next_attempt_at, created_at, expires_at, sealed_tokens,
+                        error, ended_at
+                    FROM apple_token_exchange;
+                    DROP TABLE apple_token_exchange;
+                    ALTER TABLE apple_token_exchange_v16 RENAME TO apple_token_exchange;
+                    CREATE INDEX apple_token_exchange_due ON apple_token_exchange(next_attempt_at)
+                        WHERE ended_at IS NULL;
+                    CREATE TRIGGER apple_token_exchange_purged AFTER DELETE ON escrow BEGIN
+                        DELETE FROM apple_token_exchange WHERE escrow_id = OLD.id;
+                    END;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -10,7 +10,7 @@ extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
             sql: """
                 INSERT INTO apple_token_exchange (code_hash, escrow_id, client_id, redirect_uri, key_version,
                     sealed_code, attempts, next_attempt_at, created_at, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code_hash) DO NOTHING
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (escrow_id, code_hash) DO NOTHING
                 """
         ).execute(
             arguments: [
@@ -33,20 +33,22 @@ extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
         ).compactMap(Self.appleExchange)
     }
 
-    func setAppleExchange(codeHash: [UInt8], expected: Int, attempts: Int, next: Date) throws -> Bool {
+    func setAppleExchange(_ key: AppleTokenExchange.Key, expected: Int, attempts: Int, next: Date) throws -> Bool {
         try db.cachedStatement(
             sql: """
                 UPDATE apple_token_exchange SET attempts = ?, next_attempt_at = ?
-                WHERE code_hash = ? AND attempts = ? AND ended_at IS NULL
+                WHERE escrow_id = ? AND code_hash = ? AND attempts = ? AND ended_at IS NULL
                 """
         ).execute(
-            arguments: [attempts, Timestamp.unixMilliseconds(next), Data(codeHash), expected]
+            arguments: [
+                attempts, Timestamp.unixMilliseconds(next), Data(key.escrowID.bytes), Data(key.codeHash), expected,
+            ]
         )
         return db.changesCount == 1
     }
 
     func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         expected: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date
@@ -56,21 +58,20 @@ extension SQLiteWriteTransaction: AppleTokenWriteTransaction {
         try db.cachedStatement(
             sql: """
                 UPDATE apple_token_exchange SET sealed_code = X'', sealed_tokens = ?, error = ?, ended_at = ?
-                WHERE code_hash = ? AND attempts = ? AND ended_at IS NULL
+                WHERE escrow_id = ? AND code_hash = ? AND attempts = ? AND ended_at IS NULL
                 """
         ).execute(
-            arguments: [tokens.map { Data($0) }, error, ms, Data(codeHash), expected]
+            arguments: [tokens.map { Data($0) }, error, ms, Data(key.escrowID.bytes), Data(key.codeHash), expected]
         )
         guard db.changesCount == 1 else { return false }
         // The escrow's first delivery was held for the exchange: due now.
         try db.cachedStatement(
             sql: """
                 UPDATE escrow SET next_attempt_at = ?1, due_at = ?1, revision = revision + 1, updated_at = ?1
-                WHERE id = (SELECT escrow_id FROM apple_token_exchange WHERE code_hash = ?2)
-                    AND state = 'pending' AND attempts = 0 AND due_at > ?1
+                WHERE id = ?2 AND state = 'pending' AND attempts = 0 AND due_at > ?1
                 """
         ).execute(
-            arguments: [ms, Data(codeHash)]
+            arguments: [ms, Data(key.escrowID.bytes)]
         )
         return true
     }

@@ -57,29 +57,45 @@ extension StoreConformance {
         try expect(claimed.count == 1 && claimed[0].attempts == 1, "claimed, one attempt counted")
         try expect(claimed[0].nextAttemptAt == now.addingTimeInterval(30), "leased for 30 s")
         try expect(try await tokens.claimAppleExchanges(at: now, limit: 10, lease: 30).isEmpty, "not twice in a lease")
-        let code = claimed[0].codeHash
+        let code = claimed[0].key
+        let codeHash = fixture.exchange(1, escrowID: record.id).codeHash
+        try expect(code == AppleTokenExchange.Key(escrowID: record.id, codeHash: codeHash), "named by escrow and code")
         try expect(
-            try await !tokens.rescheduleAppleExchange(codeHash: code, attempts: 0, at: now),
+            try await !tokens.rescheduleAppleExchange(code, attempts: 0, at: now),
             "an earlier claim cannot reschedule it"
         )
+        // The code's hash under another escrow names another exchange (none).
+        let elsewhere = AppleTokenExchange.Key(escrowID: EscrowID.random(), codeHash: code.codeHash)
         try expect(
-            try await tokens.rescheduleAppleExchange(codeHash: code, attempts: 1, at: now.addingTimeInterval(2)),
+            try await !tokens.rescheduleAppleExchange(elsewhere, attempts: 1, at: now.addingTimeInterval(2)),
+            "the code under another escrow reschedules nothing"
+        )
+        try expect(
+            try await tokens.rescheduleAppleExchange(code, attempts: 1, at: now.addingTimeInterval(2)),
             "its claim reschedules it"
         )
         let again = try await tokens.claimAppleExchanges(at: now.addingTimeInterval(2), limit: 10, lease: 30)
         try expect(again.map(\.attempts) == [2], "due again when rescheduled: \(again.map(\.attempts))")
         let ended = fixture.now.addingTimeInterval(3)
         try expect(
-            try await !tokens.endAppleExchange(codeHash: code, attempts: 1, outcome: .refused("x"), at: ended),
+            try await !tokens.endAppleExchange(code, attempts: 1, outcome: .refused("x"), at: ended),
             "a stale claim cannot end it"
+        )
+        try expect(
+            try await !tokens.endAppleExchange(elsewhere, attempts: 2, outcome: .refused("x"), at: ended),
+            "the code under another escrow ends nothing"
+        )
+        try expect(
+            try await subject.escrows.record(id: record.id)?.nextAttemptAt == fixture.expiry,
+            "nor releases the escrow's delivery"
         )
         let sealed: [UInt8] = Array(0..<90)
         try expect(
-            try await tokens.endAppleExchange(codeHash: code, attempts: 2, outcome: .tokens(sealed: sealed), at: ended),
+            try await tokens.endAppleExchange(code, attempts: 2, outcome: .tokens(sealed: sealed), at: ended),
             "its claim ends it"
         )
         try expect(
-            try await !tokens.endAppleExchange(codeHash: code, attempts: 2, outcome: .refused("x"), at: ended),
+            try await !tokens.endAppleExchange(code, attempts: 2, outcome: .refused("x"), at: ended),
             "ended once"
         )
         let stored = try await tokens.appleExchanges(escrowID: record.id)
@@ -98,7 +114,7 @@ extension StoreConformance {
         let other = try await fixture.signIn(2, store: store)
         let second = try await tokens.claimAppleExchanges(at: now, limit: 10, lease: 30)
         _ = try await tokens.endAppleExchange(
-            codeHash: second[0].codeHash,
+            second[0].key,
             attempts: 1,
             outcome: .refused("invalid_grant"),
             at: now

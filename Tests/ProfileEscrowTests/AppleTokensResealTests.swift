@@ -38,7 +38,7 @@ struct AppleTokensResealTests {
             into: other ?? record.sealed
         )
         let ended = try await store.endAppleExchange(
-            codeHash: claimed.codeHash,
+            claimed.key,
             attempts: claimed.attempts,
             outcome: .tokens(sealed: tokens),
             at: now

@@ -3,17 +3,17 @@ package import Foundation
 
 /// The statements a store runs for Apple token exchanges, inside an ``EscrowWriteTransaction``.
 package protocol AppleTokenWriteTransaction: EscrowWriteTransaction {
-    /// Queues an exchange unless one for its code exists; returns whether it did.
+    /// Queues an exchange unless its escrow has one for its code; returns whether it did.
     func insertAppleExchange(_ exchange: AppleTokenExchange) async throws -> Bool
     /// Up to `limit` running exchanges due at `now`, the longest due first, locked (skipping those other
     /// transactions hold) where the store locks rows.
     func dueAppleExchanges(at now: Date, limit: Int) async throws -> [AppleTokenExchange]
     /// Sets a running exchange's attempts and next due time when its attempts are `expected`; returns whether it did.
-    func setAppleExchange(codeHash: [UInt8], expected: Int, attempts: Int, next: Date) async throws -> Bool
+    func setAppleExchange(_ key: AppleTokenExchange.Key, expected: Int, attempts: Int, next: Date) async throws -> Bool
     /// Ends a running exchange whose attempts are `expected` (its sealed code erased) and makes its escrow due at
     /// `now` when it is pending, never attempted and due later; returns whether the exchange was ended.
     func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         expected: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date
@@ -71,7 +71,7 @@ extension StoreEngine {
     ) async throws -> [AppleTokenExchange] {
         let due = try await transaction.dueAppleExchanges(at: now, limit: max(0, limit))
         return try await claimLeased(due, at: now, lease: lease) {
-            try await transaction.setAppleExchange(codeHash: $0.codeHash, expected: $0.attempts, attempts: $1, next: $2)
+            try await transaction.setAppleExchange($0.key, expected: $0.attempts, attempts: $1, next: $2)
         }
     }
 }

@@ -14,7 +14,19 @@ public struct AppleTokenExchange: Sendable, Equatable {
         case refused(String)
     }
 
-    /// The entry's key: a hash of the code, so one code is exchanged once whatever captured it.
+    /// What names an exchange: its escrow and a hash of its code (``key``). A code is queued once for its escrow,
+    /// whatever captured it; it belongs to one user, who has one escrow at a time, so it is exchanged once.
+    public struct Key: Sendable, Hashable {
+        public var escrowID: EscrowID
+        public var codeHash: [UInt8]
+
+        public init(escrowID: EscrowID, codeHash: [UInt8]) {
+            self.escrowID = escrowID
+            self.codeHash = codeHash
+        }
+    }
+
+    /// A hash of the code (BLAKE2b-256 of `"apple-code " || code`).
     public var codeHash: [UInt8]
     public var escrowID: EscrowID
     /// The client id the code was issued to (the Services ID of the web flow, an app's bundle id).
@@ -75,6 +87,9 @@ public struct AppleTokenExchange: Sendable, Equatable {
     /// escrow's profile was sealed again under a new one (an email change, by a release that did not keep the pair).
     public static let tokensUnreadable = "tokens_unreadable"
 
+    /// The exchange's name in its store.
+    public var key: Key { Key(escrowID: escrowID, codeHash: codeHash) }
+
     /// Whether the exchange is over at `now`: ended, or past the code's life (a delivery waits no longer).
     public func isSettled(at now: Date) -> Bool { outcome != nil || now >= expiresAt }
 }
@@ -92,12 +107,12 @@ public protocol AppleTokenStore: Sendable {
 
     /// Sets when a claimed exchange is due again, when no later claim took it (its attempts are still `attempts`);
     /// returns whether it did.
-    func rescheduleAppleExchange(codeHash: [UInt8], attempts: Int, at next: Date) async throws -> Bool
+    func rescheduleAppleExchange(_ key: AppleTokenExchange.Key, attempts: Int, at next: Date) async throws -> Bool
 
     /// Ends a claimed, running exchange (its attempts still `attempts`) with `outcome`, erasing its sealed code, and
     /// makes its escrow due at `now` when its first delivery was held for it. Returns whether it did.
     func endAppleExchange(
-        codeHash: [UInt8],
+        _ key: AppleTokenExchange.Key,
         attempts: Int,
         outcome: AppleTokenExchange.Outcome,
         at now: Date

@@ -128,7 +128,7 @@ public final class AppleTokenExchanger: Service, Sendable {
                 metadata["outcome"] = "\(name)"
                 AppleTokenMetrics.exchanged(name, factory: factory)
                 if try await store.endAppleExchange(
-                    codeHash: exchange.codeHash,
+                    exchange.key,
                     attempts: exchange.attempts,
                     outcome: outcome,
                     at: ended
@@ -140,7 +140,7 @@ public final class AppleTokenExchanger: Service, Sendable {
                 AppleTokenMetrics.exchanged("retried", factory: factory)
                 let next = configuration.retry(after: exchange.attempts, now: ended, expiresAt: exchange.expiresAt)
                 _ = try await store.rescheduleAppleExchange(
-                    codeHash: exchange.codeHash,
+                    exchange.key,
                     attempts: exchange.attempts,
                     at: next
                 )
