@@ -4,9 +4,9 @@ the exchange off and one with every code queued for its exchange (APPLE_EXCHANGE
 native capture compared, with a verified POST /v1/escrows (an identity token, no code) on each node as the control:
 it queues nothing, so its ratio shows what the two nodes differ by without the exchange.
 
-The rounds interleave the nodes (off then on, then on then off, …), every phase of one node then every phase of the
-other, so that a drift of the machine's speed, which on a VM can be 10–15% from one minute to the next, meets both
-alike: two runs one after the other would put the drift into the ratio.
+Each phase runs on the two nodes one right after the other (which goes first alternating), round after round, so
+that a drift of the machine's speed, which on a VM can be 10–15% from one minute to the next, meets both alike: two
+runs one after the other would put the drift into the ratio.
 
 CAPTURE_ONLY=1 runs the "on" node on a public-only keyring, as a capture-only node at the edge: it queues every code
 and never claims one, so its figure is the answer path alone.
@@ -38,9 +38,6 @@ spec = importlib.util.spec_from_file_location("bench", Path(__file__).with_name(
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
-PHASES = ("verified capture", "callback", "native capture")
-
-
 def node(root: Path, exchange: bool) -> bench.Serve:
     """A sign-in node; with `exchange`, APPLE_EXCHANGE=1 (and CAPTURE_ONLY as given) for its start alone."""
     root.mkdir()
@@ -63,18 +60,20 @@ def node(root: Path, exchange: bool) -> bench.Serve:
                 os.environ[name] = value
 
 
-def round_of(serve: bench.Serve, tag: str) -> dict[str, float]:
-    """Serve's CPU seconds for N operations of each phase."""
-    cpu = {}
+def verified(serve: bench.Serve, tag: str) -> float:
+    """Serve's CPU seconds for N verified captures (an identity token, no code)."""
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {serve.token}"}
     requests = []
     for i in range(N):
-        sub, email, _ = bench.profile(i, f"plain{tag}x")
+        sub, email, _ = bench.profile(i, f"verified{tag}x")
         body = {"userIdentifier": sub, "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"}, "email": email,
                 "identityToken": bench.sign(bench.claims(sub, bench.BUNDLE_ID, email))}
         requests.append(("POST", "/v1/escrows", headers, json.dumps(body)))
-    cpu["verified capture"] = bench.run(serve, requests, {201})[0]
+    return bench.run(serve, requests, {201})[0]
 
+
+def callback(serve: bench.Serve, tag: str) -> float:
+    """Serve's CPU seconds for N web callbacks, each with its code (the starts not counted)."""
     _, answers = bench.run(serve, [("GET", "/v1/apple/signin", {}, None)] * N, {302})
     forms = []
     for i, (_, answer, _) in enumerate(answers):
@@ -88,10 +87,14 @@ def round_of(serve: bench.Serve, tag: str) -> dict[str, float]:
             "user": json.dumps(user)})
         forms.append(("POST", "/v1/apple/signin/callback", {"Content-Type": "application/x-www-form-urlencoded",
                                                             "Cookie": answer["Set-Cookie"].split(";")[0]}, form))
-    cpu["callback"], answers = bench.run(serve, forms, {303})
+    seconds, answers = bench.run(serve, forms, {303})
     if any("ticket=" not in answer["Location"] for _, answer, _ in answers):
         raise SystemExit("a callback did not complete")
+    return seconds
 
+
+def native(serve: bench.Serve, tag: str) -> float:
+    """Serve's CPU seconds for N native captures, each with its code (the app attempts not counted)."""
     app = {"Content-Type": "application/json"}
     _, answers = bench.run(serve, [("POST", "/v1/apple/attempts", app, "{}")] * N, {201})
     credentials = []
@@ -103,20 +106,24 @@ def round_of(serve: bench.Serve, tag: str) -> dict[str, float]:
         body = {"attempt": attempt["attempt"], "identityToken": bench.sign(claims), "authorizationCode": code,
                 "fullName": {"givenName": "Testy", "familyName": f"Bench{i}"}, "email": email}
         credentials.append(("POST", "/v1/apple/native/capture", app, json.dumps(body)))
-    cpu["native capture"] = bench.run(serve, credentials, {201})[0]
-    return cpu
+    return bench.run(serve, credentials, {201})[0]
+
+
+PHASES = {"verified capture": verified, "callback": callback, "native capture": native}
 
 
 def main():
     root = Path(tempfile.mkdtemp(prefix="pe-exchange-bench-"))
     off = node(root / "off", exchange=False)
     on = node(root / "on", exchange=True)
-    results = {"off": [], "on": []}
+    results = {name: {phase: [] for phase in PHASES} for name in ("off", "on")}
     try:
         for r in range(ROUNDS):
-            order = (("off", off), ("on", on)) if r % 2 == 0 else (("on", on), ("off", off))
-            for name, serve in order:
-                results[name].append(round_of(serve, f"{name}{r}"))
+            for k, (phase, measure) in enumerate(PHASES.items()):
+                # The two nodes' runs of a phase one right after the other, which goes first alternating.
+                order = (("off", off), ("on", on)) if (r + k) % 2 == 0 else (("on", on), ("off", off))
+                for name, serve in order:
+                    results[name][phase].append(measure(serve, f"{name}{r}"))
     finally:
         off.stop()
         on.stop()
@@ -125,8 +132,8 @@ def main():
     print(f"{N} operations a phase, {ROUNDS} rounds interleaved, {CONNECTIONS} connections; serve's CPU (user + "
           "system) per operation, all rounds:")
     for phase in PHASES:
-        cpu = {name: sum(r[phase] for r in results[name]) / (N * ROUNDS) * 1e6 for name in results}
-        rounds = sorted(a[phase] / b[phase] for a, b in zip(results["on"], results["off"]))
+        cpu = {name: sum(results[name][phase]) / (N * ROUNDS) * 1e6 for name in results}
+        rounds = sorted(a / b for a, b in zip(results["on"][phase], results["off"][phase]))
         print(f"  {phase:15s} exchange off {cpu['off']:6.0f} us, on {cpu['on']:6.0f} us: on / off "
               f"{cpu['on'] / cpu['off']:.3f} (rounds {rounds[0]:.2f}–{rounds[-1]:.2f}, median "
               f"{statistics.median(rounds):.2f})")
