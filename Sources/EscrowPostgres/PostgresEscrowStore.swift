@@ -160,7 +160,9 @@ public final class PostgresEscrowStore: EscrowStore, Sendable {
         self.database = database
         let bound = Duration.milliseconds(Int64(database.operationTimeout * 1_000))
         let batching = (maximumBatch: configuration.maximumBatch, bound: bound)
-        captures = Self.groupCommit(database, batching, "capture failed") { try await StoreEngine.capture($0, in: $1) }
+        captures = Self.groupCommit(database, batching, "capture failed") {
+            try await StoreEngine.captureQueueingCodes($0, in: $1)
+        }
         commits = Self.groupCommit(database, batching, "commit failed") { try await StoreEngine.commit($0, in: $1) }
         signIns = Self.groupCommit(database, batching, "completing a sign-in failed") {
             try await StoreEngine.completeSignIns($0, in: $1)

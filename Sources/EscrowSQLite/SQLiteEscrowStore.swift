@@ -132,7 +132,7 @@ public final class SQLiteEscrowStore: EscrowStore {
         self.batcher = CaptureBatcher(
             writer: .blocking(label: "profile-escrow.capture-commit") { [pool] batch in
                 Self.writeBatch(batch, pool: pool, lock: lock) { items, transaction in
-                    try await StoreEngine.capture(items, in: transaction)
+                    try await StoreEngine.captureQueueingCodes(items, in: transaction)
                 }
             }
         )

@@ -11,14 +11,25 @@ extension StoreConformance {
         Check(
             name: "a capture with an authorization code queues its exchange, once, holding the first delivery",
             run: appleCodeCapturedOnce
-        )
+        ),
+        Check(
+            name: "concurrent captures with and without codes: each code queued for the escrow that holds its profile",
+            run: appleCodeCapturedConcurrently
+        ),
     ]
+
+    static func codeCaptureStore(_ subject: Subject) throws -> any AppleCodeCaptureStore {
+        guard let store = subject.escrows as? any AppleCodeCaptureStore else {
+            throw ConformanceFailure(
+                "the subject's store is no AppleCodeCaptureStore: leave appleCodeCaptureChecks out"
+            )
+        }
+        return store
+    }
 
     static func appleCodeCapturedOnce(_ make: MakeSubject) async throws {
         let subject = try await make()
-        guard let store = subject.escrows as? any AppleCodeCaptureStore else {
-            throw ConformanceFailure("the subject's store is no AppleCodeCaptureStore: leave appleCodeCaptureChecks out")
-        }
+        let store = try codeCaptureStore(subject)
         let fixture = AppleTokenFixture()
         let (_, tokens) = try fixture.stores(subject)
         var record = try fixture.records.record(user: 1, at: fixture.now)
@@ -68,5 +79,71 @@ extension StoreConformance {
         let events = try await subject.escrows.auditEvents(after: 0, limit: 10)
         try expect(events.map(\.draft.type) == [.captured, .captured, .captured], "one captured event each")
         try await Fixture().expectIntactChain(events, of: subject.escrows, "the chain with a code's capture")
+    }
+
+    /// Captures that may share a commit: for users 10 to 19 one with a code and one of other content without, for
+    /// users 20 to 24 two of different content, each with its own code. Whichever capture of a user comes last holds
+    /// the profile; the code of one it replaced went with it, and no code is left queued for an escrow that is gone.
+    static func appleCodeCapturedConcurrently(_ make: MakeSubject) async throws {
+        let subject = try await make()
+        let store = try codeCaptureStore(subject)
+        let fixture = AppleTokenFixture()
+        let (_, tokens) = try fixture.stores(subject)
+        var coded: [(user: Int, code: Int, record: EscrowRecord)] = []
+        var plain: [EscrowRecord] = []
+        for user in 10..<25 {
+            var record = try fixture.records.record(user: user, content: "coded", at: fixture.now)
+            record.nextAttemptAt = fixture.expiry
+            coded.append((user, user, record))
+            if user < 20 {
+                plain.append(try fixture.records.record(user: user, content: "plain", at: fixture.now))
+            } else {
+                var other = try fixture.records.record(user: user, content: "coded again", at: fixture.now)
+                other.nextAttemptAt = fixture.expiry
+                coded.append((user, user + 100, other))
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (_, code, record) in coded {
+                group.addTask {
+                    _ = try await store.capture(
+                        record,
+                        queueing: { fixture.exchange(code, escrowID: $0) },
+                        actor: .library,
+                        lifecycle: EscrowLifecycle()
+                    )
+                }
+            }
+            for record in plain {
+                group.addTask { _ = try await subject.escrows.capture(record, actor: .library) }
+            }
+            try await group.waitForAll()
+        }
+        var queued = 0
+        for user in 10..<25 {
+            let index = fixture.records.keyring.blindIndex(userIdentifier: fixture.records.user(user))
+            guard let live = try await subject.escrows.record(blindIndex: index) else {
+                throw ConformanceFailure("user \(user) has no escrow")
+            }
+            let exchanges = try await tokens.appleExchanges(escrowID: live.id)
+            queued += exchanges.count
+            if let (_, code, _) = coded.first(where: { $0.record.id == live.id }) {
+                try expect(
+                    exchanges == [fixture.exchange(code, escrowID: live.id)],
+                    "user \(user): the code of the capture that holds the profile, alone: \(exchanges.count)"
+                )
+            } else {
+                try expect(exchanges.isEmpty, "user \(user): a plain capture holds the profile, no code")
+            }
+        }
+        try expect(
+            try await tokens.runningAppleExchangeCount() == queued,
+            "no code queued for an escrow that is gone: \(queued) held by live escrows"
+        )
+        try await Fixture().expectIntactChain(
+            try fixture.records.allEvents(subject.escrows),
+            of: subject.escrows,
+            "the chain of concurrent captures"
+        )
     }
 }

@@ -22,21 +22,9 @@ package protocol AppleTokenWriteTransaction: EscrowWriteTransaction {
 
 extension StoreEngine {
     /// A capture and its authorization code's exchange in the caller's transaction, the exchange made for the escrow
-    /// that holds the profile: ``AppleCodeCaptureStore/capture(_:queueing:actor:lifecycle:)``.
-    package static func capture(
-        _ item: CaptureItem,
-        queueing exchange: (EscrowID) -> AppleTokenExchange,
-        in transaction: some AppleTokenWriteTransaction
-    ) async throws -> CaptureOutcome {
-        var audit: [AuditDraft] = []
-        let outcome = try await capture(item, queueing: exchange, in: transaction, auditing: &audit)
-        try await transaction.requireUsable([item.record.sealed.keyVersion])
-        try await append(audit, transaction)
-        return outcome
-    }
-
-    /// ``capture(_:queueing:in:)`` less its last two steps (as ``capture(_:in:auditing:)``), for a sign-in's
-    /// completion, which writes more in the same transaction.
+    /// that holds the profile, less the last two steps of ``capture(_:in:)`` (as ``capture(_:in:auditing:)``): for a
+    /// batch of captures (``captureQueueingCodes(_:in:)``) and a sign-in's completion, which write more in the same
+    /// transaction.
     package static func capture(
         _ item: CaptureItem,
         queueing exchange: (EscrowID) -> AppleTokenExchange,
@@ -44,8 +32,43 @@ extension StoreEngine {
         auditing audit: inout [AuditDraft]
     ) async throws -> CaptureOutcome {
         let outcome = try await capture([item], in: transaction, auditing: &audit)[0]
-        let queued = exchange(outcome.record.id)
-        guard try await transaction.insertAppleExchange(queued) else { return outcome }
+        try await queue(exchange(outcome.record.id), after: outcome, in: transaction)
+        return outcome
+    }
+
+    /// A group commit's batch of captures, some with their authorization code (``CaptureItem/appleExchange``), in the
+    /// caller's transaction, as ``capture(_:in:)`` writes them and queueing each code's exchange for the escrow that
+    /// holds its profile: the captures without a code together, then each one with a code and its code's entry in
+    /// turn. In turn, because a capture may replace
+    /// the escrow of one before it in the batch, which deletes that escrow's exchanges: an entry is only written for
+    /// an escrow that holds its profile. (The batch's captures are concurrent calls: any order is one they could have
+    /// come in.)
+    package static func captureQueueingCodes(
+        _ items: [CaptureItem],
+        in transaction: some AppleTokenWriteTransaction
+    ) async throws -> [CaptureOutcome] {
+        var audit: [AuditDraft] = []
+        let plain = items.indices.filter { items[$0].appleExchange == nil }
+        var outcomes = [CaptureOutcome?](repeating: nil, count: items.count)
+        let captured = try await capture(plain.map { items[$0] }, in: transaction, auditing: &audit)
+        for (index, outcome) in zip(plain, captured) { outcomes[index] = outcome }
+        for index in items.indices {
+            guard let exchange = items[index].appleExchange else { continue }
+            outcomes[index] = try await capture(items[index], queueing: exchange, in: transaction, auditing: &audit)
+        }
+        try await transaction.requireUsable(Set(items.map(\.record.sealed.keyVersion)))
+        try await append(audit, transaction)
+        return outcomes.map { $0! }
+    }
+
+    /// Queues `queued`, the exchange of a code that came with the capture that gave `outcome`, unless its escrow has
+    /// one for the code.
+    private static func queue(
+        _ queued: AppleTokenExchange,
+        after outcome: CaptureOutcome,
+        in transaction: some AppleTokenWriteTransaction
+    ) async throws {
+        guard try await transaction.insertAppleExchange(queued) else { return }
         // The same content again kept the escrow captured before, with this new code: while that escrow still waits
         // for its first delivery, the delivery is held for this code's exchange too, as a new escrow's is, so that
         // the refresh token goes out with it instead of being purged unseen after a confirmation.
@@ -58,7 +81,6 @@ extension StoreEngine {
             held.updatedAt = queued.createdAt
             _ = try await transaction.update([(held, existing.revision)])
         }
-        return outcome
     }
 
     /// Claims due exchanges in the caller's transaction: each one's attempts counted and its lease set, so another

@@ -9,14 +9,23 @@ package struct CaptureItem: Sendable {
     /// The `captured` event's detail: how the profile came, when not by a capture call (``webSignIn``, which the
     /// engine sets on a web sign-in's capture).
     package var detail: String?
+    /// The outbox entry of the Apple authorization code that came with the profile, made for the escrow that holds
+    /// it (``StoreEngine/captureQueueingCodes(_:in:)``); nil for a capture without one.
+    package var appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)?
 
     /// The detail of a capture made by a web sign-in's callback.
     package static let webSignIn = "web-signin"
 
-    package init(record: EscrowRecord, actor: AuditActor, lifecycle: EscrowLifecycle) {
+    package init(
+        record: EscrowRecord,
+        actor: AuditActor,
+        lifecycle: EscrowLifecycle,
+        appleExchange: (@Sendable (EscrowID) -> AppleTokenExchange)? = nil
+    ) {
         self.record = record
         self.actor = actor
         self.lifecycle = lifecycle
+        self.appleExchange = appleExchange
     }
 }
 

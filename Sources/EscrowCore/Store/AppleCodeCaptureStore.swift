@@ -8,8 +8,8 @@ public import EscrowCrypto
 /// The `EscrowStoreConformance` module holds the checks every implementation must pass.
 public protocol AppleCodeCaptureStore: Sendable {
     /// ``EscrowRecordStore/capture(_:actor:lifecycle:)``, and in the same transaction the exchange `exchange` makes for
-    /// the escrow that holds the profile (created, replacing, or the same content kept), queued unless one for its
-    /// code exists. Durable before it returns.
+    /// the escrow that holds the profile (created, replacing, or the same content kept), queued unless that escrow
+    /// has one for its code. Durable before it returns; a store may commit it with other captures (a group commit).
     func capture(
         _ record: EscrowRecord,
         queueing exchange: @escaping @Sendable (EscrowID) -> AppleTokenExchange,
