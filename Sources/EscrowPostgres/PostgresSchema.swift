@@ -368,19 +368,6 @@ enum PostgresSchema {
                 """,
             ]
         ),
-        Migration(
-            version: 14,
-            name: "an exchange keyed by its escrow and code",
-            statements: [
-                // An exchange is its escrow's code, keyed by (escrow_id, code_hash), in the escrow ids' time order:
-                // queueing a sign-in's code appends to the key's index where the code's hash alone took a random
-                // page, and the key serves the escrow's lookups, so the escrow's own index goes. A code is still
-                // queued once: it belongs to one user, who has one escrow at a time.
-                "ALTER TABLE apple_token_exchange DROP CONSTRAINT apple_token_exchange_pkey",
-                "ALTER TABLE apple_token_exchange ADD PRIMARY KEY (escrow_id, code_hash)",
-                "DROP INDEX apple_token_exchange_escrow",
-            ]
-        ),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -15,7 +15,7 @@ extension PostgresWriteTransaction: AppleTokenWriteTransaction {
                 \(exchange.redirectURI), \(Int64(exchange.keyVersion)), \(Data(exchange.sealedCode)),
                 \(Int64(exchange.attempts)), \(PostgresEscrowStore.ms(exchange.nextAttemptAt)),
                 \(PostgresEscrowStore.ms(exchange.createdAt)), \(PostgresEscrowStore.ms(exchange.expiresAt)))
-            ON CONFLICT (escrow_id, code_hash) DO NOTHING RETURNING 1
+            ON CONFLICT (code_hash) DO NOTHING RETURNING 1
             """,
             logger: logger
         ).collect()
