@@ -39,10 +39,9 @@ extension StoreEngine {
     /// A group commit's batch of captures, some with their authorization code (``CaptureItem/appleExchange``), in the
     /// caller's transaction, as ``capture(_:in:)`` writes them and queueing each code's exchange for the escrow that
     /// holds its profile: the captures without a code together, then each one with a code and its code's entry in
-    /// turn. In turn, because a capture may replace
-    /// the escrow of one before it in the batch, which deletes that escrow's exchanges: an entry is only written for
-    /// an escrow that holds its profile. (The batch's captures are concurrent calls: any order is one they could have
-    /// come in.)
+    /// turn. In turn, because a capture may replace the escrow of one before it in the batch, which deletes that
+    /// escrow's exchanges: an entry is only written for an escrow that holds its profile. (The batch's captures are
+    /// concurrent calls: any order is one they could have come in.)
     package static func captureQueueingCodes(
         _ items: [CaptureItem],
         in transaction: some AppleTokenWriteTransaction
