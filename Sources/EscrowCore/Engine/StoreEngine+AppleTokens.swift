@@ -22,7 +22,7 @@ package protocol AppleTokenWriteTransaction: EscrowWriteTransaction {
 
 extension StoreEngine {
     /// A capture and its authorization code's exchange in the caller's transaction, the exchange made for the escrow
-    /// that holds the profile, less the last two steps of ``capture(_:in:)`` (as ``capture(_:in:auditing:)``): for a
+    /// that holds the profile; the audit events added to `audit` as ``capture(_:in:auditing:)`` adds them: for a
     /// batch of captures (``captureQueueingCodes(_:in:)``) and a sign-in's completion, which write more in the same
     /// transaction.
     package static func capture(
@@ -37,9 +37,9 @@ extension StoreEngine {
     }
 
     /// A group commit's batch of captures, some with their authorization code (``CaptureItem/appleExchange``), in the
-    /// caller's transaction, as ``capture(_:in:)`` writes them and queueing each code's exchange for the escrow that
-    /// holds its profile: the captures without a code together, then each one with a code and its code's entry in
-    /// turn. In turn, because a capture may replace the escrow of one before it in the batch, which deletes that
+    /// caller's transaction, each code's exchange queued for the escrow that holds its profile, the batch's audit
+    /// events appended and its key versions checked: the captures without a code together
+    /// (``capture(_:in:auditing:)``), then each one with a code and its code's entry in turn. In turn, because a capture may replace the escrow of one before it in the batch, which deletes that
     /// escrow's exchanges: an entry is only written for an escrow that holds its profile. (The batch's captures are
     /// concurrent calls: any order is one they could have come in.)
     package static func captureQueueingCodes(

@@ -119,21 +119,9 @@ package protocol EscrowWriteTransaction {
 package enum StoreEngine {
     /// Captures `items` in the caller's transaction, in order. One insert for the new users (the common case);
     /// only a capture whose user already has a live escrow reads it, then keeps it (same content), replaces it, or
-    /// deletes it when it is malformed. Every item's events join the chain in the batch's order.
-    package static func capture(
-        _ items: [CaptureItem],
-        in transaction: some EscrowWriteTransaction
-    ) async throws -> [CaptureOutcome] {
-        var audit: [AuditDraft] = []
-        let outcomes = try await capture(items, in: transaction, auditing: &audit)
-        try await transaction.requireUsable(Set(items.map(\.record.sealed.keyVersion)))
-        try await append(audit, transaction)
-        return outcomes
-    }
-
-    /// ``capture(_:in:)`` less its last two steps, for a caller that writes more in the same transaction: the audit
-    /// events are added to `audit`, and the caller appends them and checks the records' key versions
-    /// (``EscrowWriteTransaction/requireUsable(_:)``) after its own writes, once for all.
+    /// deletes it when it is malformed. The audit events are added to `audit` in the batch's order; the caller
+    /// appends them and checks the records' key versions (``EscrowWriteTransaction/requireUsable(_:)``) after its own
+    /// writes, once for all (a group commit's batch: ``captureQueueingCodes(_:in:)``).
     package static func capture(
         _ items: [CaptureItem],
         in transaction: some EscrowWriteTransaction,
